@@ -1,0 +1,268 @@
+"""Measure one transform's compile: phases, cache_state, host state, the record."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import psutil
+
+from pytest_jaxcompile.classify import CompileEvidence, classify
+from pytest_jaxcompile.hardware import Hardware, detect_hardware
+from pytest_jaxcompile.monitor import (
+    EVENT_BACKEND_COMPILE,
+    EVENT_CACHE_HIT,
+    EVENT_CACHE_REQUEST,
+    EVENT_CACHE_WRITE,
+    CompileMonitor,
+)
+from pytest_jaxcompile.records import CacheDetails, CompileRecord, HostState
+
+CACHE_ENTRY_SUFFIX = "-cache"  # jax/_src/lru_cache.py names entries "<key>-cache"
+_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
+
+
+class DuplicateTransformError(ValueError):
+    """The same transform name was measured twice in one test."""
+
+
+@dataclass(frozen=True)
+class JaxEnvironment:
+    """Facts about the JAX install, read once per session."""
+
+    hardware: Hardware
+    jax_version: str
+    jaxlib_version: str
+
+    @classmethod
+    def detect(cls, hardware_override: str | None) -> JaxEnvironment:
+        import jax
+        import jaxlib
+
+        return cls(
+            hardware=detect_hardware(hardware_override),
+            jax_version=jax.__version__,
+            jaxlib_version=getattr(jaxlib, "__version__", "unknown"),
+        )
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    dir: str | None
+    enabled: bool
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.dir) and self.enabled
+
+    @classmethod
+    def current(cls) -> CacheSettings:
+        import jax
+
+        # Attribute reads give the value in force, context managers included.
+        cache_dir = getattr(jax.config, "jax_compilation_cache_dir", None)
+        enabled = bool(getattr(jax.config, "jax_enable_compilation_cache", True))
+        return cls(dir=str(cache_dir) if cache_dir else None, enabled=enabled)
+
+
+def count_cache_entries(cache_dir: str | None) -> int | None:
+    """Entry files in a local cache dir; tolerant of entries appearing and vanishing."""
+    if not cache_dir or "://" in cache_dir:
+        return None
+    try:
+        with os.scandir(cache_dir) as entries:
+            return sum(1 for entry in entries if entry.name.endswith(CACHE_ENTRY_SUFFIX))
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+
+
+def fingerprint_module(module_text: str) -> str:
+    return "sha256:" + hashlib.sha256(module_text.encode("utf-8")).hexdigest()
+
+
+def module_name_of(module_text: str) -> str | None:
+    match = _MODULE_NAME.search(module_text[:500])
+    return match.group(1) if match else None
+
+
+def transform_from_module(module_name: str | None) -> str:
+    if not module_name:
+        return "compile"
+    return module_name[4:] if module_name.startswith("jit_") else module_name
+
+
+@dataclass(frozen=True)
+class TestContext:
+    """What the test declared: its cell, precision and per-test tolerance."""
+
+    cell: str
+    mixed_precision: bool
+    tolerance: float | None
+    location: tuple[str, int] | None
+
+
+class JaxCompile:
+    """The `jax_compile` fixture's value: measure a compile, return the Compiled."""
+
+    def __init__(
+        self,
+        monitor: CompileMonitor,
+        environment: Callable[[], JaxEnvironment],
+        context: TestContext,
+        sink: Callable[[CompileRecord], None],
+    ) -> None:
+        self._monitor = monitor
+        self._environment = environment
+        self._context = context
+        self._sink = sink
+        self.records: list[CompileRecord] = []
+
+    def __call__(
+        self,
+        target: Any,
+        *args: Any,
+        transform: str | None = None,
+        fresh: bool = True,
+        mixed_precision: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Measure `target`: a `jax.stages.Lowered`, or a function with its arguments.
+
+        A function is jitted (unless it already is), then traced, lowered and compiled
+        as separate timed phases. With ``fresh=True`` (the default) JAX's in-process
+        caches are cleared first, so the figure is what a new process pays.
+        """
+        import jax
+
+        is_lowered = isinstance(target, jax.stages.Lowered)
+        if is_lowered and (args or kwargs):
+            raise TypeError(
+                "jax_compile(lowered, ...) takes no call arguments: the Lowered already "
+                "holds them; pass a function to have it traced and lowered"
+            )
+        if not is_lowered and not callable(target):
+            raise TypeError(
+                f"jax_compile expects a jax.stages.Lowered or a callable, got {type(target)!r}"
+            )
+        if fresh:
+            jax.clear_caches()  # type: ignore[no-untyped-call]
+
+        trace_s = lower_s = None
+        if is_lowered:
+            lowered = target
+        else:
+            jitted = target if hasattr(target, "lower") else jax.jit(target)
+            if hasattr(jitted, "trace"):
+                start = time.perf_counter()
+                traced = jitted.trace(*args, **kwargs)
+                trace_s = time.perf_counter() - start
+                start = time.perf_counter()
+                lowered = traced.lower()
+                lower_s = time.perf_counter() - start
+            else:  # older jax: tracing is inside lower()
+                start = time.perf_counter()
+                lowered = jitted.lower(*args, **kwargs)
+                lower_s = time.perf_counter() - start
+
+        module_text = lowered.as_text()
+        module_name = module_name_of(module_text)
+        name = transform or (
+            getattr(target, "__name__", None) if not is_lowered else None
+        ) or transform_from_module(module_name)
+        if any(record.transform == name for record in self.records):
+            raise DuplicateTransformError(
+                f"transform {name!r} was already measured in {self._context.cell}; "
+                "give each jax_compile call its own transform= name"
+            )
+
+        environment = self._environment()
+        settings = CacheSettings.current()
+        process = psutil.Process()
+        entries_before = count_cache_entries(settings.dir)
+        cpu_before = _cpu_seconds(process)
+        with self._monitor.capture() as events:
+            start = time.perf_counter()
+            compiled = lowered.compile()
+            compile_s = time.perf_counter() - start
+        cpu_after = _cpu_seconds(process)
+        entries_after = count_cache_entries(settings.dir)
+
+        verdict = classify(
+            CompileEvidence(
+                cache_configured=settings.configured,
+                fresh=fresh,
+                backend_compiles=events.count(EVENT_BACKEND_COMPILE),
+                cache_requests=events.count(EVENT_CACHE_REQUEST),
+                cache_hits=events.count(EVENT_CACHE_HIT),
+                cache_writes=events.count(EVENT_CACHE_WRITE),
+                skip_reasons=events.skip_reasons(),
+                entries_before=entries_before,
+                entries_after=entries_after,
+            )
+        )
+        record = CompileRecord(
+            cell=self._context.cell,
+            transform=name,
+            hardware=environment.hardware.name,
+            hardware_detail=environment.hardware.detail(),
+            jax_version=environment.jax_version,
+            jaxlib_version=environment.jaxlib_version,
+            mixed_precision=(
+                self._context.mixed_precision if mixed_precision is None else mixed_precision
+            ),
+            cache_state=verdict.cache_state.value,
+            compile_s=compile_s,
+            trace_s=trace_s,
+            lower_s=lower_s,
+            backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
+            cache=CacheDetails(
+                dir=settings.dir,
+                enabled=settings.enabled,
+                entries_before=entries_before,
+                entries_after=entries_after,
+                persisted=verdict.persisted,
+                reason=verdict.reason,
+                reason_detail=verdict.detail,
+                notes=list(verdict.notes),
+            ),
+            host_state=host_state(cpu_before, cpu_after),
+            module_name=module_name,
+            fingerprint=fingerprint_module(module_text),
+            xla_flags=os.environ.get("XLA_FLAGS"),
+            tolerance=self._context.tolerance,
+            location=self._context.location,
+            timestamp=utc_now(),
+        )
+        self.records.append(record)
+        self._sink(record)
+        return compiled
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def host_state(cpu_before: float, cpu_after: float) -> HostState:
+    try:
+        load = psutil.getloadavg()[0]
+    except (OSError, AttributeError):
+        load = None
+    return HostState(
+        cpu_count=psutil.cpu_count(logical=True),
+        load_avg_1m=None if load is None else round(load, 2),
+        process_cpu_s=round(cpu_after - cpu_before, 6),
+    )
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+

@@ -1,0 +1,335 @@
+"""The pin store: expected compile figures in TOML, one file per comparability key.
+
+Layout of ``pins/<slug>.toml`` (the slug is only a readable file name; the key is
+stored verbatim in the ``[key]`` table and is what the store goes by)::
+
+    [key]
+    hardware = "cpu:cpu @ AMD EPYC 7B13 x2"
+    jax_version = "0.10.2"
+    mixed_precision = false
+    cache_state = "cold"
+
+    [pins."tests/test_models.py::test_mlp".vag]
+    compile_s = 0.3121
+    fingerprint = "sha256:..."
+    pinned_at = "2026-11-30T01:00:00+00:00"
+    load_avg_1m = 0.41
+    # tolerance = 0.8   (optional, hand-set; kept across re-pins)
+
+Files are rendered deterministically (sorted, rounded, no wall-clock "now"), so
+re-pinning unchanged figures rewrites identical bytes. Writes happen under a
+`filelock` lock, re-read the file inside the lock (two sessions re-pinning at once
+lose nothing), and replace it atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from filelock import FileLock
+
+from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+PIN_FILE_HEADER = (
+    "# Compile-time pins written by pytest-jaxcompile; one file per comparability key.\n"
+    "# Re-pin with: pytest --compile-pin-update. A hand-set `tolerance` is kept.\n\n"
+)
+SECONDS_DIGITS = 4
+LOCK_TIMEOUT_S = 120.0
+
+PinId = tuple[str, str]  # (cell, transform)
+
+
+class PinFileError(Exception):
+    """A pin file that cannot be read; names the file and, where known, the line."""
+
+    def __init__(self, path: Path, message: str, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Pin:
+    compile_s: float
+    fingerprint: str | None = None
+    pinned_at: str | None = None
+    load_avg_1m: float | None = None
+    tolerance: float | None = None
+
+    @classmethod
+    def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
+        return cls(
+            compile_s=round(record.compile_s, SECONDS_DIGITS),
+            fingerprint=record.fingerprint,
+            pinned_at=record.timestamp or None,
+            load_avg_1m=record.host_state.load_avg_1m,
+            tolerance=previous.tolerance if previous else None,
+        )
+
+    def to_toml(self) -> dict[str, Any]:
+        table: dict[str, Any] = {"compile_s": self.compile_s}
+        if self.tolerance is not None:
+            table["tolerance"] = self.tolerance
+        if self.fingerprint is not None:
+            table["fingerprint"] = self.fingerprint
+        if self.pinned_at is not None:
+            table["pinned_at"] = self.pinned_at
+        if self.load_avg_1m is not None:
+            table["load_avg_1m"] = self.load_avg_1m
+        return table
+
+
+@dataclass
+class PinGroup:
+    """The pins of one comparability key, as stored in one file."""
+
+    key: ComparabilityKey
+    path: Path
+    pins: dict[PinId, Pin] = field(default_factory=dict)
+
+    def render(self) -> str:
+        tables: dict[str, dict[str, Any]] = {}
+        for cell, transform in sorted(self.pins):
+            tables.setdefault(cell, {})[transform] = self.pins[(cell, transform)].to_toml()
+        document = {"key": self.key.to_dict(), "pins": tables}
+        return PIN_FILE_HEADER + tomli_w.dumps(document)
+
+
+def pin_file_name(key: ComparabilityKey) -> str:
+    """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
+    precision = "mixed" if key.mixed_precision else "full"
+    readable = f"{key.hardware}--jax-{key.jax_version}--{precision}--{key.cache_state}"
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", readable).strip("-").lower()
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:8]
+    return f"{slug[:120]}--{digest}.toml"
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return None
+
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def parse_pin_file(path: Path, text: str) -> PinGroup:
+    """Parse and validate one pin file; any problem is a PinFileError with the line."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        match = _TOML_POSITION.search(str(error))
+        line = int(match.group(1)) if match else getattr(error, "lineno", None)
+        raise PinFileError(path, f"not valid TOML: {error}", line) from None
+
+    raw_key = document.get("key")
+    if not isinstance(raw_key, dict):
+        raise PinFileError(path, "missing the [key] table that names the comparability key")
+    key_line = _line_of(text, "[key]")
+    try:
+        key = ComparabilityKey(
+            hardware=_expect(raw_key, "hardware", str),
+            jax_version=_expect(raw_key, "jax_version", str),
+            mixed_precision=_expect(raw_key, "mixed_precision", bool),
+            cache_state=_expect(raw_key, "cache_state", str),
+        )
+    except ValueError as error:
+        raise PinFileError(path, f"[key] {error}", key_line) from None
+    if key.cache_state not in {state.value for state in CacheState if state.judged}:
+        raise PinFileError(
+            path,
+            f"[key] cache_state {key.cache_state!r} cannot be pinned "
+            "(expected cold, warm or none)",
+            _line_of(text, "cache_state"),
+        )
+
+    group = PinGroup(key=key, path=path)
+    raw_pins = document.get("pins", {})
+    if not isinstance(raw_pins, dict):
+        raise PinFileError(path, "[pins] must be a table of cells", _line_of(text, "pins"))
+    for cell, transforms in raw_pins.items():
+        if not isinstance(transforms, dict):
+            raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
+        for transform, raw in transforms.items():
+            line = _pin_line(text, cell, transform)
+            if not isinstance(raw, dict):
+                raise PinFileError(path, f"pin {cell} / {transform} must be a table", line)
+            try:
+                group.pins[(cell, transform)] = _pin_from_table(raw)
+            except ValueError as error:
+                raise PinFileError(path, f"pin {cell} / {transform}: {error}", line) from None
+    return group
+
+
+def _pin_line(text: str, cell: str, transform: str) -> int | None:
+    """The line of a pin's table header, for error messages."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("[pins.") and cell in line and transform in line:
+            return number
+    return _line_of(text, cell)
+
+
+def _expect(table: dict[str, Any], name: str, kind: type) -> Any:
+    if name not in table:
+        raise ValueError(f"missing {name!r}")
+    value = table[name]
+    if (kind is not bool and isinstance(value, bool)) or not isinstance(value, kind):
+        raise ValueError(f"{name!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float | None:
+    if name not in raw:
+        if required:
+            raise ValueError(f"missing {name!r}")
+        return None
+    value = raw[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name!r} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _pin_from_table(raw: dict[str, Any]) -> Pin:
+    unknown = set(raw) - {"compile_s", "tolerance", "fingerprint", "pinned_at", "load_avg_1m"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    compile_s = _number(raw, "compile_s", required=True)
+    assert compile_s is not None
+    for text_field in ("fingerprint", "pinned_at"):
+        if text_field in raw and not isinstance(raw[text_field], str):
+            raise ValueError(f"{text_field!r} must be a string")
+    return Pin(
+        compile_s=compile_s,
+        fingerprint=raw.get("fingerprint"),
+        pinned_at=raw.get("pinned_at"),
+        load_avg_1m=_number(raw, "load_avg_1m"),
+        tolerance=_number(raw, "tolerance"),
+    )
+
+
+def read_pin_file(path: Path) -> PinGroup:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise PinFileError(path, f"not UTF-8 text: {error}") from None
+    return parse_pin_file(path, text)
+
+
+class PinStore:
+    """All pin files of one directory, indexed by comparability key."""
+
+    def __init__(self, directory: Path, groups: Iterable[PinGroup] = ()) -> None:
+        self.directory = directory
+        self._groups: dict[ComparabilityKey, PinGroup] = {}
+        for group in groups:
+            self._add(group)
+
+    def _add(self, group: PinGroup) -> None:
+        existing = self._groups.get(group.key)
+        if existing is not None and existing.path != group.path:
+            raise PinFileError(
+                group.path,
+                f"holds the same [key] as {existing.path}; merge the two files into one",
+                1,
+            )
+        self._groups[group.key] = group
+
+    @classmethod
+    def load(cls, directory: Path) -> PinStore:
+        """Read every ``*.toml`` file; a missing directory is an empty store."""
+        if not directory.is_dir():
+            return cls(directory)
+        return cls(directory, (read_pin_file(path) for path in sorted(directory.glob("*.toml"))))
+
+    def groups(self) -> Iterator[PinGroup]:
+        yield from sorted(self._groups.values(), key=lambda group: group.key)
+
+    def get(self, key: ComparabilityKey, cell: str, transform: str) -> Pin | None:
+        group = self._groups.get(key)
+        return None if group is None else group.pins.get((cell, transform))
+
+    def path_for(self, key: ComparabilityKey) -> Path:
+        group = self._groups.get(key)
+        return group.path if group is not None else self.directory / pin_file_name(key)
+
+    def other_jax_versions(self, key: ComparabilityKey, cell: str, transform: str) -> list[str]:
+        """jax versions the same cell and transform is pinned under, all else equal."""
+        return sorted(
+            group.key.jax_version
+            for group in self._groups.values()
+            if group.key.jax_version != key.jax_version
+            and (group.key.hardware, group.key.mixed_precision, group.key.cache_state)
+            == (key.hardware, key.mixed_precision, key.cache_state)
+            and (cell, transform) in group.pins
+        )
+
+    def update(self, records: Iterable[CompileRecord]) -> list[Path]:
+        """Pin these records (one per cell/transform/key; the last wins). Returns files written.
+
+        `unknown` and `memory` rows are never pinned; other pins are left untouched.
+        """
+        by_key: dict[ComparabilityKey, dict[PinId, CompileRecord]] = {}
+        for record in records:
+            if record.state.judged:
+                by_key.setdefault(record.key, {})[(record.cell, record.transform)] = record
+        if not by_key:
+            return []
+        self.directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        with FileLock(str(lock_path(self.directory)), timeout=LOCK_TIMEOUT_S):
+            for key in sorted(by_key):
+                path = self.path_for(key)
+                # Re-read inside the lock: another session may have re-pinned meanwhile.
+                group = read_pin_file(path) if path.exists() else PinGroup(key=key, path=path)
+                if group.key != key:
+                    raise PinFileError(path, f"[key] changed on disk to {group.key.describe()}")
+                for pin_id, record in by_key[key].items():
+                    group.pins[pin_id] = Pin.from_record(record, group.pins.get(pin_id))
+                if atomic_write_text(path, group.render()):
+                    written.append(path)
+                self._groups[key] = group
+        return written
+
+
+def lock_path(directory: Path) -> Path:
+    """One lock per pins dir, outside it, so the pins dir holds only pin files."""
+    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"pytest-jaxcompile-{digest}.lock"
+
+
+def atomic_write_text(path: Path, text: str) -> bool:
+    """Replace `path` with `text` via a temp file + rename; False if already identical."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as temp:
+            temp.write(text)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return True

@@ -1,0 +1,133 @@
+"""Compile records: one row per measured transform, and the key rows are compared under."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+RECORD_KIND = "compile_probe"
+SCHEMA_VERSION = 1
+
+
+class CacheState(str, Enum):
+    """What the persistent compilation cache did for one compile."""
+
+    COLD = "cold"  # persistent-cache miss: XLA compiled
+    WARM = "warm"  # persistent-cache hit
+    NONE = "none"  # no persistent cache configured
+    MEMORY = "memory"  # served from JAX's in-process cache: nothing compiled
+    UNKNOWN = "unknown"  # the evidence does not decide; never guessed
+
+    @property
+    def judged(self) -> bool:
+        """Whether rows in this state are compared with pins at all."""
+        return self not in (CacheState.MEMORY, CacheState.UNKNOWN)
+
+
+@dataclass(frozen=True, order=True)
+class ComparabilityKey:
+    """Rows and pins are only ever compared under exactly the same key."""
+
+    hardware: str
+    jax_version: str
+    mixed_precision: bool
+    cache_state: str
+
+    def describe(self) -> str:
+        precision = "mixed precision" if self.mixed_precision else "full precision"
+        return f"{self.hardware} | jax {self.jax_version} | {precision} | {self.cache_state}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class CacheDetails:
+    """What the persistent cache looked like around the compile."""
+
+    dir: str | None = None
+    enabled: bool = False
+    entries_before: int | None = None
+    entries_after: int | None = None
+    persisted: bool | None = None
+    reason: str | None = None  # machine-readable code, e.g. "host_callbacks"
+    reason_detail: str | None = None  # the human sentence
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HostState:
+    """The host the compile ran on: XLA compiles on these cores, even for GPU jobs."""
+
+    cpu_count: int | None = None
+    load_avg_1m: float | None = None
+    process_cpu_s: float | None = None
+
+
+@dataclass
+class CompileRecord:
+    """One measured transform of one test (the test's node id is the cell)."""
+
+    cell: str
+    transform: str
+    hardware: str
+    jax_version: str
+    jaxlib_version: str
+    mixed_precision: bool
+    cache_state: str
+    compile_s: float
+    cache: CacheDetails = field(default_factory=CacheDetails)
+    host_state: HostState = field(default_factory=HostState)
+    hardware_detail: dict[str, Any] = field(default_factory=dict)
+    trace_s: float | None = None
+    lower_s: float | None = None
+    backend_compile_s: float | None = None  # JAX's own backend_compile_duration event
+    module_name: str | None = None
+    fingerprint: str | None = None
+    xla_flags: str | None = None
+    source: str = "fixture"
+    tolerance: float | None = None  # per-test override from the compile_budget marker
+    location: tuple[str, int] | None = None  # test file and line, for annotations
+    timestamp: str = ""
+    outcome: str | None = None  # the test's outcome, filled in after the call
+    record_kind: str = RECORD_KIND
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> ComparabilityKey:
+        return ComparabilityKey(
+            hardware=self.hardware,
+            jax_version=self.jax_version,
+            mixed_precision=self.mixed_precision,
+            cache_state=self.cache_state,
+        )
+
+    @property
+    def state(self) -> CacheState:
+        return CacheState(self.cache_state)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if self.location is not None:
+            data["location"] = list(self.location)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileRecord:
+        """Rebuild a record from `to_dict` output; unknown fields are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {name: value for name, value in data.items() if name in known}
+        values["cache"] = CacheDetails(**_only_fields(CacheDetails, values.get("cache") or {}))
+        values["host_state"] = HostState(
+            **_only_fields(HostState, values.get("host_state") or {})
+        )
+        location = values.get("location")
+        values["location"] = tuple(location) if location else None
+        return cls(**values)
+
+
+def _only_fields(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {name: value for name, value in data.items() if name in names}

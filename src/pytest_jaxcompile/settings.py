@@ -1,0 +1,94 @@
+"""Options and ini keys, resolved once per session (CLI beats env beats ini)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
+
+HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
+
+
+@dataclass(frozen=True)
+class Settings:
+    pin_update: bool
+    pins_dir: Path
+    thresholds: Thresholds
+    hardware_override: str | None
+    fail_on_improvement: bool
+    report_path: Path | None
+    mixed_precision_default: bool
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Settings:
+        return cls(
+            pin_update=bool(config.getoption("compile_pin_update")),
+            pins_dir=_path(config, "compile_pins_dir", "compile_pins_dir", default="pins"),
+            thresholds=Thresholds(
+                tolerance=_number(config, "compile_tolerance", DEFAULT_TOLERANCE),
+                floor_s=_number(config, "compile_floor", DEFAULT_FLOOR_S),
+            ),
+            hardware_override=(
+                config.getoption("compile_hardware")
+                or os.environ.get(HARDWARE_ENV)
+                or str(config.getini("compile_hardware") or "").strip()
+                or None
+            ),
+            fail_on_improvement=_flag(config, "compile_fail_on_improvement"),
+            report_path=_optional_path(config, "compile_report"),
+            mixed_precision_default=bool(config.getini("compile_mixed_precision")),
+        )
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    return bool(config.getoption(name) or config.getini(name))
+
+
+def _number(config: pytest.Config, name: str, default: float) -> float:
+    """CLI value, else ini value, else the default; a bad value names its source."""
+    cli = config.getoption(name)
+    if cli is not None:
+        return float(cli)  # argparse already validated it
+    raw = str(config.getini(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"ini option {name} = {raw!r} is not a number") from None
+    if value < 0:
+        raise pytest.UsageError(f"ini option {name} = {raw!r} must not be negative")
+    return value
+
+
+def _path(config: pytest.Config, option: str, ini: str, default: str) -> Path:
+    cli = config.getoption(option)
+    if cli:
+        return Path(config.invocation_params.dir, cli).resolve()
+    raw = str(config.getini(ini) or "").strip() or default
+    return Path(config.rootpath, raw).resolve()
+
+
+def _optional_path(config: pytest.Config, name: str) -> Path | None:
+    cli = config.getoption(name)
+    if cli:
+        return Path(config.invocation_params.dir, cli).resolve()
+    raw = str(config.getini(name) or "").strip()
+    return Path(config.rootpath, raw).resolve() if raw else None
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type for the numeric options."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value

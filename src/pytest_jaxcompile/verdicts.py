@@ -1,0 +1,133 @@
+"""Judge measured rows against pins: strictly within one comparability key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from pytest_jaxcompile.pins import Pin, PinStore
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+
+# Defaults, documented in docs/verdicts.md. Same-machine compile time of one module
+# moves by tens of percent between runs (and up to 2x across days on an idle laptop),
+# so the relative tolerance is generous; the floor keeps sub-second jitter of small
+# modules from ever failing a run.
+DEFAULT_TOLERANCE = 0.5
+DEFAULT_FLOOR_S = 0.25
+
+
+class Status(str, Enum):
+    OK = "ok"
+    DRIFT = "DRIFT"
+    IMPROVED = "improved"
+    UNPINNED = "unpinned"
+    NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    tolerance: float = DEFAULT_TOLERANCE
+    floor_s: float = DEFAULT_FLOOR_S
+
+
+@dataclass(frozen=True)
+class Verdict:
+    record: CompileRecord
+    status: Status
+    pin: Pin | None = None
+    pin_file: Path | None = None
+    tolerance: float | None = None
+    note: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.pin is None or self.pin.compile_s <= 0:
+            return None
+        return self.record.compile_s / self.pin.compile_s
+
+
+@dataclass(frozen=True)
+class StalePin:
+    """A pin of a test that ran in this session but measured nothing for it."""
+
+    key: ComparabilityKey
+    cell: str
+    transform: str
+    pin_file: Path
+
+
+def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
+    """One row against the pin under exactly its key, and nothing else."""
+    if not record.state.judged:
+        return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
+    key = record.key
+    pin_file = store.path_for(key)
+    pin = store.get(key, record.cell, record.transform)
+    if pin is None:
+        other = store.other_jax_versions(key, record.cell, record.transform)
+        note = None
+        if other:
+            note = (
+                f"pinned under jax {', '.join(other)}: a jax version bump recompiles once by "
+                "design (cache keys include the version); this is not drift. "
+                "Pin the new version with --compile-pin-update"
+            )
+        return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note)
+
+    # The most specific tolerance wins: the pin's own, then the test's marker, then global.
+    tolerance = next(
+        value
+        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
+        if value is not None
+    )
+    measured, pinned = record.compile_s, pin.compile_s
+    if measured > pinned * (1 + tolerance) and measured - pinned > thresholds.floor_s:
+        status = Status.DRIFT
+    elif measured < pinned / (1 + tolerance) and pinned - measured > thresholds.floor_s:
+        status = Status.IMPROVED
+    else:
+        status = Status.OK
+    return Verdict(record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
+                   note=_fingerprint_note(record, pin) if status is not Status.OK else None)
+
+
+def _fingerprint_note(record: CompileRecord, pin: Pin) -> str | None:
+    if not pin.fingerprint or not record.fingerprint:
+        return None
+    if pin.fingerprint == record.fingerprint:
+        return (
+            "module unchanged since pinning: look at the environment "
+            "(XLA flags, cache settings, host load)"
+        )
+    return "module changed since pinning (different fingerprint)"
+
+
+def judge_all(
+    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds
+) -> list[Verdict]:
+    return [judge(record, store, thresholds) for record in records]
+
+
+def find_stale(
+    store: PinStore,
+    ran_cells: set[str],
+    measured: set[tuple[str, str]],
+    hardware: str,
+    jax_version: str,
+) -> list[StalePin]:
+    """Pins, for this hardware and jax version, of tests that ran but measured nothing."""
+    stale = []
+    for group in store.groups():
+        if (group.key.hardware, group.key.jax_version) != (hardware, jax_version):
+            continue
+        for cell, transform in sorted(group.pins):
+            if cell in ran_cells and (cell, transform) not in measured:
+                stale.append(StalePin(group.key, cell, transform, group.path))
+    return stale
+
+
+def session_failed(verdicts: Iterable[Verdict], fail_on_improvement: bool) -> bool:
+    failing = {Status.DRIFT, Status.IMPROVED} if fail_on_improvement else {Status.DRIFT}
+    return any(verdict.status in failing for verdict in verdicts)
