@@ -134,9 +134,10 @@ def classify(evidence: CompileEvidence) -> Classification:
             CacheState.UNKNOWN,
             reason="cache_not_consulted",
             detail=(
-                "JAX compiled without consulting the persistent cache. JAX decides once per "
-                "process whether to use it, so the cache dir was probably set after the first "
-                "compile: configure it before any JAX computation (e.g. in pytest_configure)"
+                "JAX compiled without consulting the persistent cache although it is "
+                "configured now. JAX decides at the first compile of a process whether the "
+                "cache is in use, so it was probably disabled then: configure the cache "
+                "before any JAX computation (e.g. in pytest_configure)"
             ),
         )
     if evidence.cache_hits and evidence.cache_hits < evidence.cache_requests:

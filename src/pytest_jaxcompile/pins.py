@@ -114,10 +114,10 @@ class PinGroup:
 def pin_file_name(key: ComparabilityKey) -> str:
     """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
     precision = "mixed" if key.mixed_precision else "full"
-    readable = f"{key.hardware}--jax-{key.jax_version}--{precision}--{key.cache_state}"
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", readable).strip("-").lower()
+    parts = (key.hardware[:80], f"jax-{key.jax_version}", precision, key.cache_state)
+    slug = "--".join(re.sub(r"[^A-Za-z0-9.]+", "-", part).strip("-").lower() for part in parts)
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:8]
-    return f"{slug[:120]}--{digest}.toml"
+    return f"{slug}--{digest}.toml"
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -143,21 +143,22 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     if not isinstance(raw_key, dict):
         raise PinFileError(path, "missing the [key] table that names the comparability key")
     key_line = _line_of(text, "[key]")
-    try:
-        key = ComparabilityKey(
-            hardware=_expect(raw_key, "hardware", str),
-            jax_version=_expect(raw_key, "jax_version", str),
-            mixed_precision=_expect(raw_key, "mixed_precision", bool),
-            cache_state=_expect(raw_key, "cache_state", str),
-        )
-    except ValueError as error:
-        raise PinFileError(path, f"[key] {error}", key_line) from None
+    fields: dict[str, Any] = {}
+    for name, kind in (
+        ("hardware", str), ("jax_version", str), ("mixed_precision", bool), ("cache_state", str)
+    ):
+        try:
+            fields[name] = _expect(raw_key, name, kind)
+        except ValueError as error:
+            line = _field_line(text, key_line, name) or key_line
+            raise PinFileError(path, f"[key] {error}", line) from None
+    key = ComparabilityKey(**fields)
     if key.cache_state not in {state.value for state in CacheState if state.judged}:
         raise PinFileError(
             path,
             f"[key] cache_state {key.cache_state!r} cannot be pinned "
             "(expected cold, warm or none)",
-            _line_of(text, "cache_state"),
+            _field_line(text, key_line, "cache_state"),
         )
 
     group = PinGroup(key=key, path=path)
@@ -168,14 +169,29 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
         if not isinstance(transforms, dict):
             raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
         for transform, raw in transforms.items():
-            line = _pin_line(text, cell, transform)
+            header = _pin_line(text, cell, transform)
             if not isinstance(raw, dict):
-                raise PinFileError(path, f"pin {cell} / {transform} must be a table", line)
+                raise PinFileError(path, f"pin {cell} / {transform} must be a table", header)
             try:
                 group.pins[(cell, transform)] = _pin_from_table(raw)
-            except ValueError as error:
+            except PinFieldError as error:
+                line = _field_line(text, header, error.field) or header
                 raise PinFileError(path, f"pin {cell} / {transform}: {error}", line) from None
     return group
+
+
+def _field_line(text: str, table_line: int | None, name: str) -> int | None:
+    """The line of `name = ...` inside the table starting at `table_line`."""
+    if table_line is None:
+        return None
+    lines = text.splitlines()
+    for number in range(table_line, len(lines)):
+        stripped = lines[number].strip()
+        if stripped.startswith("["):
+            return None
+        if re.match(rf"{re.escape(name)}\s*=", stripped):
+            return number + 1
+    return None
 
 
 def _pin_line(text: str, cell: str, transform: str) -> int | None:
@@ -195,26 +211,33 @@ def _expect(table: dict[str, Any], name: str, kind: type) -> Any:
     return value
 
 
+class PinFieldError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float | None:
     if name not in raw:
         if required:
-            raise ValueError(f"missing {name!r}")
+            raise PinFieldError(name, f"missing {name!r}")
         return None
     value = raw[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name!r} must be a non-negative number, got {value!r}")
+        raise PinFieldError(name, f"{name!r} must be a non-negative number, got {value!r}")
     return float(value)
 
 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {"compile_s", "tolerance", "fingerprint", "pinned_at", "load_avg_1m"}
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}")
+        first = sorted(unknown)[0]
+        raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
     for text_field in ("fingerprint", "pinned_at"):
         if text_field in raw and not isinstance(raw[text_field], str):
-            raise ValueError(f"{text_field!r} must be a string")
+            raise PinFieldError(text_field, f"{text_field!r} must be a string")
     return Pin(
         compile_s=compile_s,
         fingerprint=raw.get("fingerprint"),
@@ -269,16 +292,9 @@ class PinStore:
         group = self._groups.get(key)
         return group.path if group is not None else self.directory / pin_file_name(key)
 
-    def other_jax_versions(self, key: ComparabilityKey, cell: str, transform: str) -> list[str]:
-        """jax versions the same cell and transform is pinned under, all else equal."""
-        return sorted(
-            group.key.jax_version
-            for group in self._groups.values()
-            if group.key.jax_version != key.jax_version
-            and (group.key.hardware, group.key.mixed_precision, group.key.cache_state)
-            == (key.hardware, key.mixed_precision, key.cache_state)
-            and (cell, transform) in group.pins
-        )
+    def keys_pinning(self, cell: str, transform: str) -> list[ComparabilityKey]:
+        """Every key under which this cell and transform has a pin."""
+        return sorted(key for key, group in self._groups.items() if (cell, transform) in group.pins)
 
     def update(self, records: Iterable[CompileRecord]) -> list[Path]:
         """Pin these records (one per cell/transform/key; the last wins). Returns files written.

@@ -66,14 +66,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     pin_file = store.path_for(key)
     pin = store.get(key, record.cell, record.transform)
     if pin is None:
-        other = store.other_jax_versions(key, record.cell, record.transform)
-        note = None
-        if other:
-            note = (
-                f"pinned under jax {', '.join(other)}: a jax version bump recompiles once by "
-                "design (cache keys include the version); this is not drift. "
-                "Pin the new version with --compile-pin-update"
-            )
+        note = _unpinned_note(key, store.keys_pinning(record.cell, record.transform))
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note)
 
     # The most specific tolerance wins: the pin's own, then the test's marker, then global.
@@ -91,6 +84,39 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         status = Status.OK
     return Verdict(record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
                    note=_fingerprint_note(record, pin) if status is not Status.OK else None)
+
+
+def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
+    """Explain a missing pin when the same row is pinned under a neighbouring key."""
+    bumped = sorted(
+        {
+            other.jax_version
+            for other in pinned
+            if other.jax_version != key.jax_version
+            and (other.hardware, other.mixed_precision, other.cache_state)
+            == (key.hardware, key.mixed_precision, key.cache_state)
+        }
+    )
+    if bumped:
+        return (
+            f"pinned under jax {', '.join(bumped)}: a jax version bump recompiles once by "
+            "design (cache keys include the version); this is not drift. "
+            "Pin the new version with --compile-pin-update"
+        )
+    states = sorted(
+        {
+            other.cache_state
+            for other in pinned
+            if (other.hardware, other.jax_version, other.mixed_precision)
+            == (key.hardware, key.jax_version, key.mixed_precision)
+        }
+    )
+    if states:
+        return (
+            f"pinned only as {'/'.join(states)}: a {key.cache_state} row is compared only "
+            f"with {key.cache_state} pins; pin this cache state too"
+        )
+    return None
 
 
 def _fingerprint_note(record: CompileRecord, pin: Pin) -> str | None:

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+class JaxProject:
+    """A throwaway pytest project that uses the plugin with a real persistent cache."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        self.cache_dir = pytester.path / "jaxcache"
+        self.pins_dir = pytester.path / "pins"
+        (self.path / "jaxmodels.py").write_text((EXAMPLES / "jaxmodels.py").read_text())
+
+    def conftest(self, *, cache: bool = True, min_compile_time: float | None = 0.0) -> None:
+        """Configure the persistent cache in pytest_configure, as conftest_example.py does."""
+        lines = ["import jax", "", "def pytest_configure(config):"]
+        if cache:
+            cache_dir = str(self.cache_dir)
+            lines.append(f"    jax.config.update('jax_compilation_cache_dir', {cache_dir!r})")
+            if min_compile_time is not None:
+                lines.append(
+                    "    jax.config.update('jax_persistent_cache_min_compile_time_secs', "
+                    f"{min_compile_time!r})"
+                )
+        else:
+            lines.append("    pass")
+        self.pytester.makeconftest("\n".join(lines) + "\n")
+
+    def tests(self, source: str, name: str = "test_models") -> None:
+        self.pytester.makepyfile(**{name: textwrap.dedent(source)})
+
+    def run(self, *args: str) -> pytest.RunResult:
+        report = self.path / "report.json"
+        report.unlink(missing_ok=True)
+        return self.pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--compile-report", str(report), *args
+        )
+
+    def report(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.path / "report.json").read_text())
+        return data
+
+    def rows(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The last report's records by (test name, transform)."""
+        return {
+            (record["cell"].split("::")[-1], record["transform"]): record
+            for record in self.report()["records"]
+        }
+
+    def verdicts(self) -> dict[tuple[str, str], str]:
+        return {
+            (verdict["cell"].split("::")[-1], verdict["transform"]): verdict["status"]
+            for verdict in self.report()["verdicts"]
+        }
+
+    def pin_files(self) -> dict[str, bytes]:
+        if not self.pins_dir.is_dir():
+            return {}
+        return {path.name: path.read_bytes() for path in sorted(self.pins_dir.glob("*.toml"))}
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> JaxProject:
+    return JaxProject(pytester)

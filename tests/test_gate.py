@@ -1,0 +1,371 @@
+"""The gate end to end: pin, pass, catch a slower compile, re-pin; errors and options."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import JaxProject
+
+HEAVY_DEPTH = "512"  # JAXMODELS_DEPTH of the injected regression (default 2): ~10x the compile
+
+MODEL_TESTS = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_mlp(jax_compile):
+        args = mlp_example_args()
+        jax_compile(jax.value_and_grad(mlp_loss), *args, transform="vag")
+"""
+
+
+def _pin_value(project: JaxProject, old: str, new: str) -> None:
+    (path,) = project.pins_dir.glob("*.toml")
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def _set_pin_seconds(project: JaxProject, seconds: float) -> None:
+    (path,) = project.pins_dir.glob("*.toml")
+    lines = [
+        f"compile_s = {seconds}" if line.startswith("compile_s = ") else line
+        for line in path.read_text().splitlines()
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+
+    result = project.run("--compile-pin-update")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*pins updated: pins/*--none--*.toml"])
+    assert len(project.pin_files()) == 1
+
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK
+    assert project.verdicts()[("test_mlp", "vag")] in ("ok", "improved")  # never fails
+
+    monkeypatch.setenv("JAXMODELS_DEPTH", HEAVY_DEPTH)
+    result = project.run()
+    result.assert_outcomes(passed=1)  # every test passed; the compile gate failed the run
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
+    result.stdout.fnmatch_lines(
+        [
+            "*jax compile times*",
+            "cpu:* | jax * | full precision | none  (pins/*.toml)",
+            "  DRIFT      test_models.py::test_mlp [[]vag[]] * s, pin * s (*x, tolerance 50%)",
+            "      module changed since pinning*",
+            "DRIFT: 1 row(s) compiled slower than their pin*",
+            "*re-pin*: pytest --compile-pin-update test_models.py::test_mlp",
+        ]
+    )
+    assert project.report()["gate"] == "fail"
+
+    before = project.pin_files()
+    result = project.run("--compile-pin-update")
+    assert result.ret == pytest.ExitCode.OK  # re-pinning never fails on drift
+    assert project.pin_files() != before
+    assert project.run().ret == pytest.ExitCode.OK
+
+
+def test_drift_on_an_unchanged_module_points_at_the_environment(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    _set_pin_seconds(project, 0.0001)
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*module unchanged since pinning: look at the environment*"])
+
+
+def test_drift_does_not_hide_a_test_failure_exit_status(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS + "\n    def test_broken():\n        assert False\n")
+    project.run("--compile-pin-update")
+    _set_pin_seconds(project, 0.0001)
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, failed=1)
+
+
+def test_improvement_is_reported_and_fails_only_when_asked(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    _set_pin_seconds(project, 100.0)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*improved: 1 row(s) compiled faster than their pin*"])
+    result = project.run("--compile-fail-on-improvement")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    _pin_value(project, 'jax_version = "0', 'jax_version = "0.0.1-old')
+    _set_pin_seconds(project, 0.0001)
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.OK
+    assert project.verdicts()[("test_mlp", "vag")] == "unpinned"
+    result.stdout.fnmatch_lines(["*pinned under jax 0.0.1-old*recompiles once by design*"])
+
+
+def test_corrupt_pin_file_is_a_usage_error_and_stays_untouched(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    broken = path.read_text().replace("compile_s = ", "compile_s = = ")
+    path.write_text(broken)
+    for args in ((), ("--compile-pin-update",)):
+        result = project.run(*args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(
+            [f"ERROR: pytest-jaxcompile: cannot read pin file {path}:11: *"]
+        )
+        assert path.read_text() == broken
+
+
+def test_failing_test_keeps_its_measurement_and_outcome(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_fails_after_measuring(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+            assert False, "the model is wrong"
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    row = project.rows()[("test_fails_after_measuring", "jit")]
+    assert row["outcome"] == "failed"
+    assert row["compile_s"] > 0
+
+
+def test_budget_ceiling_fails_the_test_with_figure_and_budget(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax, pytest
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        @pytest.mark.compile_budget(0.000001)
+        def test_tight(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+        @pytest.mark.compile_budget(seconds=600, tolerance=0.2)
+        def test_roomy(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        """
+    )
+    result = project.run("--strict-markers")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*transform 'jit' compiled in * s, over its compile_budget of 1e-06 s (cache_state none)"]
+    )
+    rows = project.rows()
+    assert rows[("test_tight", "jit")]["outcome"] == "failed"
+    assert rows[("test_roomy", "jit")]["tolerance"] == 0.2
+
+
+def test_unknown_marker_argument_is_a_collection_error(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import pytest
+
+        @pytest.mark.compile_budget(secs=1)
+        def test_typo():
+            pass
+        """
+    )
+    result = project.run()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*test_models.py::test_typo: @pytest.mark.compile_budget: *unexpected keyword*'secs'*"]
+    )
+
+
+def test_same_transform_twice_is_an_error(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_twice(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args())
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args())
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*DuplicateTransformError: transform 'mlp_loss' was already*"])
+
+
+def test_mixed_precision_and_hardware_override_go_into_the_key(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax, pytest
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        @pytest.mark.compile_budget(mixed_precision=True)
+        def test_marked(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+        def test_argument(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit",
+                        mixed_precision=True)
+
+        def test_default(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        """
+    )
+    monkeypatch.setenv("JAXCOMPILE_HARDWARE", "from-env")
+    project.run("--compile-hardware", "ci-pool-a").assert_outcomes(passed=3)
+    rows = project.rows()
+    assert [rows[(name, "jit")]["mixed_precision"] for name in
+            ("test_marked", "test_argument", "test_default")] == [True, True, False]
+    assert {row["hardware"] for row in rows.values()} == {"ci-pool-a"}
+    assert rows[("test_default", "jit")]["hardware_detail"]["platform"] == "cpu"
+    project.run().assert_outcomes(passed=3)
+    assert {row["hardware"] for row in project.rows().values()} == {"from-env"}
+
+
+def test_ini_options_are_read_and_cli_wins(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.pytester.makeini(
+        """
+        [pytest]
+        compile_pins_dir = compile-pins
+        compile_mixed_precision = true
+        compile_tolerance = 7
+        """
+    )
+    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    assert list((project.path / "compile-pins").glob("*--mixed--none--*.toml"))
+    report = project.report()
+    assert report["thresholds"]["tolerance"] == 7.0
+    project.run("--compile-tolerance", "0.1")
+    assert project.report()["thresholds"]["tolerance"] == 0.1
+
+
+def test_bad_ini_value_names_the_option(project: JaxProject) -> None:
+    project.pytester.makeini("[pytest]\ncompile_tolerance = lots\n")
+    project.tests("def test_nothing():\n    pass\n")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*compile_tolerance = 'lots' is not a number*"])
+
+
+def test_stale_pins_are_reported(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_mlp(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+            jax_compile(jax.jit(jax.grad(mlp_loss)), *mlp_example_args(), transform="grad")
+        """
+    )
+    project.run("--compile-pin-update")
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_mlp(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        """
+    )
+    result = project.run()
+    result.stdout.fnmatch_lines(
+        ["stale pins: 1 *", "  test_models.py::test_mlp [[]grad[]] in pins/*"]
+    )
+    assert [(s["cell"], s["transform"]) for s in project.report()["stale"]] == [
+        ("test_models.py::test_mlp", "grad")
+    ]
+
+
+def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
+    project.conftest()
+    project.tests(MODEL_TESTS)
+    project.run().assert_outcomes(passed=1)
+    report = project.report()
+    assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 1)
+    (record,) = report["records"]
+    for field in (
+        "record_kind", "schema_version", "cell", "transform", "hardware", "jax_version",
+        "jaxlib_version", "mixed_precision", "cache_state", "cache", "trace_s", "lower_s",
+        "compile_s", "host_state", "module_name", "fingerprint", "xla_flags", "timestamp",
+        "outcome",
+    ):
+        assert field in record, field
+    assert record["record_kind"] == "compile_probe"
+    assert set(record["host_state"]) == {"cpu_count", "load_avg_1m", "process_cpu_s"}
+    assert record["module_name"] == "jit_mlp_loss"
+    assert record["fingerprint"].startswith("sha256:")
+    assert record["outcome"] == "passed"
+    json.dumps(report)  # JSON-able as written
+
+
+def test_plugin_can_be_disabled(project: JaxProject) -> None:
+    project.tests(MODEL_TESTS)
+    result = project.pytester.runpytest_subprocess("-p", "no:jaxcompile")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*fixture 'jax_compile' not found*"])
+
+
+def test_a_suite_that_does_not_use_it_never_imports_jax(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_no_jax():
+            assert "jax" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "jax compile times" not in result.stdout.str()
+
+
+def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "*compile-time gate for JAX/XLA*",
+            "*--compile-pin-update*",
+            "*--compile-pins-dir=DIR*",
+            "*--compile-tolerance=FRACTION*",
+            "*--compile-floor=SECONDS*",
+            "*--compile-hardware=NAME*",
+            "*--compile-fail-on-improvement*",
+            "*--compile-report=PATH*",
+            "*compile_pins_dir*",
+            "*compile_mixed_precision*",
+        ]
+    )
+
+
+def test_marker_is_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.compile_budget(seconds=None, *"])

@@ -1,0 +1,156 @@
+"""The pin store: TOML layout, determinism, errors, atomic and concurrent writes."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+from records_factory import make_record
+
+from pytest_jaxcompile.pins import PinFileError, PinStore, pin_file_name
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+
+
+def test_update_writes_one_file_per_key_with_the_key_verbatim(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    written = store.update([make_record(), make_record(cache_state="warm", compile_s=0.01)])
+    assert len(written) == 2
+    cold = make_record().key
+    text = store.path_for(cold).read_text()
+    assert 'hardware = "cpu:cpu @ Test CPU x2"' in text
+    assert 'cache_state = "cold"' in text
+    assert '[pins."tests/test_models.py::test_mlp".vag]' in text
+    reloaded = PinStore.load(tmp_path)
+    pin = reloaded.get(cold, "tests/test_models.py::test_mlp", "vag")
+    assert pin is not None and pin.compile_s == 1.0 and pin.fingerprint == "sha256:abc"
+
+
+def test_unknown_and_memory_rows_are_never_pinned(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    unpinnable = [make_record(cache_state="unknown"), make_record(cache_state="memory")]
+    assert store.update(unpinnable) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_repinning_unchanged_figures_gives_identical_bytes(tmp_path: Path) -> None:
+    records = [
+        make_record(cell=f"tests/test_m.py::test_{name}", transform=transform, compile_s=0.123456)
+        for name in ("b", "a", "c")
+        for transform in ("vag", "jit")
+    ]
+    PinStore.load(tmp_path).update(records)
+    first = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert PinStore.load(tmp_path).update(list(reversed(records))) == []  # nothing rewritten
+    second = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert first == second
+    text = next(iter(first.values())).decode()
+    assert text.index("test_a") < text.index("test_b") < text.index("test_c")
+    assert "compile_s = 0.1235" in text
+
+
+def test_update_leaves_other_pins_and_keeps_a_hand_set_tolerance(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(transform="vag"), make_record(transform="jit")])
+    path = store.path_for(make_record().key)
+    text = path.read_text().replace(
+        '[pins."tests/test_models.py::test_mlp".vag]\n',
+        '[pins."tests/test_models.py::test_mlp".vag]\ntolerance = 0.9\n',
+    )
+    path.write_text(text)
+    PinStore.load(tmp_path).update([make_record(transform="vag", compile_s=2.0)])
+    store = PinStore.load(tmp_path)
+    key = make_record().key
+    vag = store.get(key, "tests/test_models.py::test_mlp", "vag")
+    jit = store.get(key, "tests/test_models.py::test_mlp", "jit")
+    assert vag is not None and (vag.compile_s, vag.tolerance) == (2.0, 0.9)
+    assert jit is not None and jit.compile_s == 1.0
+
+
+@pytest.mark.parametrize(
+    ("corruption", "line", "fragment"),
+    [
+        (lambda text: text.replace('cache_state = "cold"', 'cache_state = "cold'), 8,
+         "not valid TOML"),
+        (lambda text: text.replace("compile_s = 1.0", 'compile_s = "fast"'), 11,
+         "'compile_s' must be a non-negative number"),
+        (lambda text: text.replace('jax_version = "0.10.2"', "jax_version = 10"), 6,
+         "'jax_version' must be a str"),
+        (lambda text: text.replace('cache_state = "cold"', 'cache_state = "memory"'), 8,
+         "cannot be pinned"),
+        (lambda text: text.replace("compile_s = 1.0", "compile_s = 1.0\nspeed = 3"), 12,
+         "unknown field(s) speed"),
+    ],
+)
+def test_a_broken_pin_file_names_file_and_line_and_is_left_untouched(
+    tmp_path: Path, corruption: object, line: int, fragment: str
+) -> None:
+    store = PinStore.load(tmp_path)
+    (path,) = store.update([make_record()])
+    broken = corruption(path.read_text())  # type: ignore[operator]
+    path.write_text(broken)
+    with pytest.raises(PinFileError) as error:
+        PinStore.load(tmp_path)
+    assert error.value.path == path
+    assert error.value.line == line
+    assert f"{path}:{line}: " in str(error.value)
+    assert fragment in str(error.value)
+    assert path.read_text() == broken
+
+
+def test_a_broken_pin_file_is_not_overwritten_by_an_update(tmp_path: Path) -> None:
+    (path,) = PinStore.load(tmp_path).update([make_record()])
+    store = PinStore.load(tmp_path)
+    path.write_text("[key\n")
+    with pytest.raises(PinFileError):
+        store.update([make_record(compile_s=3.0)])
+    assert path.read_text() == "[key\n"
+
+
+def test_two_files_with_the_same_key_are_an_error(tmp_path: Path) -> None:
+    (path,) = PinStore.load(tmp_path).update([make_record()])
+    (tmp_path / "copy.toml").write_text(path.read_text())
+    with pytest.raises(PinFileError, match="same \\[key\\]"):
+        PinStore.load(tmp_path)
+
+
+def test_file_names_are_distinct_per_key_even_when_slugs_collide() -> None:
+    a = ComparabilityKey("cpu:cpu @ X/Y x2", "0.10.2", False, "cold")
+    b = ComparabilityKey("cpu:cpu @ X Y x2", "0.10.2", False, "cold")
+    assert pin_file_name(a) != pin_file_name(b)
+    assert pin_file_name(a).endswith(".toml")
+
+
+def test_keys_pinning_lists_every_key_of_a_row(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(jax_version="0.9.0"), make_record(cache_state="warm")])
+    keys = store.keys_pinning("tests/test_models.py::test_mlp", "vag")
+    assert [(key.jax_version, key.cache_state) for key in keys] == [
+        ("0.10.2", "warm"), ("0.9.0", "cold"),
+    ]
+
+
+def _pin_many(directory: str, worker: int) -> None:
+    records: list[CompileRecord] = [
+        make_record(cell=f"tests/test_w{worker}.py::test_{index}", compile_s=float(index))
+        for index in range(25)
+    ]
+    for record in records:  # one update per record: many interleaved read-modify-writes
+        PinStore.load(Path(directory)).update([record])
+
+
+def test_concurrent_updates_from_two_processes_lose_nothing(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_pin_many, args=(str(tmp_path), n)) for n in (1, 2)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(120)
+        assert process.exitcode == 0
+    store = PinStore.load(tmp_path)
+    key = make_record().key
+    for worker in (1, 2):
+        for index in range(25):
+            pin = store.get(key, f"tests/test_w{worker}.py::test_{index}", "vag")
+            assert pin is not None and pin.compile_s == float(index)
+    assert [path.name for path in tmp_path.iterdir()] == [pin_file_name(key)]

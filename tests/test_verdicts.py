@@ -1,0 +1,104 @@
+"""Verdict rules: strictly within one key, tolerance and floor, notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from records_factory import make_record
+
+from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.verdicts import Status, Thresholds, find_stale, judge, session_failed
+
+THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> PinStore:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=1.0)])
+    return PinStore.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("compile_s", "status"),
+    [
+        (1.0, Status.OK),
+        (1.49, Status.OK),  # within the relative tolerance
+        (1.6, Status.DRIFT),
+        (0.5, Status.IMPROVED),
+        (0.7, Status.OK),  # faster, but not beyond 1/(1+tolerance)
+    ],
+)
+def test_relative_tolerance(store: PinStore, compile_s: float, status: Status) -> None:
+    assert judge(make_record(compile_s=compile_s), store, THRESHOLDS).status is status
+
+
+def test_floor_keeps_small_jitter_from_failing(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=0.05)])
+    # 4x slower, but only 0.15 s slower: under the floor.
+    assert judge(make_record(compile_s=0.2), store, THRESHOLDS).status is Status.OK
+    assert judge(make_record(compile_s=0.31), store, THRESHOLDS).status is Status.DRIFT
+
+
+def test_never_compared_across_keys(store: PinStore) -> None:
+    for other in (
+        make_record(compile_s=50.0, cache_state="warm"),
+        make_record(compile_s=50.0, hardware="gpu:NVIDIA A100 @ X x32"),
+        make_record(compile_s=50.0, mixed_precision=True),
+    ):
+        assert judge(other, store, THRESHOLDS).status is Status.UNPINNED
+
+
+def test_version_bump_is_unpinned_with_an_explanation(store: PinStore) -> None:
+    verdict = judge(make_record(compile_s=50.0, jax_version="0.11.0"), store, THRESHOLDS)
+    assert verdict.status is Status.UNPINNED
+    assert verdict.note is not None and "jax 0.10.2" in verdict.note
+    assert "not drift" in verdict.note
+
+
+def test_other_cache_state_only_is_unpinned_with_an_explanation(store: PinStore) -> None:
+    verdict = judge(make_record(compile_s=0.01, cache_state="warm"), store, THRESHOLDS)
+    assert verdict.status is Status.UNPINNED
+    assert verdict.note is not None and "pinned only as cold" in verdict.note
+
+
+@pytest.mark.parametrize("state", ["unknown", "memory"])
+def test_unknown_and_memory_are_never_judged(store: PinStore, state: str) -> None:
+    assert judge(make_record(cache_state=state), store, THRESHOLDS).status is Status.NOT_JUDGED
+
+
+def test_tolerance_precedence_pin_then_marker_then_global(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    (path,) = store.update([make_record(compile_s=1.0)])
+    marker_loose = make_record(compile_s=2.5, tolerance=2.0)
+    assert judge(marker_loose, PinStore.load(tmp_path), THRESHOLDS).status is Status.OK
+    path.write_text(path.read_text().replace("compile_s = 1.0", "compile_s = 1.0\ntolerance = 0.1"))
+    verdict = judge(marker_loose, PinStore.load(tmp_path), THRESHOLDS)
+    assert (verdict.status, verdict.tolerance) == (Status.DRIFT, 0.1)
+
+
+def test_drift_notes_whether_the_module_changed(store: PinStore) -> None:
+    same = judge(make_record(compile_s=3.0), store, THRESHOLDS)
+    changed = judge(make_record(compile_s=3.0, fingerprint="sha256:def"), store, THRESHOLDS)
+    assert same.note is not None and "module unchanged" in same.note
+    assert changed.note is not None and "module changed" in changed.note
+
+
+def test_session_fails_on_drift_and_on_improvement_only_when_asked(store: PinStore) -> None:
+    drift = [judge(make_record(compile_s=3.0), store, THRESHOLDS)]
+    improved = [judge(make_record(compile_s=0.1), store, THRESHOLDS)]
+    assert session_failed(drift, fail_on_improvement=False)
+    assert not session_failed(improved, fail_on_improvement=False)
+    assert session_failed(improved, fail_on_improvement=True)
+
+
+def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStore) -> None:
+    record = make_record()
+    ran = {record.cell}
+    assert find_stale(store, ran, {(record.cell, "vag")}, record.hardware, "0.10.2") == []
+    stale = find_stale(store, ran, set(), record.hardware, "0.10.2")
+    assert [(s.cell, s.transform) for s in stale] == [(record.cell, "vag")]
+    assert find_stale(store, set(), set(), record.hardware, "0.10.2") == []  # did not run
+    assert find_stale(store, ran, set(), "other hardware", "0.10.2") == []
