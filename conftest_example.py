@@ -16,7 +16,7 @@ import pytest
 def pytest_configure(config: pytest.Config) -> None:
     # A persistent compilation cache for the session. Configure it before the first
     # compile of the process: JAX decides then whether the cache is in use. CI jobs
-    # restore and save this directory (see docs/github-actions.md).
+    # restore and save this directory between runs.
     cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(config.rootpath / ".jax_cache")
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     # JAX only persists compiles that took at least 1 s by default; small modules (and

@@ -74,6 +74,23 @@ def test_in_process_hit_without_fresh_is_memory(project: JaxProject) -> None:
     assert project.verdicts()[("test_twice", "again")] == "not judged"
 
 
+def test_fresh_measures_a_lowered_that_was_already_compiled(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_precompiled(jax_compile):
+            lowered = jax.jit(mlp_loss).lower(*mlp_example_args())
+            lowered.compile()
+            jax_compile(lowered, transform="again")
+        """
+    )
+    project.run().assert_outcomes(passed=1)
+    assert project.rows()[("test_precompiled", "again")]["cache_state"] == "none"
+
+
 def test_host_callback_in_a_populated_cache_is_cold_and_never_persisted(
     project: JaxProject,
 ) -> None:

@@ -135,6 +135,28 @@ def test_corrupt_pin_file_is_a_usage_error_and_stays_untouched(project: JaxProje
         assert path.read_text() == broken
 
 
+def test_pin_file_broken_during_the_session_stops_the_update_cleanly(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    project.tests(
+        MODEL_TESTS
+        + f"""
+    def test_breaks_the_pins():
+        open({str(path)!r}, "w").write("[key\\n")
+    """
+    )
+    result = project.run("--compile-pin-update")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [f"pins NOT updated: {path}:1: not valid TOML*Nothing was written*"]
+    )
+    assert path.read_text() == "[key\n"
+
+
 def test_failing_test_keeps_its_measurement_and_outcome(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(
@@ -196,6 +218,7 @@ def test_unknown_marker_argument_is_a_collection_error(project: JaxProject) -> N
     result.stdout.fnmatch_lines(
         ["*test_models.py::test_typo: @pytest.mark.compile_budget: *unexpected keyword*'secs'*"]
     )
+    assert "During handling" not in result.stdout.str()
 
 
 def test_same_transform_twice_is_an_error(project: JaxProject) -> None:

@@ -180,7 +180,8 @@ def _entry_count_notes(evidence: CompileEvidence) -> tuple[str, ...]:
     if evidence.cache_writes and after <= before:
         return (
             "JAX reported a cache write but the entry count did not grow "
-            f"({before} -> {after}); another process may have written the same key",
+            f"({before} -> {after}): another process may have written the same key, or JAX "
+            "is writing to the cache dir it opened first (it keeps that one for the process)",
         )
     if not evidence.cache_writes and after > before:
         return (

@@ -54,6 +54,13 @@ def host_cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown-cpu"
 
 
+def usable_cpu_count() -> int:
+    """Cores this process may run on (its affinity mask), which is what XLA compiles on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return psutil.cpu_count(logical=True) or os.cpu_count() or 1
+
+
 def hardware_name(platform_name: str, device_kind: str, cpu_model: str, cpu_count: int) -> str:
     """E.g. ``gpu:NVIDIA H200 @ AMD EPYC 9654 x16`` (device kind, then host CPU and cores)."""
     return f"{platform_name}:{device_kind} @ {cpu_model} x{cpu_count}"
@@ -67,7 +74,7 @@ def detect_hardware(override: str | None) -> Hardware:
     platform_name = jax.default_backend()
     device_kind = str(getattr(devices[0], "device_kind", platform_name)) if devices else "none"
     cpu_model = host_cpu_model()
-    cpu_count = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    cpu_count = usable_cpu_count()
     name = override or hardware_name(platform_name, device_kind, cpu_model, cpu_count)
     return Hardware(
         name=name,

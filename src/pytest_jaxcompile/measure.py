@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from pytest_jaxcompile.classify import CompileEvidence, classify
-from pytest_jaxcompile.hardware import Hardware, detect_hardware
+from pytest_jaxcompile.hardware import Hardware, detect_hardware, usable_cpu_count
 from pytest_jaxcompile.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -190,7 +190,9 @@ class JaxCompile:
         cpu_before = _cpu_seconds(process)
         with self._monitor.capture() as events:
             start = time.perf_counter()
-            compiled = lowered.compile()
+            # A Lowered caches its executable on itself; passing (empty) compiler options
+            # bypasses that without changing the cache key, so fresh means fresh.
+            compiled = lowered.compile(compiler_options={}) if fresh else lowered.compile()
             compile_s = time.perf_counter() - start
         cpu_after = _cpu_seconds(process)
         entries_after = count_cache_entries(settings.dir)
@@ -257,7 +259,7 @@ def host_state(cpu_before: float, cpu_after: float) -> HostState:
     except (OSError, AttributeError):
         load = None
     return HostState(
-        cpu_count=psutil.cpu_count(logical=True),
+        cpu_count=usable_cpu_count(),
         load_avg_1m=None if load is None else round(load, 2),
         process_cpu_s=round(cpu_after - cpu_before, 6),
     )

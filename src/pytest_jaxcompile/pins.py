@@ -195,11 +195,10 @@ def _field_line(text: str, table_line: int | None, name: str) -> int | None:
 
 
 def _pin_line(text: str, cell: str, transform: str) -> int | None:
-    """The line of a pin's table header, for error messages."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("[pins.") and cell in line and transform in line:
-            return number
-    return _line_of(text, cell)
+    """The line of a pin's table header (as tomli-w renders it), for error messages."""
+    rendered = tomli_w.dumps({"pins": {cell: {transform: {"x": 0}}}})
+    header = next(line for line in rendered.splitlines() if line.startswith("["))
+    return _line_of(text, header) or _line_of(text, cell)
 
 
 def _expect(table: dict[str, Any], name: str, kind: type) -> Any:
@@ -310,18 +309,25 @@ class PinStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         written = []
         with FileLock(str(lock_path(self.directory)), timeout=LOCK_TIMEOUT_S):
-            for key in sorted(by_key):
-                path = self.path_for(key)
-                # Re-read inside the lock: another session may have re-pinned meanwhile.
-                group = read_pin_file(path) if path.exists() else PinGroup(key=key, path=path)
-                if group.key != key:
-                    raise PinFileError(path, f"[key] changed on disk to {group.key.describe()}")
+            # Read every file first (inside the lock: another session may have re-pinned
+            # meanwhile), so a broken file stops the update before anything is written.
+            groups = {key: self._read_for_update(key) for key in sorted(by_key)}
+            for key, group in groups.items():
                 for pin_id, record in by_key[key].items():
                     group.pins[pin_id] = Pin.from_record(record, group.pins.get(pin_id))
-                if atomic_write_text(path, group.render()):
-                    written.append(path)
+                if atomic_write_text(group.path, group.render()):
+                    written.append(group.path)
                 self._groups[key] = group
         return written
+
+    def _read_for_update(self, key: ComparabilityKey) -> PinGroup:
+        path = self.path_for(key)
+        if not path.exists():
+            return PinGroup(key=key, path=path)
+        group = read_pin_file(path)
+        if group.key != key:
+            raise PinFileError(path, f"[key] changed on disk to {group.key.describe()}", 1)
+        return group
 
 
 def lock_path(directory: Path) -> Path:

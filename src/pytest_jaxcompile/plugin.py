@@ -6,9 +6,11 @@ the marker never pays for a JAX import.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from typing import Any
 
+import filelock
 import pytest
 
 from pytest_jaxcompile._version import __version__
@@ -101,8 +103,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Bad compile_budget arguments are a collection error of the test that has them."""
     try:
         budget_of(metafunc.definition)
+        problem = None
     except ValueError as error:
-        pytest.fail(f"{metafunc.definition.nodeid}: {error}", pytrace=False)
+        problem = f"{metafunc.definition.nodeid}: {error}"
+    if problem is not None:  # outside the except: no chained traceback in the report
+        pytest.fail(problem, pytrace=False)
 
 
 def budget_of(node: pytest.Item) -> CompileBudget:
@@ -237,21 +242,29 @@ class JaxCompilePlugin:
             pin_update=settings.pin_update,
             fail_on_improvement=settings.fail_on_improvement,
         )
-        if self._environment is not None:
-            outcome.stale = find_stale(
-                store,
-                self.ran_cells,
-                {(record.cell, record.transform) for record in self.records},
-                self._environment.hardware.name,
-                self._environment.jax_version,
-            )
+        measured = {(record.cell, record.transform) for record in self.records}
+        for hardware, jax_version in self.measured_identities():
+            outcome.stale += find_stale(store, self.ran_cells, measured, hardware, jax_version)
         if settings.pin_update:
-            outcome.pins_written = store.update(self.records)
+            try:
+                outcome.pins_written = store.update(self.records)
+            except (PinFileError, filelock.Timeout) as error:
+                outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
         outcome.verdicts = judge_all(self.records, store, settings.thresholds)
-        outcome.failed = not settings.pin_update and session_failed(
-            outcome.verdicts, settings.fail_on_improvement
+        outcome.failed = outcome.pin_error is not None or (
+            not settings.pin_update
+            and session_failed(outcome.verdicts, settings.fail_on_improvement)
         )
         return outcome
+
+    def measured_identities(self) -> set[tuple[str, str]]:
+        """(hardware, jax_version) this session ran under, also when xdist workers measured."""
+        identities = {(record.hardware, record.jax_version) for record in self.records}
+        if self._environment is None and not identities and "jax" in sys.modules:
+            self.environment()  # jax is loaded anyway: the tests ran without measuring
+        if self._environment is not None:
+            identities.add((self._environment.hardware.name, self._environment.jax_version))
+        return identities
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome

@@ -32,6 +32,7 @@ class SessionOutcome:
     verdicts: list[Verdict] = field(default_factory=list)
     stale: list[StalePin] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
+    pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
 
     def count(self, status: Status) -> int:
@@ -134,6 +135,9 @@ def _closing_lines(outcome: SessionOutcome) -> list[Line]:
     counts = ", ".join(
         f"{outcome.count(status)} {status.value}" for status in Status if outcome.count(status)
     )
+    if outcome.pin_error is not None:
+        lines.append((f"pins NOT updated: {outcome.pin_error}", {"red": True, "bold": True}))
+        return lines
     if outcome.pin_update:
         written = ", ".join(relative(path, outcome.rootdir) for path in outcome.pins_written)
         lines.append(
@@ -202,6 +206,7 @@ def build_report(
             "floor_s": outcome.thresholds.floor_s,
         },
         "pin_update": outcome.pin_update,
+        "pin_error": outcome.pin_error,
         "records": [record.to_dict() for record in records],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
         "stale": [
