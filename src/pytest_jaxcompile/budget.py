@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -11,9 +12,11 @@ from pytest_jaxcompile.records import CompileRecord
 
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
-    "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None): "
-    "a ceiling on any transform's compile_s in this test, a drift tolerance for its pins, "
-    "and whether it runs in mixed precision (part of the comparability key)"
+    "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
+    "max_ops_growth=None): a ceiling on any transform's compile_s in this test, a drift "
+    "tolerance for its pins, whether it runs in mixed precision (part of the comparability "
+    "key), a ceiling on its backend compiles, and how much its modules may grow over their "
+    "pinned op counts. The marker also turns on the census of every compile in the test."
 )
 
 
@@ -22,6 +25,8 @@ class CompileBudget:
     seconds: float | None = None
     tolerance: float | None = None
     mixed_precision: bool | None = None
+    max_compiles: int | None = None
+    max_ops_growth: float | None = None
 
 
 def _signature(
@@ -29,6 +34,8 @@ def _signature(
     *,
     tolerance: float | None = None,
     mixed_precision: bool | None = None,
+    max_compiles: int | None = None,
+    max_ops_growth: float | None = None,
 ) -> None:
     """The marker's signature; arguments are bound against it to reject typos."""
 
@@ -40,7 +47,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
     except TypeError as error:
         raise ValueError(f"@pytest.mark.{MARKER_NAME}: {error}") from None
     values = dict(bound.arguments)
-    for name in ("seconds", "tolerance"):
+    for name in ("seconds", "tolerance", "max_ops_growth"):
         value = values.get(name)
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
@@ -54,21 +61,35 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
             f"@pytest.mark.{MARKER_NAME}: mixed_precision must be True or False, "
             f"got {precision!r}"
         )
+    max_compiles = values.get("max_compiles")
+    if max_compiles is not None and (
+        isinstance(max_compiles, bool) or not isinstance(max_compiles, int) or max_compiles < 0
+    ):
+        raise ValueError(
+            f"@pytest.mark.{MARKER_NAME}: max_compiles must be a non-negative integer, "
+            f"got {max_compiles!r}"
+        )
     return CompileBudget(
-        seconds=None if values.get("seconds") is None else float(values["seconds"]),
-        tolerance=None if values.get("tolerance") is None else float(values["tolerance"]),
+        seconds=_float_or_none(values.get("seconds")),
+        tolerance=_float_or_none(values.get("tolerance")),
         mixed_precision=precision,
+        max_compiles=max_compiles,
+        max_ops_growth=_float_or_none(values.get("max_ops_growth")),
     )
 
 
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def merge_budgets(budgets: Iterable[CompileBudget]) -> CompileBudget:
-    """Closest marker first (function, then class, then module): its values win."""
-    seconds = tolerance = precision = None
+    """Closest marker first (function, then class, then module): per field, its value wins."""
+    merged: dict[str, Any] = {}
     for budget in budgets:
-        seconds = budget.seconds if seconds is None else seconds
-        tolerance = budget.tolerance if tolerance is None else tolerance
-        precision = budget.mixed_precision if precision is None else precision
-    return CompileBudget(seconds=seconds, tolerance=tolerance, mixed_precision=precision)
+        for name, value in dataclasses.asdict(budget).items():
+            if merged.get(name) is None:
+                merged[name] = value
+    return CompileBudget(**merged)
 
 
 def over_budget(budget: CompileBudget, records: Iterable[CompileRecord]) -> list[str]:

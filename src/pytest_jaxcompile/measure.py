@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -19,6 +20,7 @@ from pytest_jaxcompile.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
     EVENT_CACHE_REQUEST,
+    EVENT_CACHE_RETRIEVAL,
     EVENT_CACHE_WRITE,
     CompileMonitor,
 )
@@ -84,6 +86,15 @@ def count_cache_entries(cache_dir: str | None) -> int | None:
         return None
 
 
+# An op is "stablehlo.name" in operation position: not an attribute ("#stablehlo.") or type.
+_STABLEHLO_OP = re.compile(r"(?<![#\w.!])\"?stablehlo\.[a-z_0-9]+")
+
+
+def count_ops(module_text: str) -> int:
+    """The number of StableHLO operations in a lowered module's text."""
+    return len(_STABLEHLO_OP.findall(module_text))
+
+
 def fingerprint_module(module_text: str) -> str:
     return "sha256:" + hashlib.sha256(module_text.encode("utf-8")).hexdigest()
 
@@ -100,13 +111,16 @@ def transform_from_module(module_name: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class TestContext:
-    """What the test declared: its cell, precision and per-test tolerance."""
+class MeasureContext:
+    """What the test declared (cell, precision, tolerance) and how to measure it."""
 
     cell: str
     mixed_precision: bool
     tolerance: float | None
     location: tuple[str, int] | None
+    max_ops_growth: float | None = None
+    project_root: Path | None = None
+    trace_profile: bool = False
 
 
 class JaxCompile:
@@ -116,7 +130,7 @@ class JaxCompile:
         self,
         monitor: CompileMonitor,
         environment: Callable[[], JaxEnvironment],
-        context: TestContext,
+        context: MeasureContext,
         sink: Callable[[CompileRecord], None],
     ) -> None:
         self._monitor = monitor
@@ -172,6 +186,14 @@ class JaxCompile:
                 lowered = jitted.lower(*args, **kwargs)
                 lower_s = time.perf_counter() - start
 
+        trace_profile = None
+        if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
+            from pytest_jaxcompile.traceprofile import profile_trace
+
+            jax.clear_caches()  # type: ignore[no-untyped-call]
+            trace_profile = profile_trace(
+                lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
+            )
         module_text = lowered.as_text()
         module_name = module_name_of(module_text)
         name = transform or (
@@ -225,6 +247,7 @@ class JaxCompile:
             trace_s=trace_s,
             lower_s=lower_s,
             backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
+            cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
             cache=CacheDetails(
                 dir=settings.dir,
                 enabled=settings.enabled,
@@ -238,8 +261,11 @@ class JaxCompile:
             host_state=host_state(cpu_before, cpu_after),
             module_name=module_name,
             fingerprint=fingerprint_module(module_text),
+            op_count=count_ops(module_text),
+            trace_profile=trace_profile,
             xla_flags=os.environ.get("XLA_FLAGS"),
             tolerance=self._context.tolerance,
+            max_ops_growth=self._context.max_ops_growth,
             location=self._context.location,
             timestamp=utc_now(),
         )

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,13 @@ EVENT_CACHE_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
 EVENT_CACHE_HIT = "/jax/compilation_cache/cache_hits"
 EVENT_CACHE_WRITE = "/jax/compilation_cache/cache_misses"  # fires only when an entry is written
 EVENT_CACHE_RETRIEVAL = "/jax/compilation_cache/cache_retrieval_time_sec"
+COMPILE_PHASES = (EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE)
+
+# Pseudo-events this module adds to the stream.
+LOG_SKIP_REASON = "log:skip_reason"
+LOG_CACHE_KEY = "log:cache_key"
+NESTED_BEGIN = "capture:nested_begin"  # a fixture measurement opened inside this capture
+NESTED_END = "capture:nested_end"
 
 JAX_CACHE_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
 
@@ -36,20 +42,33 @@ class JaxEvent:
     name: str
     duration_s: float | None = None
     fun_name: str | None = None
-    skip_reason: SkipReason | None = None  # set for JAX's "not writing" log records
+    skip_reason: SkipReason | None = None  # for JAX's "not writing" log records
+    cache_key: str | None = None  # for JAX's cache hit/miss log records
+
+
+@dataclass(frozen=True)
+class TimeSpan:
+    name: str
+    start: float
+    end: float
 
 
 @dataclass
 class ModuleCompile:
-    """One backend compile as JAX reported it, with the cache events inside it."""
+    """One backend compile as JAX reported it, with what led up to it."""
 
     fun_name: str
     backend_compile_s: float
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    module_name: str | None = None
+    cache_key: str | None = None
     cache_requests: int = 0
     cache_hits: int = 0
     cache_writes: int = 0
     cache_retrieval_s: float | None = None
     skip_reasons: list[SkipReason] = field(default_factory=list)
+    nested: bool = False  # measured by a fixture call inside the capture
 
 
 @dataclass
@@ -57,6 +76,7 @@ class EventLog:
     """The events of one capture, in the order they fired on its thread."""
 
     events: list[JaxEvent] = field(default_factory=list)
+    spans: list[TimeSpan] = field(default_factory=list)
 
     def count(self, name: str) -> int:
         return sum(1 for event in self.events if event.name == name)
@@ -68,29 +88,62 @@ class EventLog:
     def skip_reasons(self) -> tuple[SkipReason, ...]:
         return tuple(e.skip_reason for e in self.events if e.skip_reason is not None)
 
+    def covered_s(self, *names: str) -> float:
+        """Seconds covered by the time spans of these events, overlaps counted once.
+
+        Nested jits trace inside their caller's trace: summing durations would count
+        that time twice.
+        """
+        intervals = sorted((s.start, s.end) for s in self.spans if s.name in names)
+        total = 0.0
+        current_start = current_end = None
+        for start, end in intervals:
+            if current_end is None or start > current_end:
+                if current_end is not None and current_start is not None:
+                    total += current_end - current_start
+                current_start, current_end = start, end
+            else:
+                current_end = max(current_end, end)
+        if current_end is not None and current_start is not None:
+            total += current_end - current_start
+        return total
+
     def module_compiles(self) -> list[ModuleCompile]:
         """Group the stream into backend compiles.
 
         JAX fires the cache events (and logs) inside the backend-compile timer, whose
-        duration event comes last, so everything since the previous compile belongs to
-        the one that closes with the next duration event.
+        duration event comes last, and traces and lowers before it, so everything since
+        the previous compile belongs to the one that closes with the next duration event.
         """
         compiles: list[ModuleCompile] = []
         pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
+        depth = 0
         for event in self.events:
-            if event.name == EVENT_CACHE_REQUEST:
+            name = event.name
+            if name == NESTED_BEGIN:
+                depth += 1
+            elif name == NESTED_END:
+                depth -= 1
+            elif name == EVENT_TRACE:
+                pending.trace_s += event.duration_s or 0.0
+            elif name == EVENT_LOWER:
+                pending.lower_s += event.duration_s or 0.0
+            elif name == EVENT_CACHE_REQUEST:
                 pending.cache_requests += 1
-            elif event.name == EVENT_CACHE_HIT:
+            elif name == EVENT_CACHE_HIT:
                 pending.cache_hits += 1
-            elif event.name == EVENT_CACHE_WRITE:
+            elif name == EVENT_CACHE_WRITE:
                 pending.cache_writes += 1
-            elif event.name == EVENT_CACHE_RETRIEVAL:
+            elif name == EVENT_CACHE_RETRIEVAL:
                 pending.cache_retrieval_s = event.duration_s
+            elif name == LOG_CACHE_KEY:
+                pending.module_name, pending.cache_key = event.fun_name, event.cache_key
             elif event.skip_reason is not None:
                 pending.skip_reasons.append(event.skip_reason)
-            elif event.name == EVENT_BACKEND_COMPILE:
+            elif name == EVENT_BACKEND_COMPILE:
                 pending.fun_name = event.fun_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
+                pending.nested = depth > 0
                 compiles.append(pending)
                 pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
         return compiles
@@ -105,10 +158,18 @@ class _CacheLogFilter(logging.Filter):
         self._passes_at = passes_at
 
     def filter(self, record: logging.LogRecord) -> bool:
-        reason = skip_reason_from_log(str(record.msg), _log_args(record))
-        if reason is not None:
-            self._monitor.deliver(record.thread, JaxEvent("log", skip_reason=reason))
+        event = _event_from_log(str(record.msg), _log_args(record))
+        if event is not None:
+            self._monitor.deliver(record.thread, event)
         return record.levelno >= self._passes_at
+
+
+def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
+    if template.startswith(("PERSISTENT COMPILATION CACHE MISS for", "Persistent compilation "
+                            "cache hit for")) and len(args) >= 2:
+        return JaxEvent(LOG_CACHE_KEY, fun_name=str(args[0]), cache_key=str(args[1]))
+    reason = skip_reason_from_log(template, args)
+    return None if reason is None else JaxEvent(LOG_SKIP_REASON, skip_reason=reason)
 
 
 def _log_args(record: logging.LogRecord) -> tuple[Any, ...]:
@@ -129,14 +190,24 @@ class CompileMonitor:
         self._saved_levels: dict[str, int] = {}
         self._filters: dict[str, _CacheLogFilter] = {}
 
+    def _listeners(self) -> tuple[tuple[str, str, Any], ...]:
+        return (
+            ("register_event_listener", "unregister_event_listener", self._on_event),
+            ("register_event_duration_secs_listener", "unregister_event_duration_listener",
+             self._on_duration),
+            ("register_event_time_span_listener", "unregister_event_time_span_listener",
+             self._on_time_span),
+        )
+
     def install(self) -> None:
         """Register the listeners; imports jax, so call it only once JAX is needed."""
         if self._installed:
             return
         from jax import monitoring
 
-        monitoring.register_event_listener(self._on_event)
-        monitoring.register_event_duration_secs_listener(self._on_duration)
+        for register, _, callback in self._listeners():
+            if hasattr(monitoring, register):  # time spans are newer than the rest
+                getattr(monitoring, register)(callback)
         self._installed = True
 
     def uninstall(self) -> None:
@@ -144,24 +215,27 @@ class CompileMonitor:
             return
         from jax import monitoring
 
-        for name, callback in (
-            ("unregister_event_listener", self._on_event),
-            ("unregister_event_duration_listener", self._on_duration),
-        ):
-            unregister = getattr(monitoring, name, None)
-            if unregister is not None:
+        for _, unregister, callback in self._listeners():
+            if hasattr(monitoring, unregister):
                 with contextlib.suppress(AssertionError, ValueError):  # already gone
-                    unregister(callback)
+                    getattr(monitoring, unregister)(callback)
         self._installed = False
 
-    @contextmanager
+    @contextlib.contextmanager
     def capture(self) -> Iterator[EventLog]:
-        """Collect the events JAX fires on the current thread until the block exits."""
+        """Collect the events JAX fires on the current thread until the block exits.
+
+        Captures nest (a fixture measurement inside a census of the whole test): the
+        outer ones see every event, bracketed by NESTED_BEGIN/NESTED_END markers.
+        """
         self.install()
         log = EventLog()
         thread = threading.get_ident()
         with self._lock:
-            self._captures.setdefault(thread, []).append(log)
+            stack = self._captures.setdefault(thread, [])
+            for outer in stack:
+                outer.events.append(JaxEvent(NESTED_BEGIN))
+            stack.append(log)
             self._open_loggers()
         try:
             yield log
@@ -170,6 +244,8 @@ class CompileMonitor:
                 stack = self._captures.get(thread, [])
                 if log in stack:
                     stack.remove(log)
+                for outer in stack:
+                    outer.events.append(JaxEvent(NESTED_END))
                 if not stack:
                     self._captures.pop(thread, None)
                 self._close_loggers()
@@ -183,12 +259,16 @@ class CompileMonitor:
             threading.get_ident(), JaxEvent(event, float(duration_secs), _fun_name(kwargs))
         )
 
+    def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
+        if event in COMPILE_PHASES:
+            stack = self._captures.get(threading.get_ident())
+            for log in stack or ():
+                log.spans.append(TimeSpan(event, start_time, end_time))
+
     def deliver(self, thread: int | None, event: JaxEvent) -> None:
         stack = self._captures.get(thread) if thread is not None else None
-        if stack:
-            # Nested captures (a fixture measurement inside a census) all see the event.
-            for log in stack:
-                log.events.append(event)
+        for log in stack or ():
+            log.events.append(event)
 
     def _open_loggers(self) -> None:
         self._log_users += 1

@@ -12,9 +12,13 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     [pins."tests/test_models.py::test_mlp".vag]
     compile_s = 0.3121
     fingerprint = "sha256:..."
+    op_count = 70
     pinned_at = "2026-11-30T01:00:00+00:00"
     load_avg_1m = 0.41
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
+
+    [tests."tests/test_models.py::test_mlp"]
+    compiles = 3        # backend compiles of the whole test (census)
 
 Files are rendered deterministically (sorted, rounded, no wall-clock "now"), so
 re-pinning unchanged figures rewrites identical bytes. Writes happen under a
@@ -29,7 +33,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +72,7 @@ class PinFileError(Exception):
 class Pin:
     compile_s: float
     fingerprint: str | None = None
+    op_count: int | None = None
     pinned_at: str | None = None
     load_avg_1m: float | None = None
     tolerance: float | None = None
@@ -77,6 +82,7 @@ class Pin:
         return cls(
             compile_s=round(record.compile_s, SECONDS_DIGITS),
             fingerprint=record.fingerprint,
+            op_count=record.op_count,
             pinned_at=record.timestamp or None,
             load_avg_1m=record.host_state.load_avg_1m,
             tolerance=previous.tolerance if previous else None,
@@ -88,6 +94,8 @@ class Pin:
             table["tolerance"] = self.tolerance
         if self.fingerprint is not None:
             table["fingerprint"] = self.fingerprint
+        if self.op_count is not None:
+            table["op_count"] = self.op_count
         if self.pinned_at is not None:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
@@ -102,12 +110,17 @@ class PinGroup:
     key: ComparabilityKey
     path: Path
     pins: dict[PinId, Pin] = field(default_factory=dict)
+    compiles: dict[str, int] = field(default_factory=dict)  # per test (cell)
 
     def render(self) -> str:
         tables: dict[str, dict[str, Any]] = {}
         for cell, transform in sorted(self.pins):
             tables.setdefault(cell, {})[transform] = self.pins[(cell, transform)].to_toml()
-        document = {"key": self.key.to_dict(), "pins": tables}
+        document: dict[str, Any] = {"key": self.key.to_dict(), "pins": tables}
+        if self.compiles:
+            document["tests"] = {
+                cell: {"compiles": self.compiles[cell]} for cell in sorted(self.compiles)
+            }
         return PIN_FILE_HEADER + tomli_w.dumps(document)
 
 
@@ -177,6 +190,28 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
             except PinFieldError as error:
                 line = _field_line(text, header, error.field) or header
                 raise PinFileError(path, f"pin {cell} / {transform}: {error}", line) from None
+    raw_tests = document.get("tests", {})
+    if not isinstance(raw_tests, dict):
+        raise PinFileError(path, "[tests] must be a table of cells", _line_of(text, "[tests"))
+    for cell, raw in raw_tests.items():
+        header = _line_of(text, cell) if cell not in raw_pins else None
+        compiles = raw.get("compiles") if isinstance(raw, dict) else None
+        if (
+            not isinstance(raw, dict)
+            or set(raw) != {"compiles"}
+            or isinstance(compiles, bool)
+            or not isinstance(compiles, int)
+            or compiles < 0
+        ):
+            raise PinFileError(
+                path, f"[tests] {cell!r} must hold exactly `compiles = <non-negative integer>`",
+                header or _line_of(text, "[tests"),
+            )
+        group.compiles[cell] = compiles
+    unknown = set(document) - {"key", "pins", "tests"}
+    if unknown:
+        raise PinFileError(path, f"unknown table(s) {', '.join(sorted(unknown))}",
+                           _line_of(text, f"[{sorted(unknown)[0]}"))
     return group
 
 
@@ -228,7 +263,9 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 
 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
-    unknown = set(raw) - {"compile_s", "tolerance", "fingerprint", "pinned_at", "load_avg_1m"}
+    unknown = set(raw) - {
+        "compile_s", "tolerance", "fingerprint", "op_count", "pinned_at", "load_avg_1m"
+    }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
@@ -237,9 +274,17 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
     for text_field in ("fingerprint", "pinned_at"):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
+    op_count = raw.get("op_count")
+    if op_count is not None and (
+        isinstance(op_count, bool) or not isinstance(op_count, int) or op_count < 0
+    ):
+        raise PinFieldError(
+            "op_count", f"'op_count' must be a non-negative integer, got {op_count!r}"
+        )
     return Pin(
         compile_s=compile_s,
         fingerprint=raw.get("fingerprint"),
+        op_count=op_count,
         pinned_at=raw.get("pinned_at"),
         load_avg_1m=_number(raw, "load_avg_1m"),
         tolerance=_number(raw, "tolerance"),
@@ -295,11 +340,19 @@ class PinStore:
         """Every key under which this cell and transform has a pin."""
         return sorted(key for key, group in self._groups.items() if (cell, transform) in group.pins)
 
-    def update(self, records: Iterable[CompileRecord]) -> list[Path]:
+    def compiles_pinned(self, key: ComparabilityKey, cell: str) -> int | None:
+        group = self._groups.get(key)
+        return None if group is None else group.compiles.get(cell)
+
+    def update(
+        self, records: Iterable[CompileRecord], compiles: Mapping[str, int] | None = None
+    ) -> list[Path]:
         """Pin these records (one per cell/transform/key; the last wins). Returns files written.
 
         `unknown` and `memory` rows are never pinned; other pins are left untouched.
+        `compiles` (per cell) is pinned in every file that receives a row of that cell.
         """
+        compiles = compiles or {}
         by_key: dict[ComparabilityKey, dict[PinId, CompileRecord]] = {}
         for record in records:
             if record.state.judged:
@@ -315,6 +368,8 @@ class PinStore:
             for key, group in groups.items():
                 for pin_id, record in by_key[key].items():
                     group.pins[pin_id] = Pin.from_record(record, group.pins.get(pin_id))
+                    if record.cell in compiles:
+                        group.compiles[record.cell] = compiles[record.cell]
                 if atomic_write_text(group.path, group.render()):
                     written.append(group.path)
                 self._groups[key] = group

@@ -7,6 +7,7 @@ the marker never pays for a JAX import.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -22,10 +23,11 @@ from pytest_jaxcompile.budget import (
     over_budget,
     parse_budget,
 )
-from pytest_jaxcompile.measure import JaxCompile, JaxEnvironment, TestContext
-from pytest_jaxcompile.monitor import CompileMonitor
+from pytest_jaxcompile.census import build_ledger, census_records, recompile_problems
+from pytest_jaxcompile.measure import CacheSettings, JaxCompile, JaxEnvironment, MeasureContext
+from pytest_jaxcompile.monitor import CompileMonitor, EventLog
 from pytest_jaxcompile.pins import PinFileError, PinStore
-from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.reporting import (
     SessionOutcome,
     build_report,
@@ -33,7 +35,12 @@ from pytest_jaxcompile.reporting import (
     write_report,
 )
 from pytest_jaxcompile.settings import Settings, non_negative_float
-from pytest_jaxcompile.verdicts import find_stale, judge_all, session_failed
+from pytest_jaxcompile.verdicts import (
+    compile_count_changes,
+    find_stale,
+    judge_all,
+    session_failed,
+)
 
 PLUGIN_NAME = "jaxcompile-session"
 WORKER_OUTPUT_KEY = "jaxcompile"
@@ -71,6 +78,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--compile-report", default=None, metavar="PATH",
         help="write the session's compile records and verdicts as JSON to PATH.",
     )
+    group.addoption(
+        "--compile-census", action="store_true", default=False,
+        help="record every compile of every test (tests marked compile_budget always are).",
+    )
+    group.addoption(
+        "--compile-max-ops-growth", type=non_negative_float, default=None, metavar="FRACTION",
+        help="fail rows whose module grew beyond this fraction over the pinned op count "
+        "(deterministic; e.g. 0.1).",
+    )
+    group.addoption(
+        "--compile-time-advisory", action="store_true", default=False,
+        help="report time DRIFT without failing the session (gate on deterministic checks).",
+    )
+    group.addoption(
+        "--compile-trace-profile", action="store_true", default=False,
+        help="attribute each measured function's trace time to JAX, stdlib/numpy, the "
+        "project and other packages (cProfile on one extra trace).",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -80,6 +105,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default=False)
     parser.addini("compile_report", "path of the JSON report, relative to rootdir", default="")
     parser.addini("compile_mixed_precision", "default mixed_precision of compile rows",
+                  type="bool", default=False)
+    parser.addini("compile_census", "record every compile of every test", type="bool",
+                  default=False)
+    parser.addini("compile_max_ops_growth", "default op-count growth gate (fraction)",
+                  default="")
+    parser.addini("compile_time_advisory", "time DRIFT does not fail the session",
                   type="bool", default=False)
 
 
@@ -136,6 +167,7 @@ class JaxCompilePlugin:
         self.settings = settings
         self.monitor = CompileMonitor()
         self.records: list[CompileRecord] = []
+        self.ledgers: dict[str, CallLedger] = {}
         self.ran_cells: set[str] = set()
         self.store: PinStore | None = None
         self.outcome: SessionOutcome | None = None
@@ -158,16 +190,21 @@ class JaxCompilePlugin:
     def records_of(self, cell: str) -> list[CompileRecord]:
         return self._records_by_cell.get(cell, [])
 
-    def probe_for(self, item: pytest.Item) -> JaxCompile:
-        budget = budget_of(item)
+    def context_for(self, item: pytest.Item, budget: CompileBudget) -> MeasureContext:
         path, line, _ = item.location
         mixed = budget.mixed_precision
-        context = TestContext(
+        return MeasureContext(
             cell=item.nodeid,
             mixed_precision=self.settings.mixed_precision_default if mixed is None else mixed,
             tolerance=budget.tolerance,
+            max_ops_growth=budget.max_ops_growth,
             location=(path, (line or 0) + 1),
+            project_root=self.config.rootpath,
+            trace_profile=self.settings.trace_profile,
         )
+
+    def probe_for(self, item: pytest.Item) -> JaxCompile:
+        context = self.context_for(item, budget_of(item))
         return JaxCompile(self.monitor, self.environment, context, self.add_record)
 
     @pytest.hookimpl(tryfirst=True)
@@ -185,11 +222,32 @@ class JaxCompilePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        result = yield
-        problems = over_budget(budget_of(item), self.records_of(item.nodeid))
+        budget = budget_of(item)
+        if not (self.settings.census or item.get_closest_marker(MARKER_NAME)):
+            result = yield
+            problems = over_budget(budget, self.records_of(item.nodeid))
+        else:
+            with self.monitor.capture() as log:
+                start = time.perf_counter()
+                try:
+                    result = yield
+                finally:  # a failing test keeps its census rows and its seconds
+                    self.finish_census(item, budget, log, time.perf_counter() - start)
+            problems = over_budget(budget, self.records_of(item.nodeid))
+            problems += recompile_problems(budget.max_compiles, log.module_compiles())
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
         return result
+
+    def finish_census(
+        self, item: pytest.Item, budget: CompileBudget, log: EventLog, wall_s: float
+    ) -> None:
+        context = self.context_for(item, budget)
+        cache = CacheSettings.current()
+        if any(not module.nested for module in log.module_compiles()):
+            for record in census_records(log, context, self.environment(), cache):
+                self.add_record(record)
+        self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -203,16 +261,22 @@ class JaxCompilePlugin:
         else:
             outcome = "error" if report.failed else None
         if outcome is not None:
+            # A failure or error is never overwritten by a later passing phase.
             for record in self.records_of(item.nodeid):
-                # A failure or error is never overwritten by a later passing phase.
                 if record.outcome in (None, "passed"):
                     record.outcome = outcome
+            ledger = self.ledgers.get(item.nodeid)
+            if ledger is not None and ledger.outcome in (None, "passed"):
+                ledger.outcome = outcome
         return report
 
     def merge_worker_output(self, output: dict[str, Any]) -> None:
         payload = output.get(WORKER_OUTPUT_KEY) or {}
         for data in payload.get("records", []):
             self.add_record(CompileRecord.from_dict(data))
+        for data in payload.get("ledgers", []):
+            ledger = CallLedger.from_dict(data)
+            self.ledgers[ledger.cell] = ledger
         self.ran_cells.update(payload.get("ran_cells", []))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -220,6 +284,7 @@ class JaxCompilePlugin:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKER_OUTPUT_KEY] = {
                 "records": [record.to_dict() for record in self.records],
+                "ledgers": [ledger.to_dict() for ledger in self.ledgers.values()],
                 "ran_cells": sorted(self.ran_cells),
             }
             return
@@ -228,7 +293,8 @@ class JaxCompilePlugin:
         self.outcome = self.conclude(self.store)
         if self.settings.report_path is not None:
             write_report(
-                self.settings.report_path, build_report(self.outcome, self.records, __version__)
+                self.settings.report_path,
+                build_report(self.outcome, self.records, self.ledgers.values(), __version__),
             )
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -246,14 +312,21 @@ class JaxCompilePlugin:
         for hardware, jax_version in self.measured_identities():
             outcome.stale += find_stale(store, self.ran_cells, measured, hardware, jax_version)
         if settings.pin_update:
+            compiles = {cell: ledger.compiles for cell, ledger in self.ledgers.items()}
             try:
-                outcome.pins_written = store.update(self.records)
+                outcome.pins_written = store.update(self.records, compiles)
             except (PinFileError, filelock.Timeout) as error:
                 outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
         outcome.verdicts = judge_all(self.records, store, settings.thresholds)
+        outcome.ledgers = sorted(self.ledgers.values(), key=lambda ledger: ledger.cell)
+        outcome.compile_count_changes = compile_count_changes(
+            self.ledgers.values(), self.records, store
+        )
         outcome.failed = outcome.pin_error is not None or (
             not settings.pin_update
-            and session_failed(outcome.verdicts, settings.fail_on_improvement)
+            and session_failed(
+                outcome.verdicts, settings.fail_on_improvement, settings.thresholds.time_advisory
+            )
         )
         return outcome
 
@@ -268,7 +341,9 @@ class JaxCompilePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome
-        if outcome is None or not (outcome.verdicts or outcome.stale or outcome.pins_written):
+        if outcome is None or not (
+            outcome.verdicts or outcome.stale or outcome.pins_written or outcome.ledgers
+        ):
             return
         terminalreporter.write_sep("=", "jax compile times")
         verbose = self.config.get_verbosity() > 0

@@ -8,7 +8,9 @@ from enum import Enum
 from typing import Any
 
 RECORD_KIND = "compile_probe"
+LEDGER_KIND = "compile_ledger"
 SCHEMA_VERSION = 1
+RESIDUAL_NAME = "execute_and_python_s"
 
 
 class CacheState(str, Enum):
@@ -84,11 +86,15 @@ class CompileRecord:
     trace_s: float | None = None
     lower_s: float | None = None
     backend_compile_s: float | None = None  # JAX's own backend_compile_duration event
+    cache_retrieval_s: float | None = None  # overlay: inside backend_compile_s on a hit
     module_name: str | None = None
-    fingerprint: str | None = None
+    fingerprint: str | None = None  # sha256 of the lowered module (census: JAX's cache key)
+    op_count: int | None = None  # StableHLO ops in the lowered module
+    trace_profile: dict[str, float] | None = None  # share of trace time per package group
     xla_flags: str | None = None
     source: str = "fixture"
     tolerance: float | None = None  # per-test override from the compile_budget marker
+    max_ops_growth: float | None = None  # per-test op-count gate from the marker
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
@@ -131,3 +137,36 @@ class CompileRecord:
 def _only_fields(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
     return {name: value for name, value in data.items() if name in names}
+
+
+@dataclass
+class CallLedger:
+    """One test call's wall time, partitioned honestly into compile and a named residual.
+
+    ``wall_s = compile_s + execute_and_python_s``. ``compile_s`` is the time covered by
+    JAX's trace, lowering and backend-compile events (nested ones counted once);
+    the phase figures and the overlays are reported beside it and never summed into it.
+    """
+
+    cell: str
+    wall_s: float | None
+    compile_s: float
+    trace_s: float
+    lower_s: float
+    backend_compile_s: float
+    execute_and_python_s: float | None
+    compile_fraction: float | None  # omitted (None) when the wall could not be measured
+    compiles: int  # backend compiles (XLA compiles and persistent-cache hits)
+    persistent_cache_hits: int
+    modules: dict[str, int] = field(default_factory=dict)  # compiles per JAX function name
+    overlays: dict[str, float] = field(default_factory=dict)
+    outcome: str | None = None
+    record_kind: str = LEDGER_KIND
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallLedger:
+        return cls(**_only_fields(cls, data))

@@ -9,12 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_jaxcompile.pins import atomic_write_text
-from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
-from pytest_jaxcompile.verdicts import StalePin, Status, Thresholds, Verdict
+from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.verdicts import (
+    CompileCountChange,
+    StalePin,
+    Status,
+    Thresholds,
+    Verdict,
+)
 
 REPORT_KIND = "jaxcompile_report"
 REPORT_SCHEMA_VERSION = 1
 MAX_CELLS_IN_COMMAND = 3
+LEDGER_LINES_BRIEF = 5  # without -v, the ledgers of the tests that compiled longest
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]
@@ -31,6 +38,8 @@ class SessionOutcome:
     fail_on_improvement: bool
     verdicts: list[Verdict] = field(default_factory=list)
     stale: list[StalePin] = field(default_factory=list)
+    ledgers: list[CallLedger] = field(default_factory=list)
+    compile_count_changes: list[CompileCountChange] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
@@ -75,6 +84,7 @@ def _row(verdict: Verdict) -> str:
 
 
 _MARKUP: dict[Status, Markup] = {
+    Status.GREW: {"red": True, "bold": True},
     Status.DRIFT: {"red": True, "bold": True},
     Status.IMPROVED: {"green": True},
     Status.UNPINNED: {"yellow": True},
@@ -89,7 +99,9 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
     by_key: dict[ComparabilityKey, list[Verdict]] = {}
     for verdict in outcome.verdicts:
         by_key.setdefault(verdict.record.key, []).append(verdict)
-    order = [Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK]
+    order = [
+        Status.GREW, Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK
+    ]
     for key in sorted(by_key):
         verdicts = sorted(
             by_key[key],
@@ -110,9 +122,73 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
                 lines.append(("      " + verdict.note, {}))
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
+    lines.extend(_trace_profile_lines(outcome))
+    lines.extend(_ledger_lines(outcome, verbose))
     lines.extend(_stale_lines(outcome))
+    lines.extend(_compile_count_lines(outcome))
     lines.extend(_closing_lines(outcome))
     return lines
+
+
+_GROUP_LABELS = {
+    "jax": "jax", "stdlib_numpy": "stdlib+numpy", "project": "project", "other": "other",
+}
+
+
+def _trace_profile_lines(outcome: SessionOutcome) -> list[Line]:
+    profiled = [v.record for v in outcome.verdicts if v.record.trace_profile]
+    if not profiled:
+        return []
+    lines: list[Line] = [("trace profile (share of trace time by package):", {"bold": True})]
+    for record in sorted(profiled, key=lambda r: (r.cell, r.transform)):
+        shares = ", ".join(
+            f"{_GROUP_LABELS.get(group, group)} {share:.0%}"
+            for group, share in (record.trace_profile or {}).items()
+        )
+        lines.append((f"  {record.cell} [{record.transform}] trace "
+                      f"{_seconds(record.trace_s)}: {shares}", {}))
+    return lines
+
+
+def ledger_line(ledger: CallLedger) -> str:
+    """``wall = compile + residual``, with the phases and overlays beside, never summed."""
+    if ledger.wall_s is None or ledger.execute_and_python_s is None:
+        head = f"compile {ledger.compile_s:.3f} s (wall not measured)"
+    else:
+        fraction = f" ({ledger.compile_fraction:.0%})" if ledger.compile_fraction else ""
+        head = (
+            f"wall {ledger.wall_s:.3f} s = compile {ledger.compile_s:.3f} s{fraction}"
+            f" + {RESIDUAL_NAME} {ledger.execute_and_python_s:.3f} s"
+        )
+    phases = (
+        f"trace {ledger.trace_s:.3f}, lower {ledger.lower_s:.3f}, "
+        f"backend {ledger.backend_compile_s:.3f}"
+    )
+    overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
+    return (
+        f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
+        f"{ledger.persistent_cache_hits} from the persistent cache"
+    )
+
+
+def _ledger_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
+    if not outcome.ledgers:
+        return []
+    ledgers = sorted(outcome.ledgers, key=lambda ledger: (-ledger.compile_s, ledger.cell))
+    shown = ledgers if verbose else ledgers[:LEDGER_LINES_BRIEF]
+    lines: list[Line] = [("compile ledger per test:", {"bold": True})]
+    lines.extend((f"  {ledger.cell}: {ledger_line(ledger)}", {}) for ledger in shown)
+    if len(shown) < len(ledgers):
+        lines.append((f"  ... {len(ledgers) - len(shown)} more test(s) (-v lists them)", {}))
+    return lines
+
+
+def _compile_count_lines(outcome: SessionOutcome) -> list[Line]:
+    return [
+        (f"compile count changed: {change.cell}: {change.compiles} backend compile(s), "
+         f"pinned {change.pinned}", {"yellow": True})
+        for change in outcome.compile_count_changes
+    ]
 
 
 def _stale_lines(outcome: SessionOutcome) -> list[Line]:
@@ -145,16 +221,30 @@ def _closing_lines(outcome: SessionOutcome) -> list[Line]:
              {"green": True})
         )
         return lines
+    grew = [v for v in outcome.verdicts if v.status is Status.GREW]
     drift = [v for v in outcome.verdicts if v.status is Status.DRIFT]
     improved = [v for v in outcome.verdicts if v.status is Status.IMPROVED]
     unpinned = [v for v in outcome.verdicts if v.status is Status.UNPINNED]
     if counts:
         lines.append((f"compile rows: {counts}", {"bold": True}))
     thresholds = outcome.thresholds
+    if grew:
+        lines.append(
+            (f"GREW: {len(grew)} row(s) compiled a module that grew beyond its op-count limit; "
+             "the session fails.", {"red": True, "bold": True})
+        )
+        lines.append(
+            ("If the growth is intended, re-pin and commit the pin files: "
+             + repin_command(v.record.cell for v in grew), {"red": True})
+        )
     if drift:
+        consequence = (
+            "reported only (--compile-time-advisory)" if thresholds.time_advisory
+            else "the session fails"
+        )
         lines.append(
             (f"DRIFT: {len(drift)} row(s) compiled slower than their pin by more than the "
-             f"tolerance and by more than {thresholds.floor_s:g} s; the session fails.",
+             f"tolerance and by more than {thresholds.floor_s:g} s; {consequence}.",
              {"red": True, "bold": True})
         )
         lines.append(
@@ -194,7 +284,10 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
 
 
 def build_report(
-    outcome: SessionOutcome, records: Iterable[CompileRecord], plugin_version: str
+    outcome: SessionOutcome,
+    records: Iterable[CompileRecord],
+    ledgers: Iterable[CallLedger],
+    plugin_version: str,
 ) -> dict[str, Any]:
     return {
         "report_kind": REPORT_KIND,
@@ -204,10 +297,17 @@ def build_report(
         "thresholds": {
             "tolerance": outcome.thresholds.tolerance,
             "floor_s": outcome.thresholds.floor_s,
+            "max_ops_growth": outcome.thresholds.max_ops_growth,
+            "time_advisory": outcome.thresholds.time_advisory,
         },
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,
         "records": [record.to_dict() for record in records],
+        "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
+        "compile_count_changes": [
+            {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned}
+            for c in outcome.compile_count_changes
+        ],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
         "stale": [
             {

@@ -22,6 +22,8 @@ class Settings:
     fail_on_improvement: bool
     report_path: Path | None
     mixed_precision_default: bool
+    census: bool
+    trace_profile: bool
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -31,6 +33,8 @@ class Settings:
             thresholds=Thresholds(
                 tolerance=_number(config, "compile_tolerance", DEFAULT_TOLERANCE),
                 floor_s=_number(config, "compile_floor", DEFAULT_FLOOR_S),
+                max_ops_growth=_optional_number(config, "compile_max_ops_growth"),
+                time_advisory=_flag(config, "compile_time_advisory"),
             ),
             hardware_override=(
                 config.getoption("compile_hardware")
@@ -41,6 +45,8 @@ class Settings:
             fail_on_improvement=_flag(config, "compile_fail_on_improvement"),
             report_path=_optional_path(config, "compile_report"),
             mixed_precision_default=bool(config.getini("compile_mixed_precision")),
+            census=_flag(config, "compile_census"),
+            trace_profile=bool(config.getoption("compile_trace_profile")),
         )
 
 
@@ -50,12 +56,17 @@ def _flag(config: pytest.Config, name: str) -> bool:
 
 def _number(config: pytest.Config, name: str, default: float) -> float:
     """CLI value, else ini value, else the default; a bad value names its source."""
+    value = _optional_number(config, name)
+    return default if value is None else value
+
+
+def _optional_number(config: pytest.Config, name: str) -> float | None:
     cli = config.getoption(name)
     if cli is not None:
         return float(cli)  # argparse already validated it
     raw = str(config.getini(name) or "").strip()
     if not raw:
-        return default
+        return None
     try:
         value = float(raw)
     except ValueError:

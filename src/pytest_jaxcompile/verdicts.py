@@ -8,7 +8,7 @@ from enum import Enum
 from pathlib import Path
 
 from pytest_jaxcompile.pins import Pin, PinStore
-from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
 
 # Defaults, documented in docs/verdicts.md. Same-machine compile time of one module
 # moves by tens of percent between runs (and up to 2x across days on an idle laptop),
@@ -20,6 +20,7 @@ DEFAULT_FLOOR_S = 0.25
 
 class Status(str, Enum):
     OK = "ok"
+    GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
     DRIFT = "DRIFT"
     IMPROVED = "improved"
     UNPINNED = "unpinned"
@@ -30,6 +31,8 @@ class Status(str, Enum):
 class Thresholds:
     tolerance: float = DEFAULT_TOLERANCE
     floor_s: float = DEFAULT_FLOOR_S
+    max_ops_growth: float | None = None  # default op-count gate; None: no gate
+    time_advisory: bool = False  # DRIFT is reported but does not fail the session
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,17 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         status = Status.IMPROVED
     else:
         status = Status.OK
-    return Verdict(record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
-                   note=_fingerprint_note(record, pin) if status is not Status.OK else None)
+    growth = record.max_ops_growth
+    growth = thresholds.max_ops_growth if growth is None else growth
+    if (
+        growth is not None
+        and pin.op_count
+        and record.op_count is not None
+        and record.op_count > pin.op_count * (1 + growth)
+    ):
+        status = Status.GREW
+    note = what_changed(record, pin, growth) if status is not Status.OK else None
+    return Verdict(record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note)
 
 
 def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
@@ -119,9 +131,24 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
     return None
 
 
-def _fingerprint_note(record: CompileRecord, pin: Pin) -> str | None:
+def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -> str | None:
+    """The deterministic explanation beside a time verdict: did the module change?"""
+    if record.op_count is not None and pin.op_count is not None:
+        if record.op_count != pin.op_count:
+            direction = "grew" if record.op_count > pin.op_count else "shrank"
+            change = f"module {direction}: {pin.op_count} -> {record.op_count} ops"
+            if pin.op_count:
+                change += f" ({record.op_count / pin.op_count - 1:+.0%}"
+                change += f", limit +{growth:.0%})" if growth is not None else ")"
+            return change
+        if pin.fingerprint and record.fingerprint and pin.fingerprint != record.fingerprint:
+            return f"module changed with the same op count ({record.op_count} ops)"
     if not pin.fingerprint or not record.fingerprint:
         return None
+    if record.fingerprint.startswith("cachekey:"):
+        if pin.fingerprint == record.fingerprint:
+            return "cache key unchanged: look at the environment (host load)"
+        return "cache key changed since pinning (module, XLA flags or compile options)"
     if pin.fingerprint == record.fingerprint:
         return (
             "module unchanged since pinning: look at the environment "
@@ -154,6 +181,39 @@ def find_stale(
     return stale
 
 
-def session_failed(verdicts: Iterable[Verdict], fail_on_improvement: bool) -> bool:
-    failing = {Status.DRIFT, Status.IMPROVED} if fail_on_improvement else {Status.DRIFT}
+def session_failed(
+    verdicts: Iterable[Verdict], fail_on_improvement: bool, time_advisory: bool = False
+) -> bool:
+    failing = {Status.GREW}
+    if not time_advisory:
+        failing.add(Status.DRIFT)
+        if fail_on_improvement:
+            failing.add(Status.IMPROVED)
     return any(verdict.status in failing for verdict in verdicts)
+
+
+@dataclass(frozen=True)
+class CompileCountChange:
+    """A test compiled a different number of modules than pinned (a retrace, or fewer)."""
+
+    cell: str
+    compiles: int
+    pinned: int
+
+
+def compile_count_changes(
+    ledgers: Iterable[CallLedger], records: Iterable[CompileRecord], store: PinStore
+) -> list[CompileCountChange]:
+    keys_of: dict[str, set[ComparabilityKey]] = {}
+    for record in records:
+        keys_of.setdefault(record.cell, set()).add(record.key)
+    changes = []
+    for ledger in ledgers:
+        pinned = {
+            count
+            for key in keys_of.get(ledger.cell, ())
+            if (count := store.compiles_pinned(key, ledger.cell)) is not None
+        }
+        if pinned and ledger.compiles not in pinned:
+            changes.append(CompileCountChange(ledger.cell, ledger.compiles, max(pinned)))
+    return sorted(changes, key=lambda change: change.cell)

@@ -1,0 +1,148 @@
+"""Census: every compile a test triggers, from JAX's events; the test's ledger."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pytest_jaxcompile.classify import CompileEvidence, classify
+from pytest_jaxcompile.measure import CacheSettings, JaxEnvironment, MeasureContext, utc_now
+from pytest_jaxcompile.monitor import (
+    EVENT_BACKEND_COMPILE,
+    EVENT_CACHE_RETRIEVAL,
+    EVENT_LOWER,
+    EVENT_TRACE,
+    EventLog,
+    ModuleCompile,
+)
+from pytest_jaxcompile.records import CacheDetails, CallLedger, CompileRecord, HostState
+
+CENSUS_SOURCE = "census"
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """``jit(f)``, ``jit(f)#2``, ...: the same function compiling again gets a new row."""
+    seen: Counter[str] = Counter()
+    unique = []
+    for name in names:
+        seen[name] += 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
+
+
+def census_records(
+    log: EventLog,
+    context: MeasureContext,
+    environment: JaxEnvironment,
+    cache: CacheSettings,
+) -> list[CompileRecord]:
+    """One record per module compiled in the test outside fixture measurements."""
+    compiles = [module for module in log.module_compiles() if not module.nested]
+    names = unique_names([module.fun_name for module in compiles])
+    records = []
+    for module, name in zip(compiles, names, strict=True):
+        verdict = classify(
+            CompileEvidence(
+                cache_configured=cache.configured,
+                fresh=True,
+                backend_compiles=1,
+                cache_requests=module.cache_requests,
+                cache_hits=module.cache_hits,
+                cache_writes=module.cache_writes,
+                skip_reasons=tuple(module.skip_reasons),
+            )
+        )
+        records.append(
+            CompileRecord(
+                cell=context.cell,
+                transform=name,
+                hardware=environment.hardware.name,
+                hardware_detail=environment.hardware.detail(),
+                jax_version=environment.jax_version,
+                jaxlib_version=environment.jaxlib_version,
+                mixed_precision=context.mixed_precision,
+                cache_state=verdict.cache_state.value,
+                compile_s=module.backend_compile_s,
+                trace_s=module.trace_s or None,
+                lower_s=module.lower_s or None,
+                backend_compile_s=module.backend_compile_s,
+                cache_retrieval_s=module.cache_retrieval_s,
+                cache=CacheDetails(
+                    dir=cache.dir,
+                    enabled=cache.enabled,
+                    persisted=verdict.persisted,
+                    reason=verdict.reason,
+                    reason_detail=verdict.detail,
+                    notes=list(verdict.notes),
+                ),
+                host_state=HostState(cpu_count=environment.hardware.cpu_count),
+                module_name=module.module_name,
+                fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
+                source=CENSUS_SOURCE,
+                tolerance=context.tolerance,
+                max_ops_growth=context.max_ops_growth,
+                location=context.location,
+                timestamp=utc_now(),
+            )
+        )
+    return records
+
+
+def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
+    """Partition the call's wall time: compile (union of JAX's phase spans) + residual."""
+    compiles = log.module_compiles()
+    if log.spans:
+        trace_s = log.covered_s(EVENT_TRACE)
+        lower_s = log.covered_s(EVENT_LOWER)
+        backend_s = log.covered_s(EVENT_BACKEND_COMPILE)
+        compile_s = log.covered_s(EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE)
+    else:  # a jax without time-span events: durations, which may double-count nesting
+        trace_s = log.total(EVENT_TRACE) or 0.0
+        lower_s = log.total(EVENT_LOWER) or 0.0
+        backend_s = log.total(EVENT_BACKEND_COMPILE) or 0.0
+        compile_s = trace_s + lower_s + backend_s
+    measured = wall_s is not None and wall_s > 0
+    if measured:
+        assert wall_s is not None
+        compile_s = min(compile_s, wall_s)  # spans and wall come from different clocks
+    overlays = {}
+    retrieval = log.total(EVENT_CACHE_RETRIEVAL)
+    if retrieval:
+        overlays["cache_retrieval_s"] = retrieval  # lies inside backend_compile_s
+    overlap = trace_s + lower_s + backend_s - compile_s
+    if overlap > 1e-6:
+        overlays["phase_overlap_s"] = overlap
+    return CallLedger(
+        cell=cell,
+        wall_s=wall_s if measured else None,
+        compile_s=compile_s,
+        trace_s=trace_s,
+        lower_s=lower_s,
+        backend_compile_s=backend_s,
+        execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None else None,
+        compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
+        compiles=len(compiles),
+        persistent_cache_hits=sum(1 for module in compiles if module.cache_hits),
+        modules=dict(sorted(Counter(module.fun_name for module in compiles).items())),
+        overlays=overlays,
+    )
+
+
+def recompile_problems(max_compiles: int | None, compiles: list[ModuleCompile]) -> list[str]:
+    """The compile_budget(max_compiles=N) failure: every module and how often it compiled."""
+    if max_compiles is None or len(compiles) <= max_compiles:
+        return []
+    counts = Counter(module.fun_name for module in compiles)
+    hits = Counter(module.fun_name for module in compiles if module.cache_hits)
+    lines = [
+        f"{len(compiles)} backend compiles in this test, over its "
+        f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
+    ]
+    for name, count in counts.most_common():
+        detail = f"{count - hits[name]} compiled by XLA, {hits[name]} from the persistent cache"
+        lines.append(f"  {name}: {count}x ({detail})")
+    if any(count > 1 for count in counts.values()):
+        lines.append(
+            "A function compiled more than once retraced: look for a fresh closure or "
+            "jax.jit(...) per call, or changing shapes, dtypes or static arguments."
+        )
+    return lines

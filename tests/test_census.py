@@ -1,0 +1,243 @@
+"""Census, recompile budgets, the ledger and deterministic gates, end to end."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import JaxProject
+
+RETRACE_TEST = """
+    import jax, jax.numpy as jnp, pytest
+
+    X = jnp.ones(4)  # at import: not one of the test's compiles
+
+    @pytest.mark.compile_budget(max_compiles=1)
+    def test_retrace():
+        x = X
+        for step in range(3):
+            scaled = jax.jit(lambda v: v * 2 + step)  # a fresh closure per call: retraces
+            scaled(x).block_until_ready()
+"""
+
+IMPLICIT_TEST = """
+    import jax, pytest
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    ARGS = mlp_example_args()  # at import: its helper compiles are not the test's
+
+    def train_step(params, x, y):
+        return jax.value_and_grad(mlp_loss)(params, x, y)
+
+    @pytest.mark.compile_budget(max_compiles=1)
+    def test_step():
+        loss, grads = jax.jit(train_step)(*ARGS)
+        assert float(loss) > 0
+"""
+
+
+def test_fresh_closure_per_call_fails_max_compiles_naming_the_module(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=False)
+    project.tests(RETRACE_TEST)
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
+            "*jit(<lambda>): 3x (3 compiled by XLA, 0 from the persistent cache)",
+            "*retraced*",
+        ]
+    )
+    rows = project.rows()
+    assert {("test_retrace", "jit(<lambda>)"), ("test_retrace", "jit(<lambda>)#2"),
+            ("test_retrace", "jit(<lambda>)#3")} <= set(rows)
+    assert all(row["source"] == "census" for row in rows.values())
+    (ledger,) = project.report()["ledgers"]
+    assert ledger["outcome"] == "failed"  # the failing test keeps its ledger
+    assert ledger["modules"]["jit(<lambda>)"] == 3
+
+
+def test_census_rows_of_implicit_compiles_carry_their_cache_state(project: JaxProject) -> None:
+    project.conftest()
+    project.tests(IMPLICIT_TEST)
+    project.run().assert_outcomes(passed=1)
+    cold = project.rows()[("test_step", "jit(train_step)")]
+    assert (cold["cache_state"], cold["cache"]["persisted"]) == ("cold", True)
+    assert cold["fingerprint"].startswith("cachekey:jit_train_step-")
+    assert cold["module_name"] == "jit_train_step"
+    assert cold["compile_s"] == cold["backend_compile_s"] > 0
+    project.run().assert_outcomes(passed=1)
+    warm = project.rows()[("test_step", "jit(train_step)")]
+    assert warm["cache_state"] == "warm"
+    assert warm["fingerprint"] == cold["fingerprint"]
+
+
+def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(IMPLICIT_TEST)
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    (ledger,) = project.report()["ledgers"]
+    assert ledger["compile_s"] + ledger["execute_and_python_s"] == pytest.approx(
+        ledger["wall_s"], abs=1e-9
+    )
+    assert 0 < ledger["compile_fraction"] <= 1
+    assert ledger["compile_s"] <= ledger["trace_s"] + ledger["lower_s"] + ledger[
+        "backend_compile_s"
+    ] + 1e-9
+    assert ledger["compiles"] == 1
+    result.stdout.fnmatch_lines(
+        ["*test_step: wall * s = compile * s (*%) + execute_and_python_s * s [[]trace *"]
+    )
+
+
+def test_a_failing_test_keeps_its_census_rows_and_ledger(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(IMPLICIT_TEST.replace("float(loss) > 0", "float(loss) < 0, 'wrong sign'"))
+    project.run().assert_outcomes(failed=1)
+    row = project.rows()[("test_step", "jit(train_step)")]
+    assert row["outcome"] == "failed"
+    (ledger,) = project.report()["ledgers"]
+    assert ledger["outcome"] == "failed" and ledger["wall_s"] > 0
+
+
+def test_census_option_covers_unmarked_tests(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(IMPLICIT_TEST.replace("@pytest.mark.compile_budget(max_compiles=1)", ""))
+    project.run().assert_outcomes(passed=1)
+    assert project.report()["records"] == []
+    project.run("--compile-census").assert_outcomes(passed=1)
+    assert ("test_step", "jit(train_step)") in project.rows()
+
+
+def test_census_with_the_plugin_disabled_records_nothing(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        IMPLICIT_TEST
+        + """
+    def test_no_listener_installed():
+        from jax._src import monitoring
+        assert not any("CompileMonitor" in repr(listener)
+                       for listener in monitoring.get_event_listeners())
+    """
+    )
+    result = project.pytester.runpytest_subprocess("-p", "no:jaxcompile", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert "jax compile times" not in result.stdout.str()
+    assert not project.pins_dir.exists()
+
+
+def _make_deeper(project: JaxProject, depth: int) -> None:
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_mlp(jax_compile):
+            args = mlp_example_args(DEPTH)
+            jax_compile(jax.value_and_grad(mlp_loss), *args, transform="vag")
+        """.replace("DEPTH", str(depth))
+    )
+
+
+def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=False)
+    _make_deeper(project, 2)
+    project.run("--compile-pin-update")
+    pinned = project.rows()[("test_mlp", "vag")]["op_count"]
+    _make_deeper(project, 4)
+    # Time drift (a tiny pin forced by hand) names what changed deterministically.
+    (path,) = project.pins_dir.glob("*.toml")
+    text = path.read_text()
+    path.write_text(
+        "\n".join(
+            "compile_s = 0.0001" if line.startswith("compile_s") else line
+            for line in text.splitlines()
+        ) + "\n"
+    )
+    result = project.run("--compile-floor", "0")
+    grown = project.rows()[("test_mlp", "vag")]["op_count"]
+    assert grown > pinned
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*module grew: {pinned} -> {grown} ops (+*%)"])
+
+    # The op-count gate alone: deterministic, fails even when time is only advisory.
+    path.write_text(text)
+    result = project.run("--compile-time-advisory", "--compile-max-ops-growth", "0.10")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts()[("test_mlp", "vag")] == "GREW"
+    result.stdout.fnmatch_lines(
+        [
+            "  GREW       test_models.py::test_mlp [[]vag[]]*",
+            f"      module grew: {pinned} -> {grown} ops (+*%, limit +10%)",
+            "GREW: 1 row(s)*",
+        ]
+    )
+    result = project.run("--compile-max-ops-growth", "5")
+    assert project.verdicts()[("test_mlp", "vag")] != "GREW"
+
+
+def test_time_advisory_reports_drift_without_failing(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    _make_deeper(project, 2)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    path.write_text(
+        "\n".join(
+            "compile_s = 0.0001" if line.startswith("compile_s") else line
+            for line in path.read_text().splitlines()
+        ) + "\n"
+    )
+    project.pytester.makeini("[pytest]\ncompile_time_advisory = true\n")
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.OK
+    assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
+    result.stdout.fnmatch_lines(["DRIFT: 1 row(s) *; reported only (--compile-time-advisory)."])
+
+
+def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(IMPLICIT_TEST)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    assert '[tests."test_models.py::test_step"]\ncompiles = 1' in path.read_text()
+    project.tests(
+        IMPLICIT_TEST.replace("max_compiles=1", "max_compiles=5").replace(
+            "assert float(loss) > 0",
+            "jax.jit(lambda p: p)(ARGS[1])\n        assert float(loss) > 0",
+        )
+    )
+    result = project.run()
+    result.stdout.fnmatch_lines(
+        ["compile count changed: test_models.py::test_step: 2 backend compile(s), pinned 1"]
+    )
+
+
+def test_trace_profile_attributes_trace_time_by_package(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax, jax.numpy as jnp
+
+        def python_heavy(x):
+            for _ in range(200):  # project-side Python work while tracing
+                x = x + sum(range(50)) * 0.0
+            return x
+
+        def test_profiled(jax_compile):
+            jax_compile(python_heavy, jnp.ones(3), transform="heavy")
+        """
+    )
+    result = project.run("--compile-trace-profile")
+    result.assert_outcomes(passed=1)
+    profile = project.rows()[("test_profiled", "heavy")]["trace_profile"]
+    assert set(profile) == {"jax", "stdlib_numpy", "project", "other"}
+    assert sum(profile.values()) == pytest.approx(1.0, abs=0.01)
+    assert profile["jax"] > 0 and profile["project"] > 0
+    result.stdout.fnmatch_lines(
+        ["trace profile*", "  test_models.py::test_profiled [[]heavy[]] trace * s: jax *%, *"]
+    )
+    project.run()
+    assert project.rows()[("test_profiled", "heavy")]["trace_profile"] is None

@@ -1,0 +1,138 @@
+"""Census grouping, the ledger's partition, recompile messages, op counts: pure logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_jaxcompile.census import build_ledger, recompile_problems, unique_names
+from pytest_jaxcompile.measure import count_ops
+from pytest_jaxcompile.monitor import (
+    EVENT_BACKEND_COMPILE,
+    EVENT_CACHE_HIT,
+    EVENT_CACHE_REQUEST,
+    EVENT_CACHE_WRITE,
+    EVENT_LOWER,
+    EVENT_TRACE,
+    NESTED_BEGIN,
+    NESTED_END,
+    EventLog,
+    JaxEvent,
+    TimeSpan,
+)
+from pytest_jaxcompile.traceprofile import (
+    GROUP_JAX,
+    GROUP_OTHER,
+    GROUP_PROJECT,
+    GROUP_STDLIB_NUMPY,
+    group_of,
+)
+
+
+def compile_events(name: str, *cache: str, duration: float = 0.5) -> list[JaxEvent]:
+    return [
+        JaxEvent(EVENT_TRACE, 0.1, name),
+        JaxEvent(EVENT_LOWER, 0.2, f"jit({name})"),
+        *(JaxEvent(event) for event in cache),
+        JaxEvent(EVENT_BACKEND_COMPILE, duration, f"jit({name})"),
+    ]
+
+
+def test_events_group_into_module_compiles_with_their_phases_and_cache_events() -> None:
+    log = EventLog(
+        compile_events("f", EVENT_CACHE_REQUEST, EVENT_CACHE_WRITE)
+        + compile_events("g", EVENT_CACHE_REQUEST, EVENT_CACHE_HIT, duration=0.01)
+    )
+    first, second = log.module_compiles()
+    assert (first.fun_name, first.trace_s, first.lower_s, first.backend_compile_s) == (
+        "jit(f)", 0.1, 0.2, 0.5,
+    )
+    assert (first.cache_writes, first.cache_hits) == (1, 0)
+    assert (second.fun_name, second.cache_hits) == ("jit(g)", 1)
+
+
+def test_compiles_inside_a_fixture_measurement_are_marked_nested() -> None:
+    log = EventLog(
+        [
+            *compile_events("census"),
+            JaxEvent(NESTED_BEGIN), *compile_events("fixture"), JaxEvent(NESTED_END),
+        ]
+    )
+    assert [(m.fun_name, m.nested) for m in log.module_compiles()] == [
+        ("jit(census)", False), ("jit(fixture)", True),
+    ]
+
+
+def test_covered_time_counts_nested_spans_once() -> None:
+    log = EventLog(spans=[
+        TimeSpan(EVENT_TRACE, 0.0, 1.0),
+        TimeSpan(EVENT_TRACE, 0.2, 0.6),  # a nested jit traced inside the outer trace
+        TimeSpan(EVENT_LOWER, 1.0, 1.5),
+        TimeSpan(EVENT_BACKEND_COMPILE, 2.0, 3.0),
+    ])
+    assert log.covered_s(EVENT_TRACE) == pytest.approx(1.0)
+    assert log.covered_s(EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE) == pytest.approx(2.5)
+
+
+def test_ledger_partitions_the_wall_into_compile_and_a_named_residual() -> None:
+    log = EventLog(
+        events=compile_events("f", EVENT_CACHE_REQUEST),
+        spans=[TimeSpan(EVENT_TRACE, 0.0, 0.1), TimeSpan(EVENT_LOWER, 0.1, 0.3),
+               TimeSpan(EVENT_BACKEND_COMPILE, 0.3, 0.8)],
+    )
+    ledger = build_ledger(log, "t.py::test_f", wall_s=2.0)
+    assert ledger.compile_s == pytest.approx(0.8)
+    assert ledger.execute_and_python_s == pytest.approx(1.2)
+    assert ledger.compile_s + ledger.execute_and_python_s == pytest.approx(ledger.wall_s)
+    assert ledger.compile_fraction == pytest.approx(0.4)
+    assert (ledger.compiles, ledger.modules) == (1, {"jit(f)": 1})
+
+
+def test_ledger_omits_the_fraction_when_the_wall_is_unknown() -> None:
+    ledger = build_ledger(EventLog(compile_events("f")), "t.py::test_f", wall_s=None)
+    assert ledger.compile_fraction is None
+    assert ledger.execute_and_python_s is None
+    assert ledger.compile_s > 0  # the compile seconds are kept
+
+
+def test_recompile_message_lists_every_module_and_how_often() -> None:
+    log = EventLog(
+        compile_events("step") * 3 + compile_events("init", EVENT_CACHE_REQUEST, EVENT_CACHE_HIT)
+    )
+    problems = recompile_problems(1, log.module_compiles())
+    assert problems[0].startswith("4 backend compiles in this test")
+    assert "  jit(step): 3x (3 compiled by XLA, 0 from the persistent cache)" in problems
+    assert "  jit(init): 1x (0 compiled by XLA, 1 from the persistent cache)" in problems
+    assert "retraced" in problems[-1]
+    assert recompile_problems(4, log.module_compiles()) == []
+    assert recompile_problems(None, log.module_compiles()) == []
+
+
+def test_repeated_names_get_numbered() -> None:
+    assert unique_names(["jit(f)", "jit(g)", "jit(f)", "jit(f)"]) == [
+        "jit(f)", "jit(g)", "jit(f)#2", "jit(f)#3",
+    ]
+
+
+def test_count_ops_counts_operations_not_attributes() -> None:
+    text = """
+    func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = stablehlo.constant dense<1.0> : tensor<4xf32>
+      %1 = stablehlo.compare  GT, %arg0, %0,  FLOAT : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+      %2 = "stablehlo.dot_general"(%arg0, %arg0) {dot_dimension_numbers = #stablehlo.dot<>}
+      return %2 : tensor<4xf32>
+    }
+    """
+    assert count_ops(text) == 3
+
+
+def test_trace_profile_groups_files_by_package(tmp_path: Path) -> None:
+    stdlib = "/usr/lib/python3.11"
+    site = "/venv/lib/python3.11/site-packages"
+    assert group_of(f"{site}/jax/_src/core.py", tmp_path, stdlib) == GROUP_JAX
+    assert group_of(f"{site}/numpy/core/x.py", tmp_path, stdlib) == GROUP_STDLIB_NUMPY
+    assert group_of(f"{stdlib}/functools.py", tmp_path, stdlib) == GROUP_STDLIB_NUMPY
+    assert group_of("~", tmp_path, stdlib) == GROUP_STDLIB_NUMPY
+    assert group_of(str(tmp_path / "model.py"), tmp_path, stdlib) == GROUP_PROJECT
+    assert group_of(f"{site}/flax/linen.py", tmp_path, stdlib) == GROUP_OTHER
