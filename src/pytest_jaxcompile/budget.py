@@ -13,10 +13,11 @@ from pytest_jaxcompile.records import CompileRecord
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
     "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
-    "max_ops_growth=None): a ceiling on any transform's compile_s in this test, a drift "
-    "tolerance for its pins, whether it runs in mixed precision (part of the comparability "
-    "key), a ceiling on its backend compiles, and how much its modules may grow over their "
-    "pinned op counts. The marker also turns on the census of every compile in the test."
+    "max_ops_growth=None, cacheable=None): a ceiling on any transform's compile_s in this "
+    "test, a drift tolerance for its pins, whether it runs in mixed precision (part of the "
+    "comparability key), a ceiling on its backend compiles, how much its modules may grow "
+    "over their pinned op counts, and whether every module must be persistent-cacheable. "
+    "The marker also turns on the census of every compile in the test."
 )
 
 
@@ -27,6 +28,7 @@ class CompileBudget:
     mixed_precision: bool | None = None
     max_compiles: int | None = None
     max_ops_growth: float | None = None
+    cacheable: bool | None = None
 
 
 def _signature(
@@ -36,6 +38,7 @@ def _signature(
     mixed_precision: bool | None = None,
     max_compiles: int | None = None,
     max_ops_growth: float | None = None,
+    cacheable: bool | None = None,
 ) -> None:
     """The marker's signature; arguments are bound against it to reject typos."""
 
@@ -55,12 +58,13 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
             raise ValueError(
                 f"@pytest.mark.{MARKER_NAME}: {name} must be a non-negative number, got {value!r}"
             )
+    for name in ("mixed_precision", "cacheable"):
+        flag = values.get(name)
+        if flag is not None and not isinstance(flag, bool):
+            raise ValueError(
+                f"@pytest.mark.{MARKER_NAME}: {name} must be True or False, got {flag!r}"
+            )
     precision = values.get("mixed_precision")
-    if precision is not None and not isinstance(precision, bool):
-        raise ValueError(
-            f"@pytest.mark.{MARKER_NAME}: mixed_precision must be True or False, "
-            f"got {precision!r}"
-        )
     max_compiles = values.get("max_compiles")
     if max_compiles is not None and (
         isinstance(max_compiles, bool) or not isinstance(max_compiles, int) or max_compiles < 0
@@ -75,6 +79,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
         mixed_precision=precision,
         max_compiles=max_compiles,
         max_ops_growth=_float_or_none(values.get("max_ops_growth")),
+        cacheable=values.get("cacheable"),
     )
 
 

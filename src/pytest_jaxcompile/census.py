@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from pytest_jaxcompile.classify import CompileEvidence, classify
+from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
 from pytest_jaxcompile.measure import CacheSettings, JaxEnvironment, MeasureContext, utc_now
 from pytest_jaxcompile.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -35,7 +37,12 @@ def census_records(
     environment: JaxEnvironment,
     cache: CacheSettings,
 ) -> list[CompileRecord]:
-    """One record per module compiled in the test outside fixture measurements."""
+    """One record per module compiled in the test outside fixture measurements.
+
+    The settings recorded are those in force when the test's call ended.
+    """
+    in_force = snapshot_settings()
+    xla_flags = os.environ.get(XLA_FLAGS_ENV)
     compiles = [module for module in log.module_compiles() if not module.nested]
     names = unique_names([module.fun_name for module in compiles])
     records = []
@@ -77,6 +84,8 @@ def census_records(
                 host_state=HostState(cpu_count=environment.hardware.cpu_count),
                 module_name=module.module_name,
                 fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
+                xla_flags=xla_flags,
+                settings=in_force,
                 source=CENSUS_SOURCE,
                 tolerance=context.tolerance,
                 max_ops_growth=context.max_ops_growth,

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from pytest_jaxcompile.classify import CompileEvidence, classify
+from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
 from pytest_jaxcompile.hardware import Hardware, detect_hardware, usable_cpu_count
 from pytest_jaxcompile.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -207,6 +208,7 @@ class JaxCompile:
 
         environment = self._environment()
         settings = CacheSettings.current()
+        in_force = snapshot_settings()
         process = psutil.Process()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds(process)
@@ -263,7 +265,8 @@ class JaxCompile:
             fingerprint=fingerprint_module(module_text),
             op_count=count_ops(module_text),
             trace_profile=trace_profile,
-            xla_flags=os.environ.get("XLA_FLAGS"),
+            xla_flags=os.environ.get(XLA_FLAGS_ENV),
+            settings=in_force,
             tolerance=self._context.tolerance,
             max_ops_growth=self._context.max_ops_growth,
             location=self._context.location,

@@ -6,6 +6,8 @@ the marker never pays for a JAX import.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import time
 from collections.abc import Generator
@@ -24,6 +26,16 @@ from pytest_jaxcompile.budget import (
     parse_budget,
 )
 from pytest_jaxcompile.census import build_ledger, census_records, recompile_problems
+from pytest_jaxcompile.guard import (
+    XLA_FLAGS_ENV,
+    clobber_affects_requirements,
+    find_clobbers,
+    parse_xla_flags,
+    platform_problem,
+    settings_problems,
+    snapshot_settings,
+    uncacheable_reason,
+)
 from pytest_jaxcompile.measure import CacheSettings, JaxCompile, JaxEnvironment, MeasureContext
 from pytest_jaxcompile.monitor import CompileMonitor, EventLog
 from pytest_jaxcompile.pins import PinFileError, PinStore
@@ -96,6 +108,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="attribute each measured function's trace time to JAX, stdlib/numpy, the "
         "project and other packages (cProfile on one extra trace).",
     )
+    group.addoption(
+        "--compile-expect-warm", action="store_true", default=False,
+        help="for jobs that restore a compilation cache: a cold row of a module unchanged "
+        "since its warm pin is a cache regression (MISS) and fails.",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -112,6 +129,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="")
     parser.addini("compile_time_advisory", "time DRIFT does not fail the session",
                   type="bool", default=False)
+    parser.addini("compile_expect_warm", "cold rows of unchanged modules fail (MISS)",
+                  type="bool", default=False)
+    parser.addini("compile_required_xla_flags",
+                  "XLA flags every compile must run with, e.g. --xla_gpu_autotune_level=0",
+                  type="linelist", default=[])
+    parser.addini("compile_require_cache", "every compile must use a persistent cache",
+                  type="bool", default=False)
+    parser.addini("compile_require_cacheable",
+                  "every compiled module must be persistent-cacheable", type="bool",
+                  default=False)
+    parser.addini("compile_expected_platform", "gpu, tpu or cpu: fail on a silent fallback",
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -172,6 +201,7 @@ class JaxCompilePlugin:
         self.store: PinStore | None = None
         self.outcome: SessionOutcome | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
+        self.start_settings: dict[str, Any] = {}
         self._environment: JaxEnvironment | None = None
 
     @property
@@ -181,6 +211,11 @@ class JaxCompilePlugin:
     def environment(self) -> JaxEnvironment:
         if self._environment is None:
             self._environment = JaxEnvironment.detect(self.settings.hardware_override)
+        problem = platform_problem(
+            self.settings.requirements.platform, self._environment.hardware.platform
+        )
+        if problem is not None:  # every measurement fails, before it makes a row
+            pytest.fail(problem, pytrace=False)
         return self._environment
 
     def add_record(self, record: CompileRecord) -> None:
@@ -209,6 +244,13 @@ class JaxCompilePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # Snapshot what later compiles are compared with; JAX's own settings only when
+        # the project already imported JAX (reading them must not import it).
+        self.start_settings = (
+            snapshot_settings()
+            if "jax" in sys.modules
+            else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
+        )
         if self.is_xdist_worker:
             return
         try:
@@ -235,9 +277,25 @@ class JaxCompilePlugin:
                     self.finish_census(item, budget, log, time.perf_counter() - start)
             problems = over_budget(budget, self.records_of(item.nodeid))
             problems += recompile_problems(budget.max_compiles, log.module_compiles())
+        problems += self.requirement_problems(item, budget)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
         return result
+
+    def requirement_problems(self, item: pytest.Item, budget: CompileBudget) -> list[str]:
+        """Required settings and cacheability, for every compile of this test."""
+        requirements = self.settings.requirements
+        cacheable = requirements.cacheable if budget.cacheable is None else budget.cacheable
+        problems = []
+        for record in self.records_of(item.nodeid):
+            problems += settings_problems(record, requirements)
+            reason = uncacheable_reason(record) if cacheable else None
+            if reason is not None:
+                problems.append(
+                    f"transform {record.transform!r} can never be served from the persistent "
+                    f"cache: {reason} (compile_budget(cacheable=True) / compile_require_cacheable)"
+                )
+        return problems
 
     def finish_census(
         self, item: pytest.Item, budget: CompileBudget, log: EventLog, wall_s: float
@@ -322,7 +380,14 @@ class JaxCompilePlugin:
         outcome.compile_count_changes = compile_count_changes(
             self.ledgers.values(), self.records, store
         )
-        outcome.failed = outcome.pin_error is not None or (
+        outcome.clobbers = [
+            dataclasses.replace(
+                clobber, fails=clobber_affects_requirements(clobber, settings.requirements)
+            )
+            for clobber in find_clobbers(self.start_settings, self.records)
+        ]
+        clobbered = any(clobber.fails for clobber in outcome.clobbers)
+        outcome.failed = outcome.pin_error is not None or clobbered or (
             not settings.pin_update
             and session_failed(
                 outcome.verdicts, settings.fail_on_improvement, settings.thresholds.time_advisory
@@ -343,6 +408,7 @@ class JaxCompilePlugin:
         outcome = self.outcome
         if outcome is None or not (
             outcome.verdicts or outcome.stale or outcome.pins_written or outcome.ledgers
+            or outcome.clobbers
         ):
             return
         terminalreporter.write_sep("=", "jax compile times")

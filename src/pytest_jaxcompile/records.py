@@ -92,6 +92,8 @@ class CompileRecord:
     op_count: int | None = None  # StableHLO ops in the lowered module
     trace_profile: dict[str, float] | None = None  # share of trace time per package group
     xla_flags: str | None = None
+    # The settings in force: parsed XLA flags, JAX cache settings, x64, matmul precision.
+    settings: dict[str, Any] | None = None
     source: str = "fixture"
     tolerance: float | None = None  # per-test override from the compile_budget marker
     max_ops_growth: float | None = None  # per-test op-count gate from the marker

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.guard import Clobber
 from pytest_jaxcompile.pins import atomic_write_text
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger, ComparabilityKey, CompileRecord
 from pytest_jaxcompile.verdicts import (
@@ -40,6 +42,7 @@ class SessionOutcome:
     stale: list[StalePin] = field(default_factory=list)
     ledgers: list[CallLedger] = field(default_factory=list)
     compile_count_changes: list[CompileCountChange] = field(default_factory=list)
+    clobbers: list[Clobber] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
@@ -84,6 +87,7 @@ def _row(verdict: Verdict) -> str:
 
 
 _MARKUP: dict[Status, Markup] = {
+    Status.MISS: {"red": True, "bold": True},
     Status.GREW: {"red": True, "bold": True},
     Status.DRIFT: {"red": True, "bold": True},
     Status.IMPROVED: {"green": True},
@@ -99,9 +103,7 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
     by_key: dict[ComparabilityKey, list[Verdict]] = {}
     for verdict in outcome.verdicts:
         by_key.setdefault(verdict.record.key, []).append(verdict)
-    order = [
-        Status.GREW, Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK
-    ]
+    order = list(Status)  # severity order: failing verdicts first
     for key in sorted(by_key):
         verdicts = sorted(
             by_key[key],
@@ -126,6 +128,12 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
     lines.extend(_ledger_lines(outcome, verbose))
     lines.extend(_stale_lines(outcome))
     lines.extend(_compile_count_lines(outcome))
+    for clobber in outcome.clobbers:
+        if clobber.fails:
+            lines.append((f"settings clobbered (a required setting; the session fails): "
+                          f"{clobber.describe()}", {"red": True, "bold": True}))
+        else:
+            lines.append((f"warning: settings clobbered: {clobber.describe()}", {"yellow": True}))
     lines.extend(_closing_lines(outcome))
     return lines
 
@@ -221,6 +229,7 @@ def _closing_lines(outcome: SessionOutcome) -> list[Line]:
              {"green": True})
         )
         return lines
+    missed = [v for v in outcome.verdicts if v.status is Status.MISS]
     grew = [v for v in outcome.verdicts if v.status is Status.GREW]
     drift = [v for v in outcome.verdicts if v.status is Status.DRIFT]
     improved = [v for v in outcome.verdicts if v.status is Status.IMPROVED]
@@ -228,6 +237,12 @@ def _closing_lines(outcome: SessionOutcome) -> list[Line]:
     if counts:
         lines.append((f"compile rows: {counts}", {"bold": True}))
     thresholds = outcome.thresholds
+    if missed:
+        lines.append(
+            (f"MISS: {len(missed)} row(s) compiled cold although their module is unchanged "
+             "since its warm pin (--compile-expect-warm); the session fails.",
+             {"red": True, "bold": True})
+        )
     if grew:
         lines.append(
             (f"GREW: {len(grew)} row(s) compiled a module that grew beyond its op-count limit; "
@@ -304,6 +319,7 @@ def build_report(
         "pin_error": outcome.pin_error,
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
+        "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
         "compile_count_changes": [
             {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned}
             for c in outcome.compile_count_changes

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_jaxcompile.guard import Requirements
 from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
 
 HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
@@ -24,6 +25,7 @@ class Settings:
     mixed_precision_default: bool
     census: bool
     trace_profile: bool
+    requirements: Requirements
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -35,6 +37,7 @@ class Settings:
                 floor_s=_number(config, "compile_floor", DEFAULT_FLOOR_S),
                 max_ops_growth=_optional_number(config, "compile_max_ops_growth"),
                 time_advisory=_flag(config, "compile_time_advisory"),
+                expect_warm=_flag(config, "compile_expect_warm"),
             ),
             hardware_override=(
                 config.getoption("compile_hardware")
@@ -47,7 +50,20 @@ class Settings:
             mixed_precision_default=bool(config.getini("compile_mixed_precision")),
             census=_flag(config, "compile_census"),
             trace_profile=bool(config.getoption("compile_trace_profile")),
+            requirements=_requirements(config),
         )
+
+
+def _requirements(config: pytest.Config) -> Requirements:
+    try:
+        return Requirements.from_ini(
+            flags=config.getini("compile_required_xla_flags"),
+            cache=bool(config.getini("compile_require_cache")),
+            cacheable=bool(config.getini("compile_require_cacheable")),
+            platform=str(config.getini("compile_expected_platform") or ""),
+        )
+    except ValueError as error:
+        raise pytest.UsageError(f"ini option {error}") from None
 
 
 def _flag(config: pytest.Config, name: str) -> bool:

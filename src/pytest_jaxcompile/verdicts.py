@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -19,12 +20,15 @@ DEFAULT_FLOOR_S = 0.25
 
 
 class Status(str, Enum):
-    OK = "ok"
+    """Verdicts, in the order the summary lists them (failing ones first)."""
+
+    MISS = "MISS"  # --compile-expect-warm: an unchanged module compiled cold; always fails
     GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
     DRIFT = "DRIFT"
     IMPROVED = "improved"
     UNPINNED = "unpinned"
     NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
+    OK = "ok"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class Thresholds:
     floor_s: float = DEFAULT_FLOOR_S
     max_ops_growth: float | None = None  # default op-count gate; None: no gate
     time_advisory: bool = False  # DRIFT is reported but does not fail the session
+    expect_warm: bool = False  # a cold row of a module unchanged since its warm pin fails
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,37 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     """One row against the pin under exactly its key, and nothing else."""
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
+    warmth_note = None
+    if thresholds.expect_warm and record.cache_state in ("cold", "none"):
+        miss, warmth_note = _expected_warm(record, store)
+        if miss is not None:
+            return miss
+    verdict = _judge_time(record, store, thresholds)
+    if warmth_note is None:
+        return verdict
+    note = warmth_note if verdict.note is None else f"{verdict.note}; {warmth_note}"
+    return dataclasses.replace(verdict, note=note)
+
+
+def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
+    """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile."""
+    warm_key = dataclasses.replace(record.key, cache_state="warm")
+    warm_pin = store.get(warm_key, record.cell, record.transform)
+    if warm_pin is None or not warm_pin.fingerprint or not record.fingerprint:
+        return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
+    if warm_pin.fingerprint == record.fingerprint:
+        return Verdict(
+            record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
+            note=(
+                f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
+                f"yet it compiled {record.cache_state}. The cache was not restored, was "
+                "evicted, or stopped applying (cache dir, jax version, XLA flags)"
+            ),
+        ), None
+    return None, "expected recompile: the module changed since its warm pin"
+
+
+def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     key = record.key
     pin_file = store.path_for(key)
     pin = store.get(key, record.cell, record.transform)
@@ -184,7 +220,7 @@ def find_stale(
 def session_failed(
     verdicts: Iterable[Verdict], fail_on_improvement: bool, time_advisory: bool = False
 ) -> bool:
-    failing = {Status.GREW}
+    failing = {Status.GREW, Status.MISS}
     if not time_advisory:
         failing.add(Status.DRIFT)
         if fail_on_improvement:

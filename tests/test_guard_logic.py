@@ -1,0 +1,103 @@
+"""Settings guard logic: flag parsing, requirements, clobbers, platform, expect-warm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from records_factory import make_record
+
+from pytest_jaxcompile.guard import (
+    Requirements,
+    clobber_affects_requirements,
+    find_clobbers,
+    missing_flags,
+    parse_xla_flags,
+    platform_problem,
+    settings_problems,
+    uncacheable_reason,
+)
+from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.records import CacheDetails
+from pytest_jaxcompile.verdicts import Status, Thresholds, judge
+
+AUTOTUNE = "--xla_gpu_autotune_level=0"
+
+
+def test_parse_xla_flags_keeps_values_and_bare_flags() -> None:
+    assert parse_xla_flags("--a=1 --b  --c='x y' --a=2") == {"--a": "2", "--b": None, "--c": "x y"}
+    assert parse_xla_flags(None) == {}
+
+
+def test_missing_flags_names_absent_and_different_values() -> None:
+    required = parse_xla_flags(f"{AUTOTUNE} --xla_dump_to")
+    assert missing_flags(required, parse_xla_flags(f"{AUTOTUNE} --xla_dump_to=/tmp")) == []
+    assert missing_flags(required, parse_xla_flags("--xla_gpu_autotune_level=4")) == [
+        "--xla_gpu_autotune_level=0 (in force: --xla_gpu_autotune_level=4)", "--xla_dump_to",
+    ]
+
+
+def test_settings_problems_name_the_missing_flag_and_cache() -> None:
+    requirements = Requirements.from_ini([AUTOTUNE], cache=True, cacheable=False, platform="")
+    ok = make_record(xla_flags=AUTOTUNE)
+    assert settings_problems(ok, requirements) == []
+    bad = make_record(
+        xla_flags=None, cache_state="none",
+        cache=CacheDetails(reason="no_cache_configured", reason_detail="no cache configured"),
+    )
+    problems = settings_problems(bad, requirements)
+    assert "without the required XLA flag(s) --xla_gpu_autotune_level=0" in problems[0]
+    assert "without a persistent compilation cache" in problems[1]
+
+
+def test_uncacheable_reason_only_for_known_reasons() -> None:
+    callback = make_record(cache=CacheDetails(persisted=False, reason="host_callbacks",
+                                              reason_detail="uses host callbacks"))
+    assert uncacheable_reason(callback) == "uses host callbacks"
+    assert uncacheable_reason(make_record()) is None  # persisted
+    unexplained = make_record(cache=CacheDetails(persisted=False, reason="unexplained"))
+    assert uncacheable_reason(unexplained) is None
+
+
+@pytest.mark.parametrize(("expected", "actual", "fails"), [
+    ("gpu", "cpu", True), ("gpu", "cuda", False), ("cpu", "cpu", False), (None, "cpu", False),
+])
+def test_platform_problem(expected: str | None, actual: str, fails: bool) -> None:
+    problem = platform_problem(expected, actual)
+    assert (problem is not None) == fails
+    if problem:
+        assert "silently fell back" in problem
+
+
+def test_bad_expected_platform_is_rejected() -> None:
+    with pytest.raises(ValueError, match="compile_expected_platform = 'gpus'"):
+        Requirements.from_ini([], cache=False, cacheable=False, platform="gpus")
+
+
+def test_clobber_reports_first_test_and_discarded_flags() -> None:
+    start = {"xla_flags": parse_xla_flags(f"{AUTOTUNE} --xla_cpu_x=1")}
+    records = [
+        make_record(cell="t.py::test_a", settings={"xla_flags": start["xla_flags"]}),
+        make_record(cell="t.py::test_b", settings={"xla_flags": {"--other": "1"}}),
+        make_record(cell="t.py::test_c", settings={"xla_flags": {"--other": "1"}}),
+    ]
+    (clobber,) = find_clobbers(start, records)
+    assert clobber.first_cell == "t.py::test_b"
+    assert clobber.discarded == ("--xla_gpu_autotune_level", "--xla_cpu_x")
+    assert "DISCARDED" in clobber.describe()
+    required = Requirements.from_ini([AUTOTUNE], cache=False, cacheable=False, platform="")
+    assert clobber_affects_requirements(clobber, required)
+    assert not clobber_affects_requirements(clobber, Requirements())
+
+
+def test_expect_warm_fails_an_unchanged_module_and_passes_a_changed_one(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cache_state="warm", compile_s=0.01), make_record(compile_s=1.0)])
+    expect = Thresholds(expect_warm=True)
+    miss = judge(make_record(compile_s=1.0), store, expect)
+    assert miss.status is Status.MISS
+    assert miss.note is not None and "unchanged since its warm pin" in miss.note
+    changed = judge(make_record(compile_s=1.0, fingerprint="sha256:new"), store, expect)
+    assert changed.status is Status.OK
+    assert changed.note is not None and "expected recompile" in changed.note
+    assert judge(make_record(compile_s=1.0), store, Thresholds()).status is Status.OK

@@ -1,0 +1,175 @@
+"""Settings that silently stop applying, caught for real: flags, cache, platform, warmth."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import JaxProject
+
+START_FLAGS = "--xla_force_host_platform_device_count=1"
+
+MEASURE = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def measure(jax_compile, name):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform=name)
+"""
+
+
+def _clobbering_suite(project: JaxProject) -> None:
+    project.pytester.makepyfile(
+        wrapper="""
+        import os
+        # A wrapper library that "configures" XLA at import, discarding the user's flags.
+        os.environ["XLA_FLAGS"] = "--xla_dump_hlo_as_text"
+        """
+    )
+    project.tests(
+        MEASURE
+        + """
+    def test_a(jax_compile):
+        measure(jax_compile, "jit")
+
+    def test_b(jax_compile):
+        import wrapper  # noqa: F401
+        measure(jax_compile, "jit")
+
+    def test_c(jax_compile):
+        measure(jax_compile, "jit")
+    """
+    )
+
+
+def test_xla_flags_overwritten_mid_session_are_reported_with_the_first_test(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.conftest(cache=False)
+    _clobbering_suite(project)
+    result = project.run()
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.OK  # no flag was required: a warning
+    result.stdout.fnmatch_lines(
+        [
+            f"warning: settings clobbered: XLA_FLAGS changed during the session: "
+            f"'{START_FLAGS}' at session start, '--xla_dump_hlo_as_text' from "
+            "test_models.py::test_b on (the first test that saw it); flags set in the "
+            "environment were DISCARDED: --xla_force_host_platform_device_count"
+        ]
+    )
+    rows = project.rows()
+    assert rows[("test_a", "jit")]["settings"]["xla_flags"] == {
+        "--xla_force_host_platform_device_count": "1"
+    }
+    assert rows[("test_b", "jit")]["xla_flags"] == "--xla_dump_hlo_as_text"
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["first_cell"] == "test_models.py::test_b"
+
+
+def test_a_clobbered_required_flag_fails_the_tests_and_the_session(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.conftest(cache=False)
+    _clobbering_suite(project)
+    project.pytester.makeini(f"[pytest]\ncompile_required_xla_flags = {START_FLAGS}\n")
+    result = project.run()
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*transform 'jit' compiled without the required XLA flag(s) "
+            "--xla_force_host_platform_device_count=1 (XLA_FLAGS in force: "
+            "'--xla_dump_hlo_as_text'; required by ini compile_required_xla_flags)",
+            "settings clobbered (a required setting; the session fails): XLA_FLAGS changed*",
+        ]
+    )
+
+
+def test_required_cache_missing_fails_naming_the_setting(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    project.pytester.makeini("[pytest]\ncompile_require_cache = true\n")
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*compiled without a persistent compilation cache (no persistent compilation cache "
+         "is configured*; required by ini compile_require_cache)"]
+    )
+
+
+def test_host_callback_module_fails_cacheable_naming_the_reason(project: JaxProject) -> None:
+    project.conftest()
+    project.tests(
+        """
+        import jax, jax.numpy as jnp, pytest
+
+        def host_identity(x):
+            return jax.pure_callback(lambda a: a, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+        @pytest.mark.compile_budget(cacheable=True)
+        def test_callback(jax_compile):
+            jax_compile(jax.jit(lambda x: host_identity(x) * 2), jnp.ones(4), transform="cb")
+
+        @pytest.mark.compile_budget(cacheable=True)
+        def test_plain(jax_compile):
+            jax_compile(jax.jit(lambda x: x * 2), jnp.ones(4), transform="plain")
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*transform 'cb' can never be served from the persistent cache: the module uses "
+         "host callbacks*"]
+    )
+    assert project.rows()[("test_callback", "cb")]["cache"]["reason"] == "host_callbacks"
+
+
+def test_expected_platform_gpu_on_a_cpu_machine_fails_clearly(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    project.pytester.makeini("[pytest]\ncompile_expected_platform = gpu\n")
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*compile_expected_platform = gpu, but JAX's default backend is cpu: the job "
+         "silently fell back*"]
+    )
+    assert project.report()["records"] == []
+
+
+def test_bad_expected_platform_is_a_usage_error(project: JaxProject) -> None:
+    project.tests("def test_nothing():\n    pass\n")
+    project.pytester.makeini("[pytest]\ncompile_expected_platform = gpus\n")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*compile_expected_platform = 'gpus': expected one of*"])
+
+
+def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
+    project: JaxProject,
+) -> None:
+    project.conftest()
+    depth_test = MEASURE + """
+    def test_a(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(DEPTH), transform="jit")
+    """
+    project.tests(depth_test.replace("DEPTH", "2"))
+    project.run("--compile-pin-update")  # cold
+    project.run("--compile-pin-update")  # warm
+    assert project.run("--compile-expect-warm").ret == pytest.ExitCode.OK
+
+    for path in project.cache_dir.glob("*-cache"):  # the CI cache was not restored
+        path.unlink()
+    result = project.run("--compile-expect-warm")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts()[("test_a", "jit")] == "MISS"
+    result.stdout.fnmatch_lines(
+        ["  MISS       test_models.py::test_a [[]jit[]]*",
+         "      expected a persistent-cache hit: the module is unchanged since its warm pin*",
+         "MISS: 1 row(s) compiled cold*"]
+    )
+
+    project.tests(depth_test.replace("DEPTH", "3"))  # a changed model recompiles by design
+    result = project.run("--compile-expect-warm", "--compile-time-advisory", "-v")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*expected recompile: the module changed since its warm pin*"])
