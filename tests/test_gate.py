@@ -343,7 +343,9 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
     ):
         assert field in record, field
     assert record["record_kind"] == "compile_probe"
-    assert set(record["host_state"]) == {"cpu_count", "load_avg_1m", "process_cpu_s"}
+    assert set(record["host_state"]) == {
+        "cpu_count", "load_avg_1m", "load_per_core", "process_cpu_s"
+    }
     assert record["module_name"] == "jit_mlp_loss"
     assert record["fingerprint"].startswith("sha256:")
     assert record["outcome"] == "passed"

@@ -11,6 +11,7 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
 
     [pins."tests/test_models.py::test_mlp".vag]
     compile_s = 0.3121
+    compile_cpu_s = 0.3301
     fingerprint = "sha256:..."
     op_count = 70
     pinned_at = "2026-11-30T01:00:00+00:00"
@@ -71,6 +72,7 @@ class PinFileError(Exception):
 @dataclass(frozen=True)
 class Pin:
     compile_s: float
+    compile_cpu_s: float | None = None
     fingerprint: str | None = None
     op_count: int | None = None
     pinned_at: str | None = None
@@ -81,6 +83,10 @@ class Pin:
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
         return cls(
             compile_s=round(record.compile_s, SECONDS_DIGITS),
+            compile_cpu_s=(
+                None if record.compile_cpu_s is None
+                else round(record.compile_cpu_s, SECONDS_DIGITS)
+            ),
             fingerprint=record.fingerprint,
             op_count=record.op_count,
             pinned_at=record.timestamp or None,
@@ -90,6 +96,8 @@ class Pin:
 
     def to_toml(self) -> dict[str, Any]:
         table: dict[str, Any] = {"compile_s": self.compile_s}
+        if self.compile_cpu_s is not None:
+            table["compile_cpu_s"] = self.compile_cpu_s
         if self.tolerance is not None:
             table["tolerance"] = self.tolerance
         if self.fingerprint is not None:
@@ -264,7 +272,8 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
-        "compile_s", "tolerance", "fingerprint", "op_count", "pinned_at", "load_avg_1m"
+        "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
+        "load_avg_1m",
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -283,6 +292,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         )
     return Pin(
         compile_s=compile_s,
+        compile_cpu_s=_number(raw, "compile_cpu_s"),
         fingerprint=raw.get("fingerprint"),
         op_count=op_count,
         pinned_at=raw.get("pinned_at"),

@@ -113,6 +113,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="for jobs that restore a compilation cache: a cold row of a module unchanged "
         "since its warm pin is a cache regression (MISS) and fails.",
     )
+    group.addoption(
+        "--compile-repeat", type=int, default=None, metavar="N",
+        help="compile each measured transform N times, caches cleared in between; the "
+        "fastest is the figure, the spread is recorded (default 1).",
+    )
+    group.addoption(
+        "--compile-metric", choices=("wall", "cpu"), default=None,
+        help="what verdicts compare: wall seconds (default) or process CPU seconds.",
+    )
+    group.addoption(
+        "--compile-max-load", type=non_negative_float, default=None, metavar="LOAD",
+        help="rows measured above this 1-minute load per core are 'noisy' and not judged "
+        "(default 1.5).",
+    )
+    group.addoption(
+        "--compile-strict", action="store_true", default=False,
+        help="judge noisy rows too.",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -141,6 +159,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default=False)
     parser.addini("compile_expected_platform", "gpu, tpu or cpu: fail on a silent fallback",
                   default="")
+    parser.addini("compile_repeat", "fresh compiles per transform (default 1)", default="")
+    parser.addini("compile_metric", "wall (default) or cpu", default="")
+    parser.addini("compile_max_load", "load per core above which rows are noisy (1.5)",
+                  default="")
+    parser.addini("compile_strict", "judge noisy rows too", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -236,6 +259,7 @@ class JaxCompilePlugin:
             location=(path, (line or 0) + 1),
             project_root=self.config.rootpath,
             trace_profile=self.settings.trace_profile,
+            repeat=self.settings.repeat,
         )
 
     def probe_for(self, item: pytest.Item) -> JaxCompile:
@@ -276,7 +300,8 @@ class JaxCompilePlugin:
                 finally:  # a failing test keeps its census rows and its seconds
                     self.finish_census(item, budget, log, time.perf_counter() - start)
             problems = over_budget(budget, self.records_of(item.nodeid))
-            problems += recompile_problems(budget.max_compiles, log.module_compiles())
+            own = [module for module in log.module_compiles() if not module.nested]
+            problems += recompile_problems(budget.max_compiles, own)
         problems += self.requirement_problems(item, budget)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)

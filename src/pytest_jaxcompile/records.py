@@ -65,6 +65,7 @@ class HostState:
 
     cpu_count: int | None = None
     load_avg_1m: float | None = None
+    load_per_core: float | None = None  # 1-minute load average / logical cores
     process_cpu_s: float | None = None
 
 
@@ -79,8 +80,11 @@ class CompileRecord:
     jaxlib_version: str
     mixed_precision: bool
     cache_state: str
-    compile_s: float
+    compile_s: float  # wall seconds; with repeats, the fastest
     cache: CacheDetails = field(default_factory=CacheDetails)
+    compile_cpu_s: float | None = None  # process CPU seconds of the compile (fastest repeat)
+    compile_samples_s: list[float] | None = None  # every repeat's wall seconds
+    compile_spread_s: float | None = None  # slowest minus fastest repeat
     host_state: HostState = field(default_factory=HostState)
     hardware_detail: dict[str, Any] = field(default_factory=dict)
     trace_s: float | None = None

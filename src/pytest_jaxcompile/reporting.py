@@ -13,11 +13,13 @@ from pytest_jaxcompile.guard import Clobber
 from pytest_jaxcompile.pins import atomic_write_text
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger, ComparabilityKey, CompileRecord
 from pytest_jaxcompile.verdicts import (
+    METRIC_CPU,
     CompileCountChange,
     StalePin,
     Status,
     Thresholds,
     Verdict,
+    compared_seconds,
 )
 
 REPORT_KIND = "jaxcompile_report"
@@ -73,14 +75,23 @@ def _seconds(value: float | None) -> str:
 def _row(verdict: Verdict) -> str:
     record = verdict.record
     text = f"{verdict.status.value:<10} {record.cell} [{record.transform}]"
-    text += f" {_seconds(record.compile_s)}"
     if verdict.pin is not None:
-        text += f", pin {_seconds(verdict.pin.compile_s)}"
+        measured, pinned = compared_seconds(record, verdict.pin, verdict.metric)
+        on_cpu = verdict.metric == METRIC_CPU and None not in (
+            record.compile_cpu_s, verdict.pin.compile_cpu_s
+        )
+        cpu = " cpu" if on_cpu else ""
+        text += f" {_seconds(measured)}{cpu}, pin {_seconds(pinned)}{cpu}"
         if verdict.ratio is not None:
             text += f" ({verdict.ratio:.2f}x"
             if verdict.tolerance is not None:
                 text += f", tolerance {verdict.tolerance:.0%}"
             text += ")"
+    else:
+        text += f" {_seconds(record.compile_s)}"
+    if record.compile_spread_s is not None and record.compile_samples_s:
+        repeats = len(record.compile_samples_s)
+        text += f" [{repeats} repeats, spread {record.compile_spread_s:.3f} s]"
     if verdict.status is Status.NOT_JUDGED:
         text += f" [{record.cache_state}]"
     return text
@@ -92,6 +103,7 @@ _MARKUP: dict[Status, Markup] = {
     Status.DRIFT: {"red": True, "bold": True},
     Status.IMPROVED: {"green": True},
     Status.UNPINNED: {"yellow": True},
+    Status.NOISY: {"yellow": True},
     Status.NOT_JUDGED: {},
     Status.OK: {},
 }
@@ -289,8 +301,11 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
         "transform": record.transform,
         "key": record.key.to_dict(),
         "status": verdict.status.value,
+        "metric": verdict.metric,
         "compile_s": record.compile_s,
+        "compile_cpu_s": record.compile_cpu_s,
         "pin_compile_s": None if verdict.pin is None else verdict.pin.compile_s,
+        "pin_compile_cpu_s": None if verdict.pin is None else verdict.pin.compile_cpu_s,
         "ratio": verdict.ratio,
         "tolerance": verdict.tolerance,
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
@@ -314,6 +329,10 @@ def build_report(
             "floor_s": outcome.thresholds.floor_s,
             "max_ops_growth": outcome.thresholds.max_ops_growth,
             "time_advisory": outcome.thresholds.time_advisory,
+            "expect_warm": outcome.thresholds.expect_warm,
+            "metric": outcome.thresholds.metric,
+            "max_load": outcome.thresholds.max_load,
+            "strict": outcome.thresholds.strict,
         },
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from pytest_jaxcompile.guard import Requirements
-from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
+from pytest_jaxcompile.verdicts import (
+    DEFAULT_FLOOR_S,
+    DEFAULT_MAX_LOAD,
+    DEFAULT_TOLERANCE,
+    METRIC_CPU,
+    METRIC_WALL,
+    Thresholds,
+)
 
 HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
 
@@ -26,6 +33,7 @@ class Settings:
     census: bool
     trace_profile: bool
     requirements: Requirements
+    repeat: int
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -38,6 +46,9 @@ class Settings:
                 max_ops_growth=_optional_number(config, "compile_max_ops_growth"),
                 time_advisory=_flag(config, "compile_time_advisory"),
                 expect_warm=_flag(config, "compile_expect_warm"),
+                metric=_metric(config),
+                max_load=_number(config, "compile_max_load", DEFAULT_MAX_LOAD),
+                strict=_flag(config, "compile_strict"),
             ),
             hardware_override=(
                 config.getoption("compile_hardware")
@@ -51,7 +62,28 @@ class Settings:
             census=_flag(config, "compile_census"),
             trace_profile=bool(config.getoption("compile_trace_profile")),
             requirements=_requirements(config),
+            repeat=_repeat(config),
         )
+
+
+def _metric(config: pytest.Config) -> str:
+    value = str(config.getoption("compile_metric") or config.getini("compile_metric") or "")
+    value = value.strip() or METRIC_WALL
+    if value not in (METRIC_WALL, METRIC_CPU):
+        raise pytest.UsageError(f"compile_metric = {value!r}: expected 'wall' or 'cpu'")
+    return value
+
+
+def _repeat(config: pytest.Config) -> int:
+    cli = config.getoption("compile_repeat")
+    raw = str(cli if cli is not None else config.getini("compile_repeat") or "1").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(f"compile_repeat = {raw!r}: expected a whole number >= 1")
+    return value
 
 
 def _requirements(config: pytest.Config) -> Requirements:

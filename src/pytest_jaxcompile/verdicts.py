@@ -17,6 +17,9 @@ from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecor
 # modules from ever failing a run.
 DEFAULT_TOLERANCE = 0.5
 DEFAULT_FLOOR_S = 0.25
+DEFAULT_MAX_LOAD = 1.5  # 1-minute load per logical core above which a row is noisy
+METRIC_WALL = "wall"
+METRIC_CPU = "cpu"
 
 
 class Status(str, Enum):
@@ -27,6 +30,7 @@ class Status(str, Enum):
     DRIFT = "DRIFT"
     IMPROVED = "improved"
     UNPINNED = "unpinned"
+    NOISY = "noisy"  # measured above compile_max_load: reported, judged only when strict
     NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
     OK = "ok"
 
@@ -38,6 +42,9 @@ class Thresholds:
     max_ops_growth: float | None = None  # default op-count gate; None: no gate
     time_advisory: bool = False  # DRIFT is reported but does not fail the session
     expect_warm: bool = False  # a cold row of a module unchanged since its warm pin fails
+    metric: str = METRIC_WALL  # what verdicts compare: wall or process CPU seconds
+    max_load: float | None = DEFAULT_MAX_LOAD  # load per core; None: never noisy
+    strict: bool = False  # judge noisy rows too
 
 
 @dataclass(frozen=True)
@@ -49,11 +56,14 @@ class Verdict:
     tolerance: float | None = None
     note: str | None = None
 
+    metric: str = METRIC_WALL
+
     @property
     def ratio(self) -> float | None:
-        if self.pin is None or self.pin.compile_s <= 0:
+        if self.pin is None:
             return None
-        return self.record.compile_s / self.pin.compile_s
+        measured, pinned = compared_seconds(self.record, self.pin, self.metric)
+        return measured / pinned if pinned > 0 else None
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,20 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     if pin is None:
         note = _unpinned_note(key, store.keys_pinning(record.cell, record.transform))
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note)
+    load = record.host_state.load_per_core
+    if (
+        not thresholds.strict
+        and thresholds.max_load is not None
+        and load is not None
+        and load > thresholds.max_load
+    ):
+        return Verdict(
+            record, Status.NOISY, pin=pin, pin_file=pin_file,
+            note=(
+                f"measured at load {load:.2f} per core, above compile_max_load = "
+                f"{thresholds.max_load:g}: not judged (--compile-strict judges it)"
+            ),
+        )
 
     # The most specific tolerance wins: the pin's own, then the test's marker, then global.
     tolerance = next(
@@ -114,7 +138,7 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
         if value is not None
     )
-    measured, pinned = record.compile_s, pin.compile_s
+    measured, pinned = compared_seconds(record, pin, thresholds.metric)
     if measured > pinned * (1 + tolerance) and measured - pinned > thresholds.floor_s:
         status = Status.DRIFT
     elif measured < pinned / (1 + tolerance) and pinned - measured > thresholds.floor_s:
@@ -131,7 +155,10 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     ):
         status = Status.GREW
     note = what_changed(record, pin, growth) if status is not Status.OK else None
-    return Verdict(record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note)
+    return Verdict(
+        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+        metric=thresholds.metric,
+    )
 
 
 def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
@@ -165,6 +192,13 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
             f"with {key.cache_state} pins; pin this cache state too"
         )
     return None
+
+
+def compared_seconds(record: CompileRecord, pin: Pin, metric: str) -> tuple[float, float]:
+    """The figures a verdict compares: CPU seconds when chosen and both sides have them."""
+    if metric == METRIC_CPU and record.compile_cpu_s is not None and pin.compile_cpu_s is not None:
+        return record.compile_cpu_s, pin.compile_cpu_s
+    return record.compile_s, pin.compile_s
 
 
 def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -> str | None:

@@ -1,0 +1,88 @@
+"""Noise handling through real pytest and JAX: repeats, the load gate, the CPU metric."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import JaxProject
+
+MODEL_TESTS = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_mlp(jax_compile):
+        jax_compile(jax.value_and_grad(mlp_loss), *mlp_example_args(), transform="vag")
+"""
+
+
+def _set_pin(project: JaxProject, field: str, value: float) -> None:
+    (path,) = project.pins_dir.glob("*.toml")
+    path.write_text(
+        "\n".join(
+            f"{field} = {value}" if line.startswith(f"{field} = ") else line
+            for line in path.read_text().splitlines()
+        ) + "\n"
+    )
+
+
+def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) -> None:
+    project.conftest()
+    project.tests(MODEL_TESTS)
+    project.run("--compile-repeat", "3").assert_outcomes(passed=1)
+    row = project.rows()[("test_mlp", "vag")]
+    samples = row["compile_samples_s"]
+    assert len(samples) == 3
+    assert row["compile_s"] == min(samples)
+    assert row["compile_spread_s"] == pytest.approx(max(samples) - min(samples))
+    # Repeats of a cold compile stay cold and write nothing: one entry for the module.
+    assert row["cache_state"] == "cold"
+    assert row["cache"]["entries_after"] == row["cache"]["entries_before"] + 1
+    entries = sorted(path.name for path in project.cache_dir.glob("*-cache"))
+    assert len([name for name in entries if name.startswith("jit_mlp_loss")]) == 1
+    project.run("--compile-repeat", "2")
+    warm = project.rows()[("test_mlp", "vag")]
+    assert warm["cache_state"] == "warm" and len(warm["compile_samples_s"]) == 2
+
+
+def test_bad_repeat_is_a_usage_error(project: JaxProject) -> None:
+    project.tests("def test_nothing():\n    pass\n")
+    result = project.run("--compile-repeat", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*compile_repeat = '0': expected a whole number >= 1*"])
+
+
+def test_rows_measured_under_load_are_noisy_unless_strict(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    _set_pin(project, "compile_s", 0.0001)
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.OK
+    assert project.verdicts()[("test_mlp", "vag")] == "noisy"
+    assert project.rows()[("test_mlp", "vag")]["host_state"]["load_per_core"] == 3.5
+    result.stdout.fnmatch_lines(
+        ["*measured at load 3.50 per core, above compile_max_load = 1.5: not judged*"]
+    )
+    assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
+    assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
+    project.pytester.makeini("[pytest]\ncompile_max_load = 4\n")
+    assert project.run("--compile-floor", "0").ret == 1
+
+
+def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    row = project.rows()[("test_mlp", "vag")]
+    assert row["compile_cpu_s"] > 0
+    _set_pin(project, "compile_s", 1000.0)  # wall: far faster than pinned
+    _set_pin(project, "compile_cpu_s", 0.0001)  # cpu: far slower than pinned
+    project.run("--compile-floor", "0")
+    assert project.verdicts()[("test_mlp", "vag")] == "improved"
+    result = project.run("--compile-floor", "0", "--compile-metric", "cpu")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
+    assert project.report()["verdicts"][0]["metric"] == "cpu"
+    result.stdout.fnmatch_lines(["*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*"])
