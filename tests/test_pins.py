@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.pins import PinFileError, PinStore, pin_file_name
+from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text, pin_file_name
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 
@@ -154,3 +156,21 @@ def test_concurrent_updates_from_two_processes_lose_nothing(tmp_path: Path) -> N
             pin = store.get(key, f"tests/test_w{worker}.py::test_{index}", "vag")
             assert pin is not None and pin.compile_s == float(index)
     assert [path.name for path in tmp_path.iterdir()] == [pin_file_name(key)]
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="no POSIX file modes")
+def test_atomic_writes_keep_the_files_mode_and_new_files_follow_the_umask(
+    tmp_path: Path,
+) -> None:
+    new = tmp_path / "new.txt"
+    atomic_write_text(new, "a\n")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+
+    existing = tmp_path / "existing.txt"
+    existing.write_text("a\n")
+    existing.chmod(0o640)
+    assert atomic_write_text(existing, "b\n")
+    assert existing.read_text() == "b\n"
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o640

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -409,14 +410,31 @@ def atomic_write_text(path: Path, text: str) -> bool:
     except (FileNotFoundError, UnicodeDecodeError):
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as temp:
             temp.write(text)
             temp.flush()
+            if hasattr(os, "fchmod"):  # not on Windows, where modes barely apply
+                os.fchmod(temp.fileno(), mode)
             os.fsync(temp.fileno())
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
     return True
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions the written file gets: the old file's, else what open() would give.
+
+    `mkstemp` creates its file readable by its owner only; without this, every rewrite
+    would make a shared pin file, README or results file private.
+    """
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
