@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import filelock
@@ -26,6 +27,7 @@ from pytest_jaxcompile.budget import (
     parse_budget,
 )
 from pytest_jaxcompile.census import build_ledger, census_records, recompile_problems
+from pytest_jaxcompile.corpus import write_session_records
 from pytest_jaxcompile.guard import (
     XLA_FLAGS_ENV,
     clobber_affects_requirements,
@@ -43,6 +45,7 @@ from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.reporting import (
     SessionOutcome,
     build_report,
+    relative,
     summary_lines,
     write_report,
 )
@@ -131,6 +134,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--compile-strict", action="store_true", default=False,
         help="judge noisy rows too.",
     )
+    group.addoption(
+        "--compile-record-dir", default=None, metavar="DIR",
+        help="append this session's compile records to DIR, as a new JSON lines file "
+        "(the results corpus read by the pytest-jaxcompile command).",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -139,6 +147,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("compile_fail_on_improvement", "fail on improved rows too", type="bool",
                   default=False)
     parser.addini("compile_report", "path of the JSON report, relative to rootdir", default="")
+    parser.addini("compile_record_dir",
+                  "results directory for the session's records, relative to rootdir",
+                  default="")
     parser.addini("compile_mixed_precision", "default mixed_precision of compile rows",
                   type="bool", default=False)
     parser.addini("compile_census", "record every compile of every test", type="bool",
@@ -223,6 +234,7 @@ class JaxCompilePlugin:
         self.ran_cells: set[str] = set()
         self.store: PinStore | None = None
         self.outcome: SessionOutcome | None = None
+        self.record_file: Path | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self.start_settings: dict[str, Any] = {}
         self._environment: JaxEnvironment | None = None
@@ -379,6 +391,8 @@ class JaxCompilePlugin:
                 self.settings.report_path,
                 build_report(self.outcome, self.records, self.ledgers.values(), __version__),
             )
+        if self.settings.record_dir is not None:
+            self.record_file = write_session_records(self.settings.record_dir, self.records)
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -440,6 +454,10 @@ class JaxCompilePlugin:
         verbose = self.config.get_verbosity() > 0
         for text, markup in summary_lines(outcome, verbose):
             terminalreporter.write_line(text, **markup)
+        if self.record_file is not None:
+            terminalreporter.write_line(
+                f"compile records written: {relative(self.record_file, self.config.rootpath)}"
+            )
 
 
 class XdistHooks:

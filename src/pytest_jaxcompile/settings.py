@@ -34,6 +34,7 @@ class Settings:
     trace_profile: bool
     requirements: Requirements
     repeat: int
+    record_dir: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -63,6 +64,7 @@ class Settings:
             trace_profile=bool(config.getoption("compile_trace_profile")),
             requirements=_requirements(config),
             repeat=_repeat(config),
+            record_dir=_optional_path(config, "compile_record_dir"),
         )
 
 
