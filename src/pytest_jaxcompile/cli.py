@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from pytest_jaxcompile._version import __version__
 
 # name -> module implementing it (imported only when that subcommand runs)
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "check": "pytest_jaxcompile.cli_check",
+    "pin": "pytest_jaxcompile.cli_pin",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

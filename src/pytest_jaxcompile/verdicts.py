@@ -161,9 +161,13 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     )
 
 
-def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
-    """Explain a missing pin when the same row is pinned under a neighbouring key."""
-    bumped = sorted(
+def bumped_from(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> list[str]:
+    """The other jax versions a row is pinned under, all else in its key equal.
+
+    An unpinned row with such a pin is an expected recompile after a jax version bump
+    (cache keys include the version), not drift.
+    """
+    return sorted(
         {
             other.jax_version
             for other in pinned
@@ -172,6 +176,11 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
             == (key.hardware, key.mixed_precision, key.cache_state)
         }
     )
+
+
+def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
+    """Explain a missing pin when the same row is pinned under a neighbouring key."""
+    bumped = bumped_from(key, pinned)
     if bumped:
         return (
             f"pinned under jax {', '.join(bumped)}: a jax version bump recompiles once by "

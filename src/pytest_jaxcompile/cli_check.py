@@ -1,0 +1,78 @@
+"""``pytest-jaxcompile check``: judge a records corpus against the pins, offline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pytest_jaxcompile.cli_options import (
+    add_corpus_arguments,
+    add_pins_argument,
+    add_threshold_arguments,
+    corpus_from,
+    error,
+    thresholds_from,
+)
+from pytest_jaxcompile.corpus import CorpusError
+from pytest_jaxcompile.offline import check_corpus, check_lines, expected_recompile
+from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text
+from pytest_jaxcompile.reporting import verdict_to_dict
+
+HELP = (
+    "judge the latest row per cell, transform and key of a records corpus against the "
+    "pins, with the plugin's verdict rules; exit 1 on DRIFT"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_corpus_arguments(parser)
+    add_pins_argument(parser)
+    add_threshold_arguments(parser)
+    parser.add_argument(
+        "--fail-on-improvement", action="store_true",
+        help="also exit 1 when a row compiled faster than its pin beyond the tolerance",
+    )
+    parser.add_argument(
+        "--json", type=Path, metavar="FILE",
+        help="also write the verdicts as JSON (the shape of the plugin report's 'verdicts')",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="list ok rows too")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        store = PinStore.load(args.pins_dir)
+        corpus = corpus_from(args)
+        outcome = check_corpus(corpus, store, thresholds_from(args), args.fail_on_improvement)
+    except (CorpusError, PinFileError) as problem:
+        return error("check", problem)
+    if not outcome.verdicts:
+        return error(
+            "check", f"no compile records to check in {' '.join(map(str, args.paths))} "
+            f"({corpus.describe()})"
+        )
+    root = Path.cwd()
+    for line in check_lines(outcome, args.verbose, root):
+        print(line)
+    if args.json is not None:
+        document = {
+            "gate": "fail" if outcome.failed else "pass",
+            "thresholds": {
+                "tolerance": outcome.thresholds.tolerance,
+                "floor_s": outcome.thresholds.floor_s,
+            },
+            "verdicts": [
+                {
+                    **verdict_to_dict(verdict, root),
+                    "expected_recompile": bool(expected_recompile(verdict, store)),
+                    "timestamp": verdict.record.timestamp,
+                }
+                for verdict in outcome.verdicts
+            ],
+        }
+        try:
+            atomic_write_text(args.json, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        except OSError as problem:
+            return error("check", f"{args.json}: {problem.strerror or problem}")
+    return 1 if outcome.failed else 0

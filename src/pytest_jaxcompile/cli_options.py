@@ -1,0 +1,73 @@
+"""Arguments and error handling shared by the corpus subcommands (report, check, pin)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_jaxcompile.corpus import Corpus, parse_cell_fields
+from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
+
+USAGE_ERROR = 2  # bad input or options; 1 is kept for findings (DRIFT, out of date)
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def cell_fields(text: str) -> tuple[str, ...]:
+    try:
+        return parse_cell_fields(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH",
+        help="records: JSON lines or JSON list files, or directories (walked for "
+        "*.jsonl and *.json, e.g. a --compile-record-dir tree)",
+    )
+    parser.add_argument(
+        "--cell-fields", type=cell_fields, default=(), metavar="A,B,C",
+        help="build each record's cell from these fields, joined by '::' (dotted names "
+        "reach into objects); records lacking one keep their own 'cell'",
+    )
+
+
+def add_pins_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pins-dir", type=Path, default=Path("pins"), metavar="DIR",
+        help="directory of pin files (default: ./pins)",
+    )
+
+
+def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tolerance", type=non_negative_float, default=DEFAULT_TOLERANCE, metavar="FRACTION",
+        help=f"relative slowdown over the pin that counts as DRIFT (default {DEFAULT_TOLERANCE})",
+    )
+    parser.add_argument(
+        "--floor", type=non_negative_float, default=DEFAULT_FLOOR_S, metavar="SECONDS",
+        help=f"absolute slowdown a row must also exceed (default {DEFAULT_FLOOR_S} s)",
+    )
+
+
+def corpus_from(args: argparse.Namespace) -> Corpus:
+    return Corpus(paths=list(args.paths), cell_fields=tuple(args.cell_fields))
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    return Thresholds(tolerance=args.tolerance, floor_s=args.floor)
+
+
+def error(command: str, message: object) -> int:
+    print(f"pytest-jaxcompile {command}: error: {message}", file=sys.stderr)
+    return USAGE_ERROR

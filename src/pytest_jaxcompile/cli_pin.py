@@ -1,0 +1,64 @@
+"""``pytest-jaxcompile pin``: derive pins from a records corpus."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import filelock
+
+from pytest_jaxcompile.cli_options import (
+    add_corpus_arguments,
+    add_pins_argument,
+    corpus_from,
+    error,
+)
+from pytest_jaxcompile.corpus import CorpusError, latest_rows
+from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.reporting import relative
+
+HELP = (
+    "pin the most recent row per cell, transform and key of a records corpus "
+    "(unknown and memory rows never pin)"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_corpus_arguments(parser)
+    add_pins_argument(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list what would be pinned; write nothing"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    corpus = corpus_from(args)
+    try:
+        store = PinStore.load(args.pins_dir)
+        records = latest_rows(corpus).records()
+    except (CorpusError, PinFileError) as problem:
+        return error("pin", problem)
+    pinnable = [record for record in records if record.state.judged]
+    skipped = len(records) - len(pinnable)
+    print(
+        f"{len(pinnable)} row(s) to pin: the latest per cell, transform and key of "
+        f"{corpus.describe()}"
+        + (f"; {skipped} unknown/memory row(s) never pin" if skipped else "")
+    )
+    if args.dry_run:
+        for record in pinnable:
+            print(
+                f"  {record.key.describe()}: {record.cell} [{record.transform}] "
+                f"{record.compile_s:.4f} s ({record.timestamp or 'no timestamp'})"
+            )
+        return 0
+    try:
+        written = store.update(pinnable)
+    except (PinFileError, filelock.Timeout) as problem:
+        return error("pin", f"{problem}. Nothing was written.")
+    root = Path.cwd()
+    if written:
+        print("pins updated: " + ", ".join(relative(path, root) for path in written))
+    else:
+        print("pins updated: nothing changed")
+    return 0
