@@ -17,6 +17,7 @@ from pytest_jaxcompile._version import __version__
 COMMANDS: dict[str, str] = {
     "check": "pytest_jaxcompile.cli_check",
     "pin": "pytest_jaxcompile.cli_pin",
+    "report": "pytest_jaxcompile.cli_report",
 }
 
 

@@ -1,0 +1,109 @@
+"""``pytest-jaxcompile report``: the dashboard of a records corpus against the pins."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytest_jaxcompile.cli_options import (
+    add_corpus_arguments,
+    add_pins_argument,
+    add_threshold_arguments,
+    corpus_from,
+    error,
+    thresholds_from,
+)
+from pytest_jaxcompile.corpus import CorpusError, LatestRows
+from pytest_jaxcompile.dashboard import (
+    DashboardError,
+    Trends,
+    html_page,
+    markdown,
+    read_text_exact,
+    replace_region,
+    table_rows,
+)
+from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text
+
+HELP = (
+    "per comparability key, a Markdown table of the latest figures against the pins; "
+    "into a README region (--readme) and/or a self-contained HTML page with trend charts "
+    "(--html)"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_corpus_arguments(parser)
+    add_pins_argument(parser)
+    add_threshold_arguments(parser)
+    parser.add_argument(
+        "--readme", type=Path, metavar="FILE",
+        help="rewrite the region between '<!-- BEGIN jaxcompile -->' and "
+        "'<!-- END jaxcompile -->' of FILE (the rest is left byte for byte)",
+    )
+    parser.add_argument(
+        "--html", type=Path, metavar="FILE",
+        help="write a self-contained HTML page with a trend chart per cell and transform",
+    )
+    parser.add_argument(
+        "--check", action="store_true",
+        help="write nothing; exit 1 when the --readme region or the --html page is out of date",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check and args.readme is None and args.html is None:
+        return error("report", "--check needs --readme FILE and/or --html FILE to compare")
+    try:
+        return _run(args)
+    except (CorpusError, PinFileError, DashboardError) as problem:
+        return error("report", problem)
+    except OSError as problem:
+        return error("report", f"{problem.filename}: {problem.strerror or problem}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    corpus = corpus_from(args)
+    store = PinStore.load(args.pins_dir)
+    thresholds = thresholds_from(args)
+    latest = LatestRows()
+    trends = Trends() if args.html is not None else None
+    for row in corpus.rows():
+        latest.add(row)
+        if trends is not None:
+            trends.add(row)
+    rows = table_rows(latest.records(), store, thresholds)
+    table = markdown(rows, thresholds)
+    if args.readme is None and args.html is None:
+        print(table, end="")
+        return 0
+
+    outputs: list[tuple[Path, str, str]] = []  # path, current text, new text
+    if args.readme is not None:
+        current = read_text_exact(args.readme)
+        outputs.append((args.readme, current, replace_region(current, table, args.readme)))
+    if args.html is not None:
+        assert trends is not None
+        page = html_page(rows, trends, store, thresholds, corpus.describe())
+        try:
+            current = read_text_exact(args.html)
+        except DashboardError:
+            current = ""  # missing (or unreadable, which the write reports)
+        outputs.append((args.html, current, page))
+
+    stale = [path for path, current, new in outputs if current != new]
+    if args.check:
+        for path, current, new in outputs:
+            state = "out of date" if current != new else "up to date"
+            print(f"{path}: {state}")
+        if stale:
+            print("run the same command without --check to update it")
+            return 1
+        return 0
+    for path, current, new in outputs:
+        if current != new:
+            atomic_write_text(path, new)
+            print(f"{path}: updated")
+        else:
+            print(f"{path}: unchanged")
+    return 0

@@ -1,0 +1,499 @@
+"""The dashboard: Markdown tables for a README region, and a self-contained HTML page.
+
+Everything rendered here is a function of the corpus and the pins only (no "generated at"
+time, everything sorted, fixed number formats), so rendering an unchanged corpus twice
+gives the same bytes.
+
+The HTML page has no external resources at all: the charts are inline SVG built here, the
+styles are inline. Trend series are kept in time buckets whose width doubles whenever a
+series would exceed `MAX_POINTS` buckets, so memory is bounded per chart, not per record.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pytest_jaxcompile.corpus import NO_TIME, Row
+from pytest_jaxcompile.offline import verdict_label
+from pytest_jaxcompile.pins import Pin, PinStore
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.verdicts import Thresholds, Verdict, judge_all
+
+BEGIN_MARKER = "<!-- BEGIN jaxcompile -->"
+END_MARKER = "<!-- END jaxcompile -->"
+NOT_MEASURED = "not measured"  # a pin with no row in the corpus
+
+
+class DashboardError(Exception):
+    """A file the dashboard cannot update; names the file."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+# --------------------------------------------------------------------------- table rows
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One line of a dashboard table: the latest figure of a cell against its pin."""
+
+    key: ComparabilityKey
+    cell: str
+    transform: str
+    compile_s: float | None
+    pin: Pin | None
+    ratio: float | None
+    label: str
+    timestamp: str
+
+
+def table_rows(
+    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds
+) -> list[TableRow]:
+    """The latest records judged against the pins, plus pins that no record measured."""
+    rows = []
+    seen = set()
+    verdicts: list[Verdict] = judge_all(records, store, thresholds)
+    for verdict in verdicts:
+        record = verdict.record
+        seen.add((record.key, record.cell, record.transform))
+        rows.append(
+            TableRow(
+                key=record.key,
+                cell=record.cell,
+                transform=record.transform,
+                compile_s=record.compile_s,
+                pin=verdict.pin,
+                ratio=verdict.ratio,
+                label=verdict_label(verdict, store),
+                timestamp=record.timestamp,
+            )
+        )
+    for group in store.groups():
+        for (cell, transform), pin in group.pins.items():
+            if (group.key, cell, transform) not in seen:
+                rows.append(
+                    TableRow(group.key, cell, transform, None, pin, None, NOT_MEASURED, "")
+                )
+    rows.sort(key=lambda row: (row.key, row.cell, row.transform))
+    return rows
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f} s"
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def _grouped(rows: list[TableRow]) -> list[tuple[ComparabilityKey, list[TableRow]]]:
+    groups: dict[ComparabilityKey, list[TableRow]] = {}
+    for row in rows:
+        groups.setdefault(row.key, []).append(row)
+    return sorted(groups.items())
+
+
+def thresholds_sentence(thresholds: Thresholds) -> str:
+    return (
+        f"DRIFT: slower than the pin by more than {thresholds.tolerance:.0%} "
+        f"(or the pin's own tolerance) and by more than {thresholds.floor_s:g} s"
+    )
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _md_cell(text: str) -> str:
+    """Text for a GitHub table cell: pipes escaped, in a code span when it is safe."""
+    escaped = text.replace("|", "\\|")
+    return escaped if "`" in text else f"`{escaped}`"
+
+
+def markdown(rows: list[TableRow], thresholds: Thresholds) -> str:
+    """Per comparability key, a table of the latest figures against the pins."""
+    lines = [
+        "Latest compile time per cell and transform under each comparability key "
+        f"(hardware | jax version | precision | cache state), against its pin. "
+        f"{thresholds_sentence(thresholds)}.",
+        "",
+    ]
+    if not rows:
+        lines.append("No compile records and no pins.")
+        return "\n".join(lines) + "\n"
+    for key, group in _grouped(rows):
+        lines.append(f"**{key.describe()}**")
+        lines.append("")
+        lines.append("| cell | transform | compile_s | pin | ratio | verdict | measured at |")
+        lines.append("|---|---|---:|---:|---:|---|---|")
+        for row in group:
+            pin = None if row.pin is None else row.pin.compile_s
+            lines.append(
+                f"| {_md_cell(row.cell)} | {_md_cell(row.transform)} | "
+                f"{_seconds(row.compile_s)} | {_seconds(pin)} | {_ratio(row.ratio)} | "
+                f"{row.label} | {row.timestamp or '—'} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def replace_region(text: str, content: str, path: Path) -> str:
+    """`text` with the region between the markers replaced by `content`; the rest kept."""
+    begins, ends = text.count(BEGIN_MARKER), text.count(END_MARKER)
+    if begins != 1 or ends != 1:
+        missing = [
+            f"{count} {marker!r} line(s)"
+            for marker, count in ((BEGIN_MARKER, begins), (END_MARKER, ends))
+            if count != 1
+        ]
+        raise DashboardError(
+            path,
+            f"expected exactly one {BEGIN_MARKER} and one {END_MARKER}, found "
+            f"{' and '.join(missing)}; add the two marker lines where the compile-time "
+            "table should go",
+        )
+    start = text.index(BEGIN_MARKER) + len(BEGIN_MARKER)
+    end = text.index(END_MARKER)
+    if end < start:
+        raise DashboardError(path, f"{END_MARKER} comes before {BEGIN_MARKER}")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    body = content if content.endswith("\n") else content + "\n"
+    return text[:start] + newline + body.replace("\n", newline) + text[end:]
+
+
+def read_text_exact(path: Path) -> str:
+    """The file's text with its line endings as they are (no newline translation)."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise DashboardError(path, "no such file") from None
+    except UnicodeDecodeError as error:
+        raise DashboardError(path, f"not UTF-8 text: {error}") from None
+    except OSError as error:
+        raise DashboardError(path, f"cannot read: {error.strerror or error}") from None
+
+
+# --------------------------------------------------------------------------- trends
+
+TREND_STATES = ("cold", "warm", "none")  # judged states; unknown and memory are not charted
+MAX_POINTS = 240
+COLORS = {"cold": "#1f6fb4", "warm": "#e8710a", "none": "#2a9d3a"}
+
+
+@dataclass
+class Bucket:
+    count: int
+    time_sum: float
+    value_sum: float
+    low: float
+    high: float
+
+    def merge(self, other: Bucket) -> None:
+        self.count += other.count
+        self.time_sum += other.time_sum
+        self.value_sum += other.value_sum
+        self.low = min(self.low, other.low)
+        self.high = max(self.high, other.high)
+
+
+@dataclass
+class Series:
+    """One cache state's points of one chart, in at most MAX_POINTS time buckets."""
+
+    width: float = 1.0  # seconds per bucket; doubles when there are too many buckets
+    buckets: dict[int, Bucket] = field(default_factory=dict)
+
+    def add(self, time: float, value: float) -> None:
+        index = math.floor(time / self.width)
+        bucket = self.buckets.get(index)
+        if bucket is None:
+            self.buckets[index] = Bucket(1, time, value, value, value)
+        else:
+            bucket.merge(Bucket(1, time, value, value, value))
+        while len(self.buckets) > MAX_POINTS:
+            self.width *= 2
+            merged: dict[int, Bucket] = {}
+            for old_index in sorted(self.buckets):
+                bucket = self.buckets[old_index]
+                target = merged.get(old_index // 2)
+                if target is None:
+                    merged[old_index // 2] = bucket
+                else:
+                    target.merge(bucket)
+            self.buckets = merged
+
+    def points(self) -> list[Bucket]:
+        return [self.buckets[index] for index in sorted(self.buckets)]
+
+
+ChartId = tuple[str, bool, str, str]  # hardware, mixed_precision, cell, transform
+
+
+@dataclass
+class Chart:
+    series: dict[str, Series] = field(default_factory=dict)
+    versions: dict[str, list[float]] = field(default_factory=dict)  # version -> first, last
+
+
+class Trends:
+    """Collects the trend charts while the corpus streams by."""
+
+    def __init__(self) -> None:
+        self.charts: dict[ChartId, Chart] = {}
+        self.untimed = 0  # rows without a timestamp cannot be placed on a time axis
+
+    def add(self, row: Row) -> None:
+        state = row.cache_state
+        if state not in TREND_STATES:
+            return
+        if row.time == NO_TIME:
+            self.untimed += 1
+            return
+        hardware, jax_version, mixed, _ = row.key
+        chart_id = (hardware, mixed, row.cell, row.transform)
+        chart = self.charts.get(chart_id)
+        if chart is None:
+            chart = self.charts[chart_id] = Chart()
+        series = chart.series.get(state)
+        if series is None:
+            series = chart.series[state] = Series()
+        series.add(row.time, row.compile_s)
+        span = chart.versions.get(jax_version)
+        if span is None:
+            chart.versions[jax_version] = [row.time, row.time]
+        else:
+            span[0] = min(span[0], row.time)
+            span[1] = max(span[1], row.time)
+
+
+# --------------------------------------------------------------------------- SVG
+
+WIDTH, HEIGHT = 780, 260
+LEFT, RIGHT, TOP, BOTTOM = 64, 200, 24, 36
+LABEL_GAP = 12  # px between pin labels
+
+
+def _utc(time: float) -> str:
+    return datetime.fromtimestamp(time, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _f(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
+    """compile_s over time: a series per cache state, pins as lines, jax bumps marked."""
+    hardware, mixed, cell, transform = chart_id
+    versions = sorted(chart.versions.items(), key=lambda item: (item[1][0], item[0]))
+    t_min = min(span[0] for _, span in versions)
+    t_max = max(span[1] for _, span in versions)
+    if t_max - t_min < 1:
+        t_min, t_max = t_min - 1800, t_max + 1800
+
+    pins: list[tuple[str, str, float, float, Pin]] = []  # state, version, t0, t1, pin
+    for position, (version, span) in enumerate(versions):
+        until = versions[position + 1][1][0] if position + 1 < len(versions) else t_max
+        for state in TREND_STATES:
+            if state not in chart.series:
+                continue
+            pin = store.get(ComparabilityKey(hardware, version, mixed, state), cell, transform)
+            if pin is not None:
+                pins.append((state, version, span[0], until, pin))
+
+    y_top = max(
+        [bucket.high for series in chart.series.values() for bucket in series.points()]
+        + [pin.compile_s for *_, pin in pins]
+    )
+    y_max = y_top * 1.1 if y_top > 0 else 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(time: float) -> float:
+        return LEFT + (time - t_min) / (t_max - t_min) * plot_w
+
+    def y(value: float) -> float:
+        return TOP + (1 - value / y_max) * plot_h
+
+    title = f"{cell} [{transform}]"
+    parts = [
+        f'<svg class="chart" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{html.escape(title)}">',
+        f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot"/>',
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        value = y_max * fraction
+        parts.append(
+            f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{_f(y(value))}" y2="{_f(y(value))}" '
+            'class="grid"/>'
+            f'<text x="{LEFT - 6}" y="{_f(y(value) + 4)}" class="axis" text-anchor="end">'
+            f"{value:.3g} s</text>"
+        )
+    for time, anchor in ((t_min, "start"), (t_max, "end")):
+        parts.append(
+            f'<text x="{_f(x(time))}" y="{HEIGHT - 12}" class="axis" text-anchor="{anchor}">'
+            f"{_utc(time)} UTC</text>"
+        )
+    for version, span in versions[1:]:
+        at = _f(x(span[0]))
+        parts.append(
+            f'<g class="bump"><title>jax {html.escape(version)} first measured '
+            f"{_utc(span[0])} UTC: a version bump recompiles once by design</title>"
+            f'<line x1="{at}" x2="{at}" y1="{TOP}" y2="{TOP + plot_h}"/>'
+            f'<text x="{at}" y="{TOP - 6}" text-anchor="middle">'
+            f"jax {html.escape(version)}</text></g>"
+        )
+    label_at = float("-inf")
+    for state, version, start, until, pin in sorted(pins, key=lambda p: -p[4].compile_s):
+        level = y(pin.compile_s)
+        label_at = max(level + 4, label_at + LABEL_GAP)  # top to bottom, never overlapping
+        parts.append(
+            f'<g class="pin" stroke="{COLORS[state]}"><title>pin {state} '
+            f"{pin.compile_s:.3f} s (jax {html.escape(version)})</title>"
+            f'<line x1="{_f(x(start))}" x2="{_f(x(until))}" y1="{_f(level)}" '
+            f'y2="{_f(level)}"/></g>'
+            f'<text x="{LEFT + plot_w + 6}" y="{_f(label_at)}" class="pinlabel" '
+            f'fill="{COLORS[state]}">pin {state} {pin.compile_s:.3f} s '
+            f"(jax {html.escape(version)})</text>"
+        )
+    for state in TREND_STATES:
+        series = chart.series.get(state)
+        if series is None:
+            continue
+        color = COLORS[state]
+        points = series.points()
+        coords = [
+            (x(bucket.time_sum / bucket.count), y(bucket.value_sum / bucket.count))
+            for bucket in points
+        ]
+        if len(coords) > 1:
+            parts.append(
+                f'<polyline class="series" stroke="{color}" points="'
+                + " ".join(f"{_f(px)},{_f(py)}" for px, py in coords)
+                + '"/>'
+            )
+        for bucket, (px, py) in zip(points, coords, strict=True):
+            mean = bucket.value_sum / bucket.count
+            when = _utc(bucket.time_sum / bucket.count)
+            tip = f"{state} {mean:.3f} s, {when} UTC"
+            if bucket.count > 1:
+                tip += f" (mean of {bucket.count}: {bucket.low:.3f} to {bucket.high:.3f} s)"
+                parts.append(
+                    f'<line class="range" stroke="{color}" x1="{_f(px)}" x2="{_f(px)}" '
+                    f'y1="{_f(y(bucket.low))}" y2="{_f(y(bucket.high))}"/>'
+                )
+            parts.append(
+                f'<circle cx="{_f(px)}" cy="{_f(py)}" r="3" fill="{color}">'
+                f"<title>{html.escape(tip)}</title></circle>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- HTML page
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 0.95em; }
+.DRIFT { color: #b00020; font-weight: bold; }
+.improved { color: #2a7d2a; }
+figure { margin: 1em 0 2em; }
+figcaption { font-weight: bold; margin-bottom: 0.3em; }
+svg.chart { font-size: 11px; }
+svg .plot { fill: #fafafa; stroke: #bbb; }
+svg .grid { stroke: #e4e4e4; }
+svg .axis { fill: #555; }
+svg .series { fill: none; stroke-width: 1.5; }
+svg .range { stroke-width: 1; opacity: 0.6; }
+svg .pin line { stroke-dasharray: 6 4; stroke-width: 1.5; }
+svg .pinlabel { font-size: 10px; }
+svg .bump line { stroke: #888; stroke-dasharray: 2 3; }
+svg .bump text { fill: #555; }
+.legend span { margin-right: 1.2em; }
+"""
+
+
+def _legend(chart: Chart) -> str:
+    spans = [
+        f'<span style="color: {COLORS[state]}">&#9679; {state}</span>'
+        for state in TREND_STATES
+        if state in chart.series
+    ]
+    spans.append("<span>dashed: pins of that cache state</span>")
+    if len(chart.versions) > 1:
+        spans.append("<span>dotted: jax version bump</span>")
+    return '<p class="legend">' + "".join(spans) + "</p>"
+
+
+def html_page(
+    rows: list[TableRow], trends: Trends, store: PinStore, thresholds: Thresholds,
+    corpus_description: str,
+) -> str:
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        '<head><meta charset="utf-8"><title>Compile times</title>',
+        f"<style>{STYLE}</style></head>",
+        "<body>",
+        "<h1>Compile times</h1>",
+        f"<p>From {html.escape(corpus_description)}. "
+        f"{html.escape(thresholds_sentence(thresholds))}.</p>",
+        "<h2>Latest figures against the pins</h2>",
+    ]
+    if not rows:
+        out.append("<p>No compile records and no pins.</p>")
+    for key, group in _grouped(rows):
+        out.append(f"<h3>{html.escape(key.describe())}</h3>")
+        out.append(
+            "<table><tr><th>cell</th><th>transform</th><th>compile_s</th><th>pin</th>"
+            "<th>ratio</th><th>verdict</th><th>measured at</th></tr>"
+        )
+        for row in group:
+            pin = None if row.pin is None else row.pin.compile_s
+            out.append(
+                f"<tr><td><code>{html.escape(row.cell)}</code></td>"
+                f"<td>{html.escape(row.transform)}</td>"
+                f'<td class="num">{_seconds(row.compile_s)}</td>'
+                f'<td class="num">{_seconds(pin)}</td>'
+                f'<td class="num">{_ratio(row.ratio)}</td>'
+                f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
+                f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
+            )
+        out.append("</table>")
+    out.append("<h2>Trends</h2>")
+    out.append(
+        "<p>compile_s over time per cell and transform: one series per cache state (cold, "
+        "warm, none; unknown and memory rows are not charted), the pins as dashed lines, "
+        "a jax version bump as a dotted line where the new version was first measured. "
+        f"Dense series are shown as means of time buckets (at most {MAX_POINTS} per series) "
+        "with their range.</p>"
+    )
+    if trends.untimed:
+        out.append(f"<p>{trends.untimed} row(s) without a timestamp are not charted.</p>")
+    if not trends.charts:
+        out.append("<p>No timestamped cold, warm or none rows to chart.</p>")
+    section: tuple[str, bool] | None = None
+    for chart_id in sorted(trends.charts):
+        hardware, mixed, cell, transform = chart_id
+        if section != (hardware, mixed):
+            section = (hardware, mixed)
+            precision = "mixed precision" if mixed else "full precision"
+            out.append(f"<h3>{html.escape(hardware)} | {precision}</h3>")
+        chart = trends.charts[chart_id]
+        out.append(
+            f"<figure><figcaption><code>{html.escape(cell)}</code> "
+            f"[{html.escape(transform)}]</figcaption>"
+        )
+        out.append(chart_svg(chart_id, chart, store))
+        out.append(_legend(chart) + "</figure>")
+    out.append("</body>")
+    out.append("</html>")
+    return "\n".join(out) + "\n"
