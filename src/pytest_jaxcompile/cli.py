@@ -15,6 +15,7 @@ from pytest_jaxcompile._version import __version__
 
 # name -> module implementing it (imported only when that subcommand runs)
 COMMANDS: dict[str, str] = {
+    "backfill": "pytest_jaxcompile.cli_backfill",
     "check": "pytest_jaxcompile.cli_check",
     "pin": "pytest_jaxcompile.cli_pin",
     "report": "pytest_jaxcompile.cli_report",
