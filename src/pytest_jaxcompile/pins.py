@@ -191,12 +191,15 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
         if not isinstance(transforms, dict):
             raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
         for transform, raw in transforms.items():
-            header = _pin_line(text, cell, transform)
+            # The line is looked up only for an error: a lookup scans the whole text, and
+            # doing it for every pin made loading quadratic in the number of pins.
             if not isinstance(raw, dict):
+                header = _pin_line(text, cell, transform)
                 raise PinFileError(path, f"pin {cell} / {transform} must be a table", header)
             try:
                 group.pins[(cell, transform)] = _pin_from_table(raw)
             except PinFieldError as error:
+                header = _pin_line(text, cell, transform)
                 line = _field_line(text, header, error.field) or header
                 raise PinFileError(path, f"pin {cell} / {transform}: {error}", line) from None
     raw_tests = document.get("tests", {})
