@@ -112,8 +112,10 @@ def corpus_files(paths: Iterable[Path]) -> list[Path]:
 # --------------------------------------------------------------------------- reading files
 
 
-def iter_file(path: Path) -> Iterator[tuple[str, Any]]:
-    """Every JSON value of one file, with its position: ``12`` (line) or ``item 3``.
+def iter_file(path: Path) -> Iterator[tuple[str, Any, str | None]]:
+    """Every JSON value of one file: (position, value, its JSON line or None).
+
+    The position is ``12`` (a line) or ``item 3`` (of a list).
 
     JSON lines (one value per line, blank lines allowed) are streamed. A file that starts
     with ``[`` is a JSON list and read whole. Another ``.json`` file holding one object is
@@ -143,15 +145,15 @@ def iter_file(path: Path) -> Iterator[tuple[str, Any]]:
         raise CorpusError(path, f"not valid JSON: {error.msg}", str(error.lineno)) from None
     if isinstance(document, list):
         for number, value in enumerate(document, start=1):
-            yield f"item {number}", value
+            yield f"item {number}", value, None
     elif isinstance(document, dict) and document.get("report_kind") == REPORT_KIND:
         for number, value in enumerate(document.get("records") or [], start=1):
-            yield f"records item {number}", value
+            yield f"records item {number}", value, None
     else:
-        yield "1", document
+        yield "1", document, None
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[str, Any]]:
+def _iter_lines(path: Path) -> Iterator[tuple[str, Any, str | None]]:
     try:
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
@@ -163,7 +165,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[str, Any]]:
                     raise CorpusError(
                         path, f"not valid JSON: {error.msg} (column {error.colno})", str(number)
                     ) from None
-                yield str(number), value
+                yield str(number), value, line
     except UnicodeDecodeError as error:
         raise CorpusError(path, f"not UTF-8 text: {error}") from None
     except OSError as error:
@@ -219,9 +221,13 @@ CELL_FIELD_SEPARATOR = "::"
 
 
 class Row:
-    """One compile record, validated; the raw data is kept for building the record later."""
+    """One compile record, validated; its data is kept for building the record later.
 
-    __slots__ = ("cell", "compile_s", "data", "key", "time", "transform", "where")
+    A row kept for long (the latest of its cell) holds its JSON line, about a fifth of the
+    memory of the parsed object, and parses it again when the record is built.
+    """
+
+    __slots__ = ("_data", "_line", "cell", "compile_s", "key", "time", "transform", "where")
 
     def __init__(
         self,
@@ -233,13 +239,28 @@ class Row:
         compile_s: float,
         time: float,
     ) -> None:
-        self.data = data
+        self._data: dict[str, Any] | None = data
+        self._line: str | None = None
         self.where = where
         self.cell = cell
         self.key = key
         self.transform = transform
         self.compile_s = compile_s
         self.time = time
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            assert self._line is not None
+            data: dict[str, Any] = json.loads(self._line)
+            return data
+        return self._data
+
+    def keep_line_only(self, line: str | None) -> None:
+        """Hold the record as its JSON line (when it has one) instead of the parsed object."""
+        if line is not None:
+            self._line = line
+            self._data = None
 
     @property
     def comparability_key(self) -> ComparabilityKey:
@@ -416,12 +437,14 @@ class Corpus:
         stats = self.stats = CorpusStats()
         for path in corpus_files(self.paths):
             stats.files += 1
-            for where, value in iter_file(path):
+            for where, value, line in iter_file(path):
                 if not is_compile_record(value):
                     stats.other_records += 1
                     continue
                 stats.compile_records += 1
-                yield make_row(value, path, where, self.cell_fields)
+                row = make_row(value, path, where, self.cell_fields)
+                row.keep_line_only(line)
+                yield row
 
     def describe(self) -> str:
         stats = self.stats

@@ -183,11 +183,11 @@ def read_text_exact(path: Path) -> str:
 # --------------------------------------------------------------------------- trends
 
 TREND_STATES = ("cold", "warm", "none")  # judged states; unknown and memory are not charted
-MAX_POINTS = 240
+MAX_POINTS = 120
 COLORS = {"cold": "#1f6fb4", "warm": "#e8710a", "none": "#2a9d3a"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     count: int
     time_sum: float
