@@ -89,6 +89,19 @@ def test_check_cli_a_jax_bump_is_an_expected_recompile_not_drift(pinned: Path) -
     ) == [("0.10.2", "ok", False), ("0.11.0", "unpinned", True), ("0.11.0", "unpinned", True)]
 
 
+def test_check_cli_since_judges_only_recent_rows(pinned: Path) -> None:
+    write_lines(pinned / "records" / "a.jsonl", [
+        row(1, cell=B, compile_s=9.0),  # the last row under 0.10.2 drifted
+        row(5, cell=B, compile_s=9.0, jax_version="0.11.0"),
+    ])
+    assert cli(pinned, "check", "records").returncode == 1
+    recent = cli(pinned, "check", "records", "--since", "2026-11-02")
+    assert recent.returncode == 0, recent.stdout
+    assert "(1 measured before --since left out)" in recent.stdout
+    bad = cli(pinned, "check", "records", "--since", "last week")
+    assert bad.returncode == 2 and "--since: 'last week' is not an ISO 8601" in bad.stderr
+
+
 def test_check_cli_improvement_fails_only_when_asked(pinned: Path) -> None:
     write_lines(pinned / "r.jsonl", [row(1, cell=A, compile_s=0.2)])
     assert cli(pinned, "check", "r.jsonl").returncode == 0

@@ -168,3 +168,13 @@ def test_rows_become_the_records_the_plugin_wrote(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "a.jsonl", [original.to_dict()])
     (record,) = latest_rows(Corpus([path])).records()
     assert record == original
+
+
+def test_since_leaves_out_older_and_untimed_rows(tmp_path: Path) -> None:
+    untimed = row(1)
+    del untimed["timestamp"]
+    path = write_lines(tmp_path / "a.jsonl", [row(1), row(3), row(5, 23), untimed])
+    corpus = Corpus([path], since=parse_timestamp("2026-11-03"))
+    assert [r.data["timestamp"][:10] for r in corpus.rows()] == ["2026-11-03", "2026-11-05"]
+    assert corpus.stats.before_since == 2
+    assert "(2 measured before --since left out)" in corpus.describe()

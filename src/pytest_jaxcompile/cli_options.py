@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_jaxcompile.corpus import Corpus, parse_cell_fields
+from pytest_jaxcompile.corpus import Corpus, parse_cell_fields, parse_timestamp
 from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
 
 USAGE_ERROR = 2  # bad input or options; 1 is kept for findings (DRIFT, out of date)
@@ -29,6 +29,16 @@ def cell_fields(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def timestamp(text: str) -> float:
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 date or time (e.g. 2026-11-30 or "
+            "2026-11-30T12:00:00+00:00)"
+        ) from None
+
+
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH",
@@ -39,6 +49,11 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
         "--cell-fields", type=cell_fields, default=(), metavar="A,B,C",
         help="build each record's cell from these fields, joined by '::' (dotted names "
         "reach into objects); records lacking one keep their own 'cell'",
+    )
+    parser.add_argument(
+        "--since", type=timestamp, default=None, metavar="TIME",
+        help="only rows measured at or after TIME (ISO 8601; a time without offset is UTC); "
+        "rows without a timestamp are left out too",
     )
 
 
@@ -61,7 +76,7 @@ def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def corpus_from(args: argparse.Namespace) -> Corpus:
-    return Corpus(paths=list(args.paths), cell_fields=tuple(args.cell_fields))
+    return Corpus(paths=list(args.paths), cell_fields=tuple(args.cell_fields), since=args.since)
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:

@@ -423,6 +423,7 @@ class CorpusStats:
     files: int = 0
     compile_records: int = 0
     other_records: int = 0
+    before_since: int = 0  # compile records older than `since` (or without a timestamp)
 
 
 @dataclass
@@ -431,6 +432,7 @@ class Corpus:
 
     paths: Sequence[Path]
     cell_fields: tuple[str, ...] = ()
+    since: float | None = None  # only rows measured at or after this time (epoch seconds)
     stats: CorpusStats = field(default_factory=CorpusStats)
 
     def rows(self) -> Iterator[Row]:
@@ -443,6 +445,9 @@ class Corpus:
                     continue
                 stats.compile_records += 1
                 row = make_row(value, path, where, self.cell_fields)
+                if self.since is not None and row.time < self.since:
+                    stats.before_since += 1
+                    continue
                 row.keep_line_only(line)
                 yield row
 
@@ -451,6 +456,8 @@ class Corpus:
         text = (
             f"{stats.compile_records} compile record(s) in {stats.files} file(s)"
         )
+        if stats.before_since:
+            text += f" ({stats.before_since} measured before --since left out)"
         if stats.other_records:
             text += f"; {stats.other_records} record(s) of other kinds passed over"
         return text
