@@ -114,6 +114,11 @@ def test_check_cli_bad_input_is_exit_2_naming_the_file_and_line(pinned: Path) ->
     assert result.returncode == 2
     assert "bad.jsonl:2: not valid JSON" in result.stderr
 
+    write_lines(pinned / "r.jsonl", [row(1)])
+    no_pins = cli(pinned, "check", "r.jsonl", "--pins-dir", "pinz")
+    assert no_pins.returncode == 2
+    assert "no pin files in pinz" in no_pins.stderr
+
     write_lines(pinned / "others.jsonl", [{"record_kind": "other", "compile_s": 1.0}])
     empty = cli(pinned, "check", "others.jsonl")
     assert empty.returncode == 2

@@ -119,3 +119,17 @@ def test_no_measured_rows_write_no_file(project: JaxProject) -> None:
     result = project.run("--compile-record-dir=records")
     assert result.ret == pytest.ExitCode.OK
     assert not (project.path / "records").exists()
+
+
+def test_a_record_dir_that_cannot_be_written_fails_the_session_with_a_message(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=False)
+    project.tests(THREE_TRANSFORMS)
+    (project.path / "taken").write_text("a file, not a directory\n")
+    result = project.run("--compile-record-dir=taken")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["compile records NOT written: *taken*; the session fails."])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert (project.path / "taken").read_text() == "a file, not a directory\n"

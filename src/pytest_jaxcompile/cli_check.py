@@ -43,6 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         store = PinStore.load(args.pins_dir)
+        if next(store.groups(), None) is None:
+            return error(
+                "check", f"no pin files in {args.pins_dir}: nothing to judge against "
+                "(give the pins directory with --pins-dir)"
+            )
         corpus = corpus_from(args)
         outcome = check_corpus(corpus, store, thresholds_from(args), args.fail_on_improvement)
     except (CorpusError, PinFileError) as problem:

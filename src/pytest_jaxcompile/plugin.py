@@ -235,6 +235,7 @@ class JaxCompilePlugin:
         self.store: PinStore | None = None
         self.outcome: SessionOutcome | None = None
         self.record_file: Path | None = None
+        self.record_error: str | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self.start_settings: dict[str, Any] = {}
         self._environment: JaxEnvironment | None = None
@@ -392,8 +393,14 @@ class JaxCompilePlugin:
                 build_report(self.outcome, self.records, self.ledgers.values(), __version__),
             )
         if self.settings.record_dir is not None:
-            self.record_file = write_session_records(self.settings.record_dir, self.records)
-        if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
+            try:
+                self.record_file = write_session_records(self.settings.record_dir, self.records)
+            except OSError as error:
+                self.record_error = (
+                    f"{error.filename or self.settings.record_dir}: {error.strerror or error}"
+                )
+        failed = self.outcome.failed or self.record_error is not None
+        if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def conclude(self, store: PinStore) -> SessionOutcome:
@@ -457,6 +464,11 @@ class JaxCompilePlugin:
         if self.record_file is not None:
             terminalreporter.write_line(
                 f"compile records written: {relative(self.record_file, self.config.rootpath)}"
+            )
+        if self.record_error is not None:
+            terminalreporter.write_line(
+                f"compile records NOT written: {self.record_error}; the session fails.",
+                red=True, bold=True,
             )
 
 
