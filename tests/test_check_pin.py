@@ -12,6 +12,7 @@ from records_factory import make_record
 from pytest_jaxcompile.corpus import Corpus
 from pytest_jaxcompile.offline import check_corpus
 from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.records import HostState
 from pytest_jaxcompile.verdicts import Status, Thresholds, judge_all
 
 THRESHOLDS = Thresholds()
@@ -100,6 +101,35 @@ def test_check_cli_since_judges_only_recent_rows(pinned: Path) -> None:
     assert "(1 measured before --since left out)" in recent.stdout
     bad = cli(pinned, "check", "records", "--since", "last week")
     assert bad.returncode == 2 and "--since: 'last week' is not an ISO 8601" in bad.stderr
+
+
+def test_check_applies_the_plugins_other_verdict_settings(tmp_path: Path) -> None:
+    PinStore(tmp_path / "pins").update([
+        make_record(cell=A, compile_s=1.0, compile_cpu_s=1.0, op_count=100),
+        make_record(cell=B, compile_s=0.1, cache_state="warm", fingerprint="sha256:same"),
+    ])
+    write_lines(tmp_path / "r.jsonl", [
+        row(1, cell=A, compile_s=1.0, compile_cpu_s=3.0, op_count=150,
+            host_state=HostState(load_avg_1m=8.0, load_per_core=4.0)),
+        row(1, cell=B, compile_s=2.0, cache_state="cold", fingerprint="sha256:same"),
+    ])
+
+    def statuses(*options: str) -> dict[str, str]:
+        result = cli(tmp_path, "check", "r.jsonl", "--json", "v.json", *options)
+        assert result.returncode in (0, 1), result.stderr
+        verdicts = json.loads((tmp_path / "v.json").read_text())["verdicts"]
+        return {v["cell"].rsplit("_", 1)[-1]: v["status"] for v in verdicts}
+
+    assert statuses() == {"a": "noisy", "b": "unpinned"}  # load 4.0 per core > 1.5
+    assert statuses("--strict") == {"a": "ok", "b": "unpinned"}
+    assert statuses("--strict", "--metric", "cpu") == {"a": "DRIFT", "b": "unpinned"}
+    assert statuses("--strict", "--max-ops-growth", "0.2") == {"a": "GREW", "b": "unpinned"}
+    assert statuses("--expect-warm")["b"] == "MISS"  # cold, unchanged since its warm pin
+    assert cli(tmp_path, "check", "r.jsonl", "--expect-warm").returncode == 1
+    advisory = cli(tmp_path, "check", "r.jsonl", "--strict", "--metric", "cpu",
+                   "--time-advisory")
+    assert advisory.returncode == 0
+    assert "reported only (--time-advisory)" in advisory.stdout
 
 
 def test_check_cli_improvement_fails_only_when_asked(pinned: Path) -> None:

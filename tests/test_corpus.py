@@ -141,6 +141,10 @@ def test_records_missing_a_cell_field_and_a_cell_are_an_error(tmp_path: Path) ->
         (json.dumps(row(1) | {"timestamp": "yesterday"}) + "\n", r"b\.jsonl:1: 'timestamp'"),
         (json.dumps({k: v for k, v in row(1).items() if k != "hardware"}) + "\n",
          r"b\.jsonl:1: compile record has no 'hardware'"),
+        (json.dumps(row(1) | {"op_count": "70"}) + "\n",
+         r"b\.jsonl:1: 'op_count' must be a non-negative integer or null, got '70'"),
+        (json.dumps(row(1) | {"host_state": {"load_per_core": "high"}}) + "\n",
+         r"b\.jsonl:1: 'host_state\.load_per_core' must be a non-negative number"),
     ],
 )
 def test_bad_records_are_errors_naming_file_and_line(

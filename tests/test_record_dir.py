@@ -57,7 +57,9 @@ def test_check_gives_the_plugins_verdicts_on_the_same_rows(project: JaxProject) 
     first_bytes = first.read_bytes()
     _edit_pins(project.pins_dir)
 
-    result = project.run("--compile-record-dir=records", "--compile-floor=0")
+    # Strict on both sides: on a loaded machine rows would otherwise be `noisy` (the same
+    # verdict from both, but this test wants the time verdicts).
+    result = project.run("--compile-record-dir=records", "--compile-floor=0", "--compile-strict")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     plugin = {(v["cell"], v["transform"]): v for v in project.report()["verdicts"]}
     assert {k[1]: v["status"] for k, v in plugin.items()} == {
@@ -66,7 +68,9 @@ def test_check_gives_the_plugins_verdicts_on_the_same_rows(project: JaxProject) 
     records = _records(project.path / "records")
     assert records == project.report()["records"]  # the same rows, as JSON lines
 
-    checked = cli(project.path, "check", "records", "--floor", "0", "--json", "check.json")
+    checked = cli(
+        project.path, "check", "records", "--floor", "0", "--strict", "--json", "check.json"
+    )
     assert checked.returncode == 1, checked.stderr
     offline = {
         (v["cell"], v["transform"]): v
@@ -75,7 +79,7 @@ def test_check_gives_the_plugins_verdicts_on_the_same_rows(project: JaxProject) 
     assert offline.keys() == plugin.keys()
     for row_id, verdict in plugin.items():
         for name in ("status", "compile_s", "pin_compile_s", "ratio", "tolerance", "note",
-                     "key", "pin_file"):
+                     "key", "pin_file", "metric", "compile_cpu_s", "pin_compile_cpu_s"):
             assert offline[row_id][name] == verdict[name], (row_id, name)
     assert [v["expected_recompile"] for k, v in sorted(offline.items())] == [
         True, False, False,  # bumped, faster, slower

@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 
 from pytest_jaxcompile.corpus import Corpus, parse_cell_fields, parse_timestamp
-from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
+from pytest_jaxcompile.verdicts import (
+    DEFAULT_FLOOR_S,
+    DEFAULT_MAX_LOAD,
+    DEFAULT_TOLERANCE,
+    METRIC_CPU,
+    METRIC_WALL,
+    Thresholds,
+)
 
 USAGE_ERROR = 2  # bad input or options; 1 is kept for findings (DRIFT, out of date)
 
@@ -65,6 +72,7 @@ def add_pins_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
+    """The plugin's verdict settings, by the names of its --compile-* options without the prefix."""
     parser.add_argument(
         "--tolerance", type=non_negative_float, default=DEFAULT_TOLERANCE, metavar="FRACTION",
         help=f"relative slowdown over the pin that counts as DRIFT (default {DEFAULT_TOLERANCE})",
@@ -73,6 +81,28 @@ def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
         "--floor", type=non_negative_float, default=DEFAULT_FLOOR_S, metavar="SECONDS",
         help=f"absolute slowdown a row must also exceed (default {DEFAULT_FLOOR_S} s)",
     )
+    parser.add_argument(
+        "--metric", choices=(METRIC_WALL, METRIC_CPU), default=METRIC_WALL,
+        help="what verdicts compare: wall seconds (default) or process CPU seconds",
+    )
+    parser.add_argument(
+        "--max-load", type=non_negative_float, default=DEFAULT_MAX_LOAD, metavar="LOAD",
+        help="rows measured above this 1-minute load per core are 'noisy' and not judged "
+        f"(default {DEFAULT_MAX_LOAD})",
+    )
+    parser.add_argument("--strict", action="store_true", help="judge noisy rows too")
+    parser.add_argument(
+        "--max-ops-growth", type=non_negative_float, default=None, metavar="FRACTION",
+        help="rows whose module grew beyond this fraction over the pinned op count are GREW",
+    )
+    parser.add_argument(
+        "--expect-warm", action="store_true",
+        help="a cold row of a module unchanged since its warm pin is a MISS",
+    )
+    parser.add_argument(
+        "--time-advisory", action="store_true",
+        help="DRIFT (and improvement) is reported but does not fail",
+    )
 
 
 def corpus_from(args: argparse.Namespace) -> Corpus:
@@ -80,7 +110,16 @@ def corpus_from(args: argparse.Namespace) -> Corpus:
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    return Thresholds(tolerance=args.tolerance, floor_s=args.floor)
+    return Thresholds(
+        tolerance=args.tolerance,
+        floor_s=args.floor,
+        max_ops_growth=args.max_ops_growth,
+        time_advisory=args.time_advisory,
+        expect_warm=args.expect_warm,
+        metric=args.metric,
+        max_load=args.max_load,
+        strict=args.strict,
+    )
 
 
 def error(command: str, message: object) -> int:

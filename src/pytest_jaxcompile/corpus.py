@@ -13,7 +13,6 @@ counted and passed over, never misread.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -27,11 +26,9 @@ from typing import Any
 from pytest_jaxcompile.pins import atomic_write_text
 from pytest_jaxcompile.records import (
     RECORD_KIND,
-    CacheDetails,
     CacheState,
     ComparabilityKey,
     CompileRecord,
-    HostState,
 )
 
 LINES_SUFFIXES = (".jsonl", ".ndjson")  # streamed line by line
@@ -275,63 +272,72 @@ class Row:
         return self.key[1]
 
     def record(self) -> CompileRecord:
-        """The CompileRecord this row stands for (cell as mapped by --cell-fields)."""
-        data = self.data
-        cache = data.get("cache")
-        host = data.get("host_state")
-        location = data.get("location")
-        timestamp = data.get("timestamp")
-        jaxlib = data.get("jaxlib_version")
-        return CompileRecord(
+        """The CompileRecord this row stands for (cell as mapped by --cell-fields).
+
+        Every field of the record is kept (`make_row` checked the types of those that
+        verdicts and pins use); fields the record does not know are dropped.
+        """
+        values = dict(self.data)
+        values.update(
             cell=self.cell,
             transform=self.transform,
             hardware=self.key[0],
             jax_version=self.key[1],
-            jaxlib_version=jaxlib if isinstance(jaxlib, str) else "",
             mixed_precision=self.key[2],
             cache_state=self.key[3],
             compile_s=self.compile_s,
-            cache=CacheDetails(**_known(CacheDetails, cache)),
-            host_state=HostState(**_known(HostState, host)),
-            hardware_detail=_dict_or_empty(data.get("hardware_detail")),
-            trace_s=_number_or_none(data.get("trace_s")),
-            lower_s=_number_or_none(data.get("lower_s")),
-            backend_compile_s=_number_or_none(data.get("backend_compile_s")),
-            module_name=_str_or_none(data.get("module_name")),
-            fingerprint=_str_or_none(data.get("fingerprint")),
-            xla_flags=_str_or_none(data.get("xla_flags")),
-            source=str(data.get("source") or "fixture"),
-            tolerance=_number_or_none(data.get("tolerance")),
-            location=(
-                (str(location[0]), int(location[1]))
-                if isinstance(location, list) and len(location) == 2
-                and isinstance(location[1], int)
-                else None
-            ),
-            timestamp=timestamp if isinstance(timestamp, str) else "",
-            outcome=_str_or_none(data.get("outcome")),
         )
+        for name in ("jaxlib_version", "timestamp"):
+            if not isinstance(values.get(name), str):
+                values[name] = ""
+        for name in ("cache", "host_state"):
+            if not isinstance(values.get(name), dict):
+                values[name] = {}
+        location = values.get("location")
+        if not (
+            isinstance(location, list) and len(location) == 2 and isinstance(location[1], int)
+        ):
+            values["location"] = None
+        return CompileRecord.from_dict(values)
 
 
-def _known(cls: type[Any], value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        return {}
-    names = {item.name for item in dataclasses.fields(cls)}
-    return {name: item for name, item in value.items() if name in names}
+# Optional fields that verdicts, pins or the summary compute with: (name, kind). A present
+# value of another type is an error naming the record, not a crash later. Dotted names
+# reach into objects.
+_OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("tolerance", "number"), ("max_ops_growth", "number"), ("compile_cpu_s", "number"),
+    ("compile_spread_s", "number"), ("trace_s", "number"), ("lower_s", "number"),
+    ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
+    ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
+    ("outcome", "text"), ("compile_samples_s", "list"),
+    ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
+    ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
+)
 
 
-def _dict_or_empty(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, dict) else {}
+def _check_optional(data: dict[str, Any], path: Path, where: str) -> None:
+    for name, kind in _OPTIONAL_FIELDS:
+        present, value = get_field(data, name)
+        if not present or value is None:
+            continue
+        if kind == "text":
+            ok, expected = isinstance(value, str), "a string"
+        elif kind == "list":
+            ok = isinstance(value, list) and all(_is_number(item) for item in value)
+            expected = "a list of numbers"
+        elif kind == "count":
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            expected = "a non-negative integer"
+        else:
+            ok, expected = _is_number(value) and value >= 0, "a non-negative number"
+        if not ok:
+            raise CorpusError(path, f"{name!r} must be {expected} or null, got {value!r}", where)
 
 
-def _number_or_none(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    )
 
 
 def _string(data: dict[str, Any], name: str, path: Path, where: str) -> str:
@@ -376,13 +382,7 @@ def make_row(
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
         raise CorpusError(path, f"'mixed_precision' must be true or false, got {mixed!r}", where)
-    tolerance = data.get("tolerance")
-    if tolerance is not None and (
-        isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0
-    ):
-        raise CorpusError(
-            path, f"'tolerance' must be a non-negative number or null, got {tolerance!r}", where
-        )
+    _check_optional(data, path, where)
     timestamp = data.get("timestamp")
     time = NO_TIME
     if timestamp not in (None, ""):

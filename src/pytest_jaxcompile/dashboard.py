@@ -22,7 +22,13 @@ from pytest_jaxcompile.corpus import NO_TIME, Row
 from pytest_jaxcompile.offline import verdict_label
 from pytest_jaxcompile.pins import Pin, PinStore
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
-from pytest_jaxcompile.verdicts import Thresholds, Verdict, judge_all
+from pytest_jaxcompile.verdicts import (
+    METRIC_CPU,
+    Thresholds,
+    Verdict,
+    compared_seconds,
+    judge_all,
+)
 
 BEGIN_MARKER = "<!-- BEGIN jaxcompile -->"
 END_MARKER = "<!-- END jaxcompile -->"
@@ -47,8 +53,8 @@ class TableRow:
     key: ComparabilityKey
     cell: str
     transform: str
-    compile_s: float | None
-    pin: Pin | None
+    compile_s: float | None  # the figure compared (CPU seconds under --metric cpu)
+    pin_s: float | None  # the pinned figure it was compared with
     ratio: float | None
     label: str
     timestamp: str
@@ -64,13 +70,17 @@ def table_rows(
     for verdict in verdicts:
         record = verdict.record
         seen.add((record.key, record.cell, record.transform))
+        measured, pinned = (
+            (record.compile_s, None) if verdict.pin is None
+            else compared_seconds(record, verdict.pin, verdict.metric)
+        )
         rows.append(
             TableRow(
                 key=record.key,
                 cell=record.cell,
                 transform=record.transform,
-                compile_s=record.compile_s,
-                pin=verdict.pin,
+                compile_s=measured,
+                pin_s=pinned,
                 ratio=verdict.ratio,
                 label=verdict_label(verdict, store),
                 timestamp=record.timestamp,
@@ -80,7 +90,9 @@ def table_rows(
         for (cell, transform), pin in group.pins.items():
             if (group.key, cell, transform) not in seen:
                 rows.append(
-                    TableRow(group.key, cell, transform, None, pin, None, NOT_MEASURED, "")
+                    TableRow(
+                        group.key, cell, transform, None, pin.compile_s, None, NOT_MEASURED, ""
+                    )
                 )
     rows.sort(key=lambda row: (row.key, row.cell, row.transform))
     return rows
@@ -102,10 +114,13 @@ def _grouped(rows: list[TableRow]) -> list[tuple[ComparabilityKey, list[TableRow
 
 
 def thresholds_sentence(thresholds: Thresholds) -> str:
-    return (
+    text = (
         f"DRIFT: slower than the pin by more than {thresholds.tolerance:.0%} "
         f"(or the pin's own tolerance) and by more than {thresholds.floor_s:g} s"
     )
+    if thresholds.metric == METRIC_CPU:
+        text += "; figures are process CPU seconds where the row and its pin have them"
+    return text
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -134,7 +149,7 @@ def markdown(rows: list[TableRow], thresholds: Thresholds) -> str:
         lines.append("| cell | transform | compile_s | pin | ratio | verdict | measured at |")
         lines.append("|---|---|---:|---:|---:|---|---|")
         for row in group:
-            pin = None if row.pin is None else row.pin.compile_s
+            pin = row.pin_s
             lines.append(
                 f"| {_md_cell(row.cell)} | {_md_cell(row.transform)} | "
                 f"{_seconds(row.compile_s)} | {_seconds(pin)} | {_ratio(row.ratio)} | "
@@ -403,7 +418,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-size: 0.95em; }
-.DRIFT { color: #b00020; font-weight: bold; }
+.DRIFT, .MISS, .GREW { color: #b00020; font-weight: bold; }
 .improved { color: #2a7d2a; }
 figure { margin: 1em 0 2em; }
 figcaption { font-weight: bold; margin-bottom: 0.3em; }
@@ -457,7 +472,7 @@ def html_page(
             "<th>ratio</th><th>verdict</th><th>measured at</th></tr>"
         )
         for row in group:
-            pin = None if row.pin is None else row.pin.compile_s
+            pin = row.pin_s
             out.append(
                 f"<tr><td><code>{html.escape(row.cell)}</code></td>"
                 f"<td>{html.escape(row.transform)}</td>"

@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_jaxcompile.corpus import Corpus, LatestRows, latest_rows
 from pytest_jaxcompile.pins import PinStore
 from pytest_jaxcompile.records import ComparabilityKey
-from pytest_jaxcompile.reporting import relative
+from pytest_jaxcompile.reporting import relative, row_text
 from pytest_jaxcompile.verdicts import (
     Status,
     Thresholds,
@@ -24,7 +24,7 @@ from pytest_jaxcompile.verdicts import (
     session_failed,
 )
 
-STATUS_ORDER = (Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK)
+STATUS_ORDER = tuple(Status)  # the summary's order: failing verdicts first
 
 
 def expected_recompile(verdict: Verdict, store: PinStore) -> list[str]:
@@ -67,27 +67,16 @@ def check_corpus(
         thresholds=thresholds,
         fail_on_improvement=fail_on_improvement,
         corpus_description=corpus.describe(),
-        failed=session_failed(verdicts, fail_on_improvement),
+        failed=session_failed(verdicts, fail_on_improvement, thresholds.time_advisory),
         expected=[verdict for verdict in verdicts if expected_recompile(verdict, store)],
     )
 
 
-def format_row(verdict: Verdict, label: str | None = None) -> str:
-    """One row as the plugin's summary prints it."""
-    record = verdict.record
-    text = f"{label or verdict.status.value:<10} {record.cell} [{record.transform}]"
-    text += f" {record.compile_s:.3f} s"
-    if verdict.pin is not None:
-        text += f", pin {verdict.pin.compile_s:.3f} s"
-        if verdict.ratio is not None:
-            text += f" ({verdict.ratio:.2f}x"
-            if verdict.tolerance is not None:
-                text += f", tolerance {verdict.tolerance:.0%}"
-            text += ")"
-    if verdict.status is Status.NOT_JUDGED:
-        text += f" [{record.cache_state}]"
-    if record.timestamp:
-        text += f"  at {record.timestamp}"
+def format_row(verdict: Verdict) -> str:
+    """One row as the plugin's summary prints it, and when it was measured."""
+    text = row_text(verdict)
+    if verdict.record.timestamp:
+        text += f"  at {verdict.record.timestamp}"
     return text
 
 
@@ -137,16 +126,35 @@ def check_lines(outcome: CheckOutcome, verbose: bool, root: Path) -> list[str]:
             f"jax {', '.join(versions)}: a jax version bump recompiles once by design; "
             "not drift. Pin the new version (pytest-jaxcompile pin) when it is the baseline."
         )
+    thresholds = outcome.thresholds
+    missed = outcome.count(Status.MISS)
+    if missed:
+        lines.append(
+            f"MISS: {missed} row(s) compiled cold although their module is unchanged since its "
+            "warm pin (--expect-warm)."
+        )
+    grew = outcome.count(Status.GREW)
+    if grew:
+        lines.append(
+            f"GREW: {grew} row(s) compiled a module that grew beyond its op-count limit."
+        )
     drift = outcome.count(Status.DRIFT)
     if drift:
         lines.append(
             f"DRIFT: {drift} row(s) compiled slower than their pin by more than the tolerance "
-            f"and by more than {outcome.thresholds.floor_s:g} s."
+            f"and by more than {thresholds.floor_s:g} s"
+            + ("; reported only (--time-advisory)." if thresholds.time_advisory else ".")
         )
     improved = outcome.count(Status.IMPROVED)
-    if improved and outcome.fail_on_improvement:
+    if improved and outcome.fail_on_improvement and not thresholds.time_advisory:
         lines.append(
             f"improved: {improved} row(s) compiled faster than their pin "
             "(failing: --fail-on-improvement)."
+        )
+    noisy = outcome.count(Status.NOISY)
+    if noisy:
+        lines.append(
+            f"noisy: {noisy} row(s) were measured above {thresholds.max_load:g} load per core "
+            "and are not judged (--strict judges them)."
         )
     return lines

@@ -358,3 +358,8 @@ def build_report(
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+
+def row_text(verdict: Verdict) -> str:
+    """One verdict's line as the summary prints it (also `pytest-jaxcompile check`'s)."""
+    return _row(verdict)
