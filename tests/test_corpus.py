@@ -141,10 +141,6 @@ def test_records_missing_a_cell_field_and_a_cell_are_an_error(tmp_path: Path) ->
         (json.dumps(row(1) | {"timestamp": "yesterday"}) + "\n", r"b\.jsonl:1: 'timestamp'"),
         (json.dumps({k: v for k, v in row(1).items() if k != "hardware"}) + "\n",
          r"b\.jsonl:1: compile record has no 'hardware'"),
-        (json.dumps(row(1) | {"op_count": "70"}) + "\n",
-         r"b\.jsonl:1: 'op_count' must be a non-negative integer or null, got '70'"),
-        (json.dumps(row(1) | {"host_state": {"load_per_core": "high"}}) + "\n",
-         r"b\.jsonl:1: 'host_state\.load_per_core' must be a non-negative number"),
     ],
 )
 def test_bad_records_are_errors_naming_file_and_line(
@@ -154,6 +150,26 @@ def test_bad_records_are_errors_naming_file_and_line(
     (tmp_path / "b.jsonl").write_text(content)
     with pytest.raises(CorpusError, match=message):
         list(Corpus([tmp_path]).rows())
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ({"op_count": "70"}, r"'op_count' must be a non-negative integer or null, got '70'"),
+        ({"host_state": {"load_per_core": "high"}},
+         r"'host_state\.load_per_core' must be a non-negative number"),
+        ({"compile_cpu_s": -1}, r"'compile_cpu_s' must be a non-negative number"),
+    ],
+)
+def test_optional_fields_of_the_rows_used_are_type_checked(
+    tmp_path: Path, field: dict[str, object], message: str
+) -> None:
+    path = write_lines(tmp_path / "b.jsonl", [row(1) | field, row(2)])
+    # The bad row is superseded by a later one: it is never used, so it is not an error.
+    assert len(latest_rows(Corpus([path])).records()) == 1
+    path = write_lines(tmp_path / "b.jsonl", [row(2), row(1, transform="jit") | field])
+    with pytest.raises(CorpusError, match=r"b\.jsonl:2: " + message):
+        latest_rows(Corpus([path])).records()
 
 
 def test_a_bad_item_of_a_json_list_names_the_item(tmp_path: Path) -> None:

@@ -224,11 +224,14 @@ class Row:
     memory of the parsed object, and parses it again when the record is built.
     """
 
-    __slots__ = ("_data", "_line", "cell", "compile_s", "key", "time", "transform", "where")
+    __slots__ = (
+        "_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "where"
+    )
 
     def __init__(
         self,
         data: dict[str, Any],
+        path: Path,
         where: str,
         cell: str,
         key: tuple[str, str, bool, str],
@@ -238,6 +241,7 @@ class Row:
     ) -> None:
         self._data: dict[str, Any] | None = data
         self._line: str | None = None
+        self.path = path
         self.where = where
         self.cell = cell
         self.key = key
@@ -274,10 +278,13 @@ class Row:
     def record(self) -> CompileRecord:
         """The CompileRecord this row stands for (cell as mapped by --cell-fields).
 
-        Every field of the record is kept (`make_row` checked the types of those that
-        verdicts and pins use); fields the record does not know are dropped.
+        Every field of the record is kept; fields the record does not know are dropped.
+        The optional fields that verdicts and pins compute with are type-checked here, for
+        the rows actually used (checking every row read would double the time of a read);
+        a bad one is a CorpusError naming the file and line.
         """
         values = dict(self.data)
+        _check_optional(values, self.path, self.where)
         values.update(
             cell=self.cell,
             transform=self.transform,
@@ -382,7 +389,6 @@ def make_row(
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
         raise CorpusError(path, f"'mixed_precision' must be true or false, got {mixed!r}", where)
-    _check_optional(data, path, where)
     timestamp = data.get("timestamp")
     time = NO_TIME
     if timestamp not in (None, ""):
@@ -393,7 +399,7 @@ def make_row(
                 path, f"'timestamp' {timestamp!r} is not an ISO 8601 time", where
             ) from None
     return Row(
-        data, where, cell, (hardware, jax_version, mixed, state), transform,
+        data, path, where, cell, (hardware, jax_version, mixed, state), transform,
         float(compile_s), time,
     )
 
