@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,10 @@ class JaxProject:
             lines.append("    pass")
         self.pytester.makeconftest("\n".join(lines) + "\n")
 
+    def rendezvous(self) -> None:
+        """A `rendezvous.meet(directory, name, parties)` helper for tests of the project."""
+        (self.path / "rendezvous.py").write_text(RENDEZVOUS)
+
     def tests(self, source: str, name: str = "test_models") -> None:
         self.pytester.makepyfile(**{name: textwrap.dedent(source)})
 
@@ -69,6 +74,42 @@ class JaxProject:
         if not self.pins_dir.is_dir():
             return {}
         return {path.name: path.read_bytes() for path in sorted(self.pins_dir.glob("*.toml"))}
+
+
+RENDEZVOUS = """
+import os
+import time
+from pathlib import Path
+
+
+def meet(directory, name, parties=2, timeout=120.0):
+    \"\"\"Wait until `parties` processes have arrived here (files in `directory`).\"\"\"
+    here = Path(directory)
+    here.mkdir(parents=True, exist_ok=True)
+    (here / f"{name}.{os.getpid()}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(here.iterdir())) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name}: only {len(list(here.iterdir()))} of {parties} arrived")
+        time.sleep(0.01)
+"""
+
+_FIGURE = re.compile(r"\d+\.\d+")
+
+
+def compile_summary(result: pytest.RunResult) -> list[str]:
+    """The lines of the `jax compile times` section, up to pytest's closing line."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "jax compile times" in line)
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines)
+    )
+    return lines[start + 1 : end]
+
+
+def mask_figures(lines: list[str]) -> list[str]:
+    """Measured figures differ between runs; everything else must not."""
+    return [_FIGURE.sub("N", line) for line in lines]
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Generator
 from typing import Any
 
-import filelock
 import pytest
 
 from pytest_jaxcompile._version import __version__
@@ -22,6 +21,7 @@ from pytest_jaxcompile.budget import (
     over_budget,
     parse_budget,
 )
+from pytest_jaxcompile.gate import Identity, conclude, ordered
 from pytest_jaxcompile.measure import JaxCompile, JaxEnvironment, TestContext
 from pytest_jaxcompile.monitor import CompileMonitor
 from pytest_jaxcompile.pins import PinFileError, PinStore
@@ -33,7 +33,6 @@ from pytest_jaxcompile.reporting import (
     write_report,
 )
 from pytest_jaxcompile.settings import Settings, non_negative_float
-from pytest_jaxcompile.verdicts import find_stale, judge_all, session_failed
 
 PLUGIN_NAME = "jaxcompile-session"
 WORKER_OUTPUT_KEY = "jaxcompile"
@@ -139,6 +138,10 @@ class JaxCompilePlugin:
         self.ran_cells: set[str] = set()
         self.store: PinStore | None = None
         self.outcome: SessionOutcome | None = None
+        self.worker_identities: set[Identity] = set()  # environments xdist workers ran in
+        self.workers_merged: set[str] = set()
+        self.workers_lost: set[str] = set()
+        self.lost: list[str] = []
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self._environment: JaxEnvironment | None = None
 
@@ -209,56 +212,70 @@ class JaxCompilePlugin:
                     record.outcome = outcome
         return report
 
-    def merge_worker_output(self, output: dict[str, Any]) -> None:
-        payload = output.get(WORKER_OUTPUT_KEY) or {}
+    def worker_payload(self) -> dict[str, Any]:
+        """What an xdist worker sends to the controller (plain JSON-able data)."""
+        return {
+            "records": [record.to_dict() for record in self.records],
+            "ran_cells": sorted(self.ran_cells),
+            "identities": [list(identity) for identity in sorted(self.measured_identities())],
+        }
+
+    def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
+        """Take one worker's rows, once (xdist may report a node down twice)."""
+        if worker in self.workers_merged:
+            return
+        payload = output.get(WORKER_OUTPUT_KEY)
+        if payload is None:
+            return
+        self.workers_merged.add(worker)
         for data in payload.get("records", []):
             self.add_record(CompileRecord.from_dict(data))
         self.ran_cells.update(payload.get("ran_cells", []))
+        self.worker_identities.update(
+            (str(hardware), str(jax)) for hardware, jax in payload.get("identities", [])
+        )
+
+    def worker_lost(self, worker: str, error: object) -> None:
+        if worker not in self.workers_merged and worker not in self.workers_lost:
+            self.workers_lost.add(worker)
+            self.lost.append(
+                f"pytest-xdist worker {worker} went down ({error}) before it sent its compile "
+                "rows; rows of the tests it ran are not judged"
+            )
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
-            workeroutput[WORKER_OUTPUT_KEY] = {
-                "records": [record.to_dict() for record in self.records],
-                "ran_cells": sorted(self.ran_cells),
-            }
+            workeroutput[WORKER_OUTPUT_KEY] = self.worker_payload()
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
             return
-        self.outcome = self.conclude(self.store)
+        self.outcome = conclude(
+            self.records,
+            self.ran_cells,
+            self.measured_identities() | self.worker_identities,
+            self.store,
+            self.settings.gate,
+            rootdir=self.config.rootpath,
+        )
+        self.outcome.lost = list(self.lost)
         if self.settings.report_path is not None:
             write_report(
-                self.settings.report_path, build_report(self.outcome, self.records, __version__)
+                self.settings.report_path,
+                build_report(self.outcome, ordered(self.records), __version__),
             )
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def conclude(self, store: PinStore) -> SessionOutcome:
-        settings = self.settings
-        outcome = SessionOutcome(
-            rootdir=self.config.rootpath,
-            pins_dir=settings.pins_dir,
-            thresholds=settings.thresholds,
-            pin_update=settings.pin_update,
-            fail_on_improvement=settings.fail_on_improvement,
+    def outcome_worth_showing(self) -> bool:
+        outcome = self.outcome
+        return outcome is not None and bool(
+            outcome.verdicts or outcome.stale or outcome.pins_written or outcome.lost
+            or outcome.pin_error
         )
-        measured = {(record.cell, record.transform) for record in self.records}
-        for hardware, jax_version in self.measured_identities():
-            outcome.stale += find_stale(store, self.ran_cells, measured, hardware, jax_version)
-        if settings.pin_update:
-            try:
-                outcome.pins_written = store.update(self.records)
-            except (PinFileError, filelock.Timeout) as error:
-                outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
-        outcome.verdicts = judge_all(self.records, store, settings.thresholds)
-        outcome.failed = outcome.pin_error is not None or (
-            not settings.pin_update
-            and session_failed(outcome.verdicts, settings.fail_on_improvement)
-        )
-        return outcome
 
-    def measured_identities(self) -> set[tuple[str, str]]:
-        """(hardware, jax_version) this session ran under, also when xdist workers measured."""
+    def measured_identities(self) -> set[Identity]:
+        """(hardware, jax_version) this process ran under, also when it measured nothing."""
         identities = {(record.hardware, record.jax_version) for record in self.records}
         if self._environment is None and not identities and "jax" in sys.modules:
             self.environment()  # jax is loaded anyway: the tests ran without measuring
@@ -268,7 +285,7 @@ class JaxCompilePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome
-        if outcome is None or not (outcome.verdicts or outcome.stale or outcome.pins_written):
+        if outcome is None or not self.outcome_worth_showing():
             return
         terminalreporter.write_sep("=", "jax compile times")
         verbose = self.config.get_verbosity() > 0
@@ -283,6 +300,9 @@ class XdistHooks:
         self._plugin = plugin
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
+        worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))
         output = getattr(node, "workeroutput", None)
         if output:
-            self._plugin.merge_worker_output(output)
+            self._plugin.merge_worker_output(worker, output)
+        if error is not None:
+            self._plugin.worker_lost(worker, error)

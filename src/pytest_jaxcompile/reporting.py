@@ -34,6 +34,9 @@ class SessionOutcome:
     pins_written: list[Path] = field(default_factory=list)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
+    ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran
+    environments: list[tuple[str, str]] = field(default_factory=list)  # (hardware, jax)
+    lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
 
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)
@@ -111,8 +114,15 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
     lines.extend(_stale_lines(outcome))
+    lines.extend(_lost_lines(outcome))
     lines.extend(_closing_lines(outcome))
     return lines
+
+
+def _lost_lines(outcome: SessionOutcome) -> list[Line]:
+    return [
+        (f"compile rows missing: {lost}", {"red": True, "bold": True}) for lost in outcome.lost
+    ]
 
 
 def _stale_lines(outcome: SessionOutcome) -> list[Line]:
@@ -196,6 +206,7 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
 def build_report(
     outcome: SessionOutcome, records: Iterable[CompileRecord], plugin_version: str
 ) -> dict[str, Any]:
+    """The JSON report; its schema is documented in docs/report-schema.md."""
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -205,8 +216,16 @@ def build_report(
             "tolerance": outcome.thresholds.tolerance,
             "floor_s": outcome.thresholds.floor_s,
         },
+        "fail_on_improvement": outcome.fail_on_improvement,
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,
+        "rootdir": str(outcome.rootdir),
+        "ran_cells": sorted(outcome.ran_cells),
+        "environments": [
+            {"hardware": hardware, "jax_version": jax_version}
+            for hardware, jax_version in sorted(set(outcome.environments))
+        ],
+        "lost": list(outcome.lost),
         "records": [record.to_dict() for record in records],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
         "stale": [
@@ -223,3 +242,4 @@ def build_report(
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+

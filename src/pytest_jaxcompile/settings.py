@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_jaxcompile.gate import GateSettings
 from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
 
 HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
@@ -41,6 +42,14 @@ class Settings:
             fail_on_improvement=_flag(config, "compile_fail_on_improvement"),
             report_path=_optional_path(config, "compile_report"),
             mixed_precision_default=bool(config.getini("compile_mixed_precision")),
+        )
+
+    @property
+    def gate(self) -> GateSettings:
+        return GateSettings(
+            thresholds=self.thresholds,
+            pin_update=self.pin_update,
+            fail_on_improvement=self.fail_on_improvement,
         )
 
 
