@@ -29,6 +29,7 @@ from pytest_jaxcompile.records import CompileRecord
 from pytest_jaxcompile.reporting import (
     SessionOutcome,
     build_report,
+    junit_properties,
     summary_lines,
     write_report,
 )
@@ -171,7 +172,14 @@ class JaxCompilePlugin:
             tolerance=budget.tolerance,
             location=(path, (line or 0) + 1),
         )
-        return JaxCompile(self.monitor, self.environment, context, self.add_record)
+
+        def measured(record: CompileRecord) -> None:
+            self.add_record(record)
+            # Appended as soon as the row exists, so a test that fails later keeps it;
+            # junitxml writes them as <property> elements (also from xdist workers).
+            item.user_properties.extend(junit_properties(record))
+
+        return JaxCompile(self.monitor, self.environment, context, measured)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

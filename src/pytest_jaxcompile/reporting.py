@@ -243,3 +243,23 @@ def build_report(
 def write_report(path: Path, report: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
 
+
+JUNIT_PROPERTY_PREFIX = "jaxcompile"
+
+
+def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
+    """A measured row as test properties (JUnit XML ``<property>`` elements).
+
+    Names are ``jaxcompile.<transform>.<field>``; seconds are written in full precision.
+    """
+    prefix = f"{JUNIT_PROPERTY_PREFIX}.{record.transform}"
+    values: list[tuple[str, object]] = [
+        ("compile_s", record.compile_s),
+        ("trace_s", record.trace_s),
+        ("lower_s", record.lower_s),
+        ("cache_state", record.cache_state),
+        ("hardware", record.hardware),
+        ("jax_version", record.jax_version),
+        ("mixed_precision", "true" if record.mixed_precision else "false"),
+    ]
+    return [(f"{prefix}.{name}", str(value)) for name, value in values if value is not None]
