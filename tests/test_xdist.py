@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -10,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject, compile_summary, mask_figures
+from conftest import JaxProject, compile_summary, mask_figures, set_pins
 
 from pytest_jaxcompile.pins import PinStore
 from pytest_jaxcompile.records import CompileRecord
@@ -55,18 +54,6 @@ EXPECTED = {
     ("test_stale", "jit"): "ok",
     ("test_unpinned", "jit"): "unpinned",
 }
-
-
-def set_pins(pins_dir: Path, seconds: dict[str, float], tolerance: float) -> None:
-    """Give the named tests' pins fixed figures; every other pin a huge tolerance."""
-    for group in PinStore.load(pins_dir).groups():
-        for (cell, transform), pin in list(group.pins.items()):
-            name = cell.rsplit("::", 1)[-1]
-            if name in seconds:
-                group.pins[(cell, transform)] = dataclasses.replace(pin, compile_s=seconds[name])
-            else:
-                group.pins[(cell, transform)] = dataclasses.replace(pin, tolerance=tolerance)
-        group.path.write_text(group.render())
 
 
 def make_pinned_suite(project: JaxProject) -> None:

@@ -6,6 +6,7 @@ the marker never pays for a JAX import.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Generator
 from typing import Any
@@ -22,6 +23,14 @@ from pytest_jaxcompile.budget import (
     parse_budget,
 )
 from pytest_jaxcompile.gate import Identity, conclude, ordered
+from pytest_jaxcompile.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.github import (
+    GitHubTargets,
+    annotation_commands,
+    append_step_summary,
+    record_path_resolver,
+    step_summary,
+)
 from pytest_jaxcompile.measure import JaxCompile, JaxEnvironment, TestContext
 from pytest_jaxcompile.monitor import CompileMonitor
 from pytest_jaxcompile.pins import PinFileError, PinStore
@@ -71,6 +80,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--compile-report", default=None, metavar="PATH",
         help="write the session's compile records and verdicts as JSON to PATH.",
     )
+    group.addoption(
+        "--compile-github", default=None, choices=GITHUB_MODES,
+        help="GitHub Actions output: 'auto' (default) appends a Markdown summary to "
+        "$GITHUB_STEP_SUMMARY and prints annotations when $GITHUB_ACTIONS is 'true'; 'off'.",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -81,6 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("compile_report", "path of the JSON report, relative to rootdir", default="")
     parser.addini("compile_mixed_precision", "default mixed_precision of compile rows",
                   type="bool", default=False)
+    parser.addini("compile_github", "GitHub Actions output: auto or off (default auto)",
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -272,8 +288,14 @@ class JaxCompilePlugin:
                 self.settings.report_path,
                 build_report(self.outcome, ordered(self.records), __version__),
             )
+        github = self.github_targets()
+        if github.step_summary is not None and self.outcome_worth_showing():
+            append_step_summary(github.step_summary, step_summary(self.outcome))
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def github_targets(self) -> GitHubTargets:
+        return GitHubTargets.from_environment(os.environ, self.settings.github)
 
     def outcome_worth_showing(self) -> bool:
         outcome = self.outcome
@@ -299,6 +321,11 @@ class JaxCompilePlugin:
         verbose = self.config.get_verbosity() > 0
         for text, markup in summary_lines(outcome, verbose):
             terminalreporter.write_line(text, **markup)
+        github = self.github_targets()
+        if github.annotations:
+            path_of = record_path_resolver(self.config.rootpath, github.workspace)
+            for command in annotation_commands(outcome, path_of, github.workspace):
+                terminalreporter.write_line(command)  # a workflow command: no markup
 
 
 class XdistHooks:

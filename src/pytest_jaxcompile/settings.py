@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_jaxcompile.gate import GateSettings
+from pytest_jaxcompile.github import MODES as GITHUB_MODES
 from pytest_jaxcompile.verdicts import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE, Thresholds
 
 HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
@@ -23,6 +24,7 @@ class Settings:
     fail_on_improvement: bool
     report_path: Path | None
     mixed_precision_default: bool
+    github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -42,6 +44,7 @@ class Settings:
             fail_on_improvement=_flag(config, "compile_fail_on_improvement"),
             report_path=_optional_path(config, "compile_report"),
             mixed_precision_default=bool(config.getini("compile_mixed_precision")),
+            github=_choice(config, "compile_github", GITHUB_MODES, default="auto"),
         )
 
     @property
@@ -51,6 +54,21 @@ class Settings:
             pin_update=self.pin_update,
             fail_on_improvement=self.fail_on_improvement,
         )
+
+
+def _choice(config: pytest.Config, name: str, choices: tuple[str, ...], default: str) -> str:
+    """CLI value (argparse checked it), else ini value, else the default."""
+    cli = config.getoption(name)
+    if cli is not None:
+        return str(cli)
+    raw = str(config.getini(name) or "").strip()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise pytest.UsageError(
+            f"ini option {name} = {raw!r} must be one of {', '.join(choices)}"
+        )
+    return raw
 
 
 def _flag(config: pytest.Config, name: str) -> bool:
