@@ -138,3 +138,73 @@ def set_pins(pins_dir: Path, seconds: dict[str, float], tolerance: float) -> Non
             else:
                 group.pins[(cell, transform)] = dataclasses.replace(pin, tolerance=tolerance)
         group.path.write_text(group.render())
+
+
+# Six tests, every verdict: the pins are edited after pinning so that each status is
+# certain whatever the timing (cache off: every row is `none`, whoever compiles first).
+PINNED_SUITE = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_drift(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_improved(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_ok(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        jax_compile(jax.value_and_grad(mlp_loss), *mlp_example_args(), transform="vag")
+
+    def test_memory(jax_compile):
+        lowered = jax.jit(mlp_loss).lower(*mlp_example_args())
+        jax_compile(lowered, transform="first")
+        jax_compile(lowered, transform="again", fresh=False)
+
+    def test_stale(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        {gone}
+"""
+GONE = 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
+UNPINNED = """
+    def test_unpinned(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+"""
+EXPECTED = {
+    ("test_drift", "jit"): "DRIFT",
+    ("test_improved", "jit"): "improved",
+    ("test_ok", "jit"): "ok",
+    ("test_ok", "vag"): "ok",
+    ("test_memory", "first"): "ok",
+    ("test_memory", "again"): "not judged",
+    ("test_stale", "jit"): "ok",
+    ("test_unpinned", "jit"): "unpinned",
+}
+
+
+def make_pinned_suite(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(PINNED_SUITE.replace("{gone}", GONE))
+    project.run("--compile-pin-update").assert_outcomes(passed=5)
+    set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
+    project.tests(PINNED_SUITE.replace("{gone}", "") + UNPINNED)
+
+
+def report_shape(report: dict[str, object]) -> dict[str, object]:
+    """Everything in a report that does not depend on timing or the process layout."""
+    records = report["records"]
+    assert isinstance(records, list)
+    return {
+        "gate": report["gate"],
+        "stale": report["stale"],
+        "ran_cells": report["ran_cells"],
+        "environments": report["environments"],
+        "lost": report["lost"],
+        "records": [
+            (r["cell"], r["transform"], r["cache_state"], r["fingerprint"], r["outcome"],
+             r["location"])
+            for r in records
+        ],
+        "verdicts": [(v["cell"], v["transform"], v["status"], v["pin_file"])
+                     for v in report["verdicts"]],  # type: ignore[attr-defined]
+    }

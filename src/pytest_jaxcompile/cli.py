@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pytest_jaxcompile._version import __version__
 
 # name -> module implementing it (imported only when that subcommand runs)
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "merge": "pytest_jaxcompile.cli_merge",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
