@@ -198,6 +198,11 @@ def test_summary_and_annotations_when_the_variables_are_set(
     project.run("-n", "2", "--compile-floor", "0")
     assert summary.read_text().startswith(text)  # appended again, nothing lost
 
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path))  # a directory: cannot append
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the DRIFT row, not an internal error
+    result.stdout.fnmatch_lines(["GitHub step summary not written: *", "::error file=*"])
+
 
 def test_nothing_for_github_when_unset_or_off(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch

@@ -214,6 +214,9 @@ def test_disagreeing_thresholds_and_bad_input_exit_2_naming_the_problem(
                  str(shards[0]), str(other)]) == 1
     capsys.readouterr()
 
+    assert main(["merge", "--write-report", str(tmp_path), *map(str, shards)]) == 2
+    assert f"cannot write {tmp_path}: " in capsys.readouterr().err
+
     (tmp_path / "bad.json").write_text("{")
     assert main(["merge", str(shards[0]), str(tmp_path / "bad.json")]) == 2
     err = capsys.readouterr().err

@@ -108,16 +108,18 @@ def run(args: argparse.Namespace) -> int:
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
     for report in reports:
         print(f"  {report.path}: {len(report.records)} row(s)")
-    if outcome.verdicts or outcome.stale or outcome.pins_written or outcome.lost or (
-        outcome.pin_error
-    ):
+    if outcome.has_news():
         for text, _markup in summary_lines(outcome, args.verbose):
             print(text)
     else:
         print("no compile rows in these reports")
-    if args.write_report is not None:
-        write_report(args.write_report, build_report(outcome, ordered(records), __version__))
     _github(args.github, outcome, reports)
+    if args.write_report is not None:
+        try:
+            write_report(args.write_report, build_report(outcome, ordered(records), __version__))
+        except OSError as error:
+            print(f"{PROG}: error: cannot write {args.write_report}: {error}", file=sys.stderr)
+            return EXIT_USAGE
     return EXIT_GATE_FAILED if outcome.failed else EXIT_OK
 
 
@@ -178,12 +180,16 @@ def _warn_duplicates(reports: list[LoadedReport]) -> None:
 
 def _github(mode: str, outcome: SessionOutcome, reports: list[LoadedReport]) -> None:
     targets = GitHubTargets.from_environment(os.environ, mode)
-    if not (outcome.verdicts or outcome.stale or outcome.pins_written or outcome.lost):
+    if not outcome.has_news():
         return
     if targets.step_summary is not None:
-        append_step_summary(
-            targets.step_summary, step_summary(outcome, f"jax compile times ({_merged(reports)})")
-        )
+        try:
+            append_step_summary(
+                targets.step_summary,
+                step_summary(outcome, f"jax compile times ({_merged(reports)})"),
+            )
+        except OSError as error:
+            print(f"{PROG}: warning: GitHub step summary not written: {error}", file=sys.stderr)
     if targets.annotations:
         resolvers = {}
         for report in reports:

@@ -159,6 +159,7 @@ class JaxCompilePlugin:
         self.workers_merged: set[str] = set()
         self.workers_lost: set[str] = set()
         self.lost: list[str] = []
+        self.github_problem: str | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self._environment: JaxEnvironment | None = None
 
@@ -289,20 +290,16 @@ class JaxCompilePlugin:
                 build_report(self.outcome, ordered(self.records), __version__),
             )
         github = self.github_targets()
-        if github.step_summary is not None and self.outcome_worth_showing():
-            append_step_summary(github.step_summary, step_summary(self.outcome))
+        if github.step_summary is not None and self.outcome.has_news():
+            try:
+                append_step_summary(github.step_summary, step_summary(self.outcome))
+            except OSError as error:
+                self.github_problem = f"GitHub step summary not written: {error}"
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def github_targets(self) -> GitHubTargets:
         return GitHubTargets.from_environment(os.environ, self.settings.github)
-
-    def outcome_worth_showing(self) -> bool:
-        outcome = self.outcome
-        return outcome is not None and bool(
-            outcome.verdicts or outcome.stale or outcome.pins_written or outcome.lost
-            or outcome.pin_error
-        )
 
     def measured_identities(self) -> set[Identity]:
         """(hardware, jax_version) this process ran under, also when it measured nothing."""
@@ -315,12 +312,14 @@ class JaxCompilePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome
-        if outcome is None or not self.outcome_worth_showing():
+        if outcome is None or not outcome.has_news():
             return
         terminalreporter.write_sep("=", "jax compile times")
         verbose = self.config.get_verbosity() > 0
         for text, markup in summary_lines(outcome, verbose):
             terminalreporter.write_line(text, **markup)
+        if self.github_problem is not None:
+            terminalreporter.write_line(self.github_problem, yellow=True)
         github = self.github_targets()
         if github.annotations:
             path_of = record_path_resolver(self.config.rootpath, github.workspace)

@@ -41,6 +41,13 @@ class SessionOutcome:
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)
 
+    def has_news(self) -> bool:
+        """Whether there is anything to show: a session that measured nothing, found no
+        stale pin and wrote no pin adds no summary anywhere."""
+        return bool(
+            self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
+        )
+
 
 def relative(path: Path, root: Path) -> str:
     try:
