@@ -195,9 +195,6 @@ def test_summary_and_annotations_when_the_variables_are_set(
     assert "pytest --compile-pin-update test_models.py::test_drift\n" in text
     assert "| `test_models.py::test_stale` | gone |" in text
 
-    project.run("-n", "2", "--compile-floor", "0")
-    assert summary.read_text().startswith(text)  # appended again, nothing lost
-
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path))  # a directory: cannot append
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # the DRIFT row, not an internal error
@@ -215,13 +212,21 @@ def test_nothing_for_github_when_unset_or_off(
 
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    for args in (("--compile-github=off",), ()):
-        if not args:
-            project.pytester.makeini("[pytest]\ncompile_github = off\n")
-        result = project.run("--compile-floor", "0", *args)
-        assert result.ret == pytest.ExitCode.TESTS_FAILED
-        assert "::error" not in result.stdout.str()
-        assert summary.read_text() == "# earlier step\n"
+    result = project.run("--compile-floor", "0", "--compile-github=off")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "::error" not in result.stdout.str()
+    assert summary.read_text() == "# earlier step\n"
+
+
+def test_github_mode_from_the_command_line_beats_the_ini_file(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_jaxcompile.settings import Settings
+
+    assert Settings.from_config(pytester.parseconfig()).github == "auto"
+    pytester.makeini("[pytest]\ncompile_github = off\n")
+    assert Settings.from_config(pytester.parseconfig()).github == "off"
+    assert Settings.from_config(pytester.parseconfig("--compile-github=auto")).github == "auto"
 
 
 def test_bad_github_mode_in_the_ini_file_is_a_usage_error(project: JaxProject) -> None:
