@@ -160,6 +160,7 @@ class JaxCompilePlugin:
         self.workers_lost: set[str] = set()
         self.lost: list[str] = []
         self.github_problem: str | None = None
+        self.report_problem: str | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self._environment: JaxEnvironment | None = None
 
@@ -285,10 +286,17 @@ class JaxCompilePlugin:
         )
         self.outcome.lost = list(self.lost)
         if self.settings.report_path is not None:
-            write_report(
-                self.settings.report_path,
-                build_report(self.outcome, ordered(self.records), __version__),
-            )
+            try:
+                write_report(
+                    self.settings.report_path,
+                    build_report(self.outcome, ordered(self.records), __version__),
+                )
+            except OSError as error:  # CI would upload nothing: that must not pass quietly
+                self.report_problem = (
+                    f"compile report NOT written to {self.settings.report_path}: {error}"
+                )
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
         github = self.github_targets()
         if github.step_summary is not None and self.outcome.has_news():
             try:
@@ -312,16 +320,19 @@ class JaxCompilePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome
-        if outcome is None or not outcome.has_news():
+        if outcome is None:
+            return
+        problems = [(self.report_problem, {"red": True, "bold": True}),
+                    (self.github_problem, {"yellow": True})]
+        if not outcome.has_news() and not any(text for text, _ in problems):
             return
         terminalreporter.write_sep("=", "jax compile times")
         verbose = self.config.get_verbosity() > 0
-        for text, markup in summary_lines(outcome, verbose):
+        lines = summary_lines(outcome, verbose) if outcome.has_news() else []
+        for text, markup in lines + [(text, markup) for text, markup in problems if text]:
             terminalreporter.write_line(text, **markup)
-        if self.github_problem is not None:
-            terminalreporter.write_line(self.github_problem, yellow=True)
         github = self.github_targets()
-        if github.annotations:
+        if github.annotations and outcome.has_news():
             path_of = record_path_resolver(self.config.rootpath, github.workspace)
             for command in annotation_commands(outcome, path_of, github.workspace):
                 terminalreporter.write_line(command)  # a workflow command: no markup

@@ -1,4 +1,4 @@
-"""With --junitxml, each test's compile rows are properties of its testcase."""
+"""Report files: JUnit XML properties of each test's rows; an unwritable JSON report."""
 
 from __future__ import annotations
 
@@ -61,3 +61,16 @@ def test_rows_are_testcase_properties_also_of_a_failing_test(
             assert props[prefix + "hardware"] == row["hardware"]
             assert props[prefix + "jax_version"] == row["jax_version"]
             assert props[prefix + "mixed_precision"] == "false"
+
+
+def test_an_unwritable_report_fails_the_session_with_a_message(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_passes():\n    pass\n")
+    target = pytester.path / "reports"
+    target.mkdir()  # a directory where the report file should be
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--compile-report={target}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"compile report NOT written to {target}: *"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # CI would have nothing to upload
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
