@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_jaxcompile.pins import PinStore
 
 pytest_plugins = ["pytester"]
 
@@ -37,6 +41,10 @@ class JaxProject:
         else:
             lines.append("    pass")
         self.pytester.makeconftest("\n".join(lines) + "\n")
+
+    def rendezvous(self) -> None:
+        """A `rendezvous.meet(directory, name, parties)` helper for tests of the project."""
+        (self.path / "rendezvous.py").write_text(RENDEZVOUS)
 
     def tests(self, source: str, name: str = "test_models") -> None:
         self.pytester.makepyfile(**{name: textwrap.dedent(source)})
@@ -71,9 +79,135 @@ class JaxProject:
         return {path.name: path.read_bytes() for path in sorted(self.pins_dir.glob("*.toml"))}
 
 
+RENDEZVOUS = """
+import os
+import time
+from pathlib import Path
+
+
+def meet(directory, name, parties=2, timeout=120.0):
+    \"\"\"Wait until `parties` processes have arrived here (files in `directory`).\"\"\"
+    here = Path(directory)
+    here.mkdir(parents=True, exist_ok=True)
+    (here / f"{name}.{os.getpid()}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(here.iterdir())) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name}: only {len(list(here.iterdir()))} of {parties} arrived")
+        time.sleep(0.01)
+"""
+
+_FIGURE = re.compile(r"\d+\.\d+")
+
+
+def compile_summary(result: pytest.RunResult) -> list[str]:
+    """The lines of the `jax compile times` section, up to pytest's closing line."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "jax compile times" in line)
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines)
+    )
+    return lines[start + 1 : end]
+
+
+def mask_figures(lines: list[str]) -> list[str]:
+    """Measured figures differ between runs; everything else must not."""
+    return [_FIGURE.sub("N", line) for line in lines]
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxProject:
     # The load gate reads the host's load; pin it low so verdicts under test do not depend
     # on what else this machine runs. Tests of the gate itself set their own value.
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "0")
     return JaxProject(pytester)
+
+
+@pytest.fixture(autouse=True)
+def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions started by tests must not write into this job's own GitHub step summary."""
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def set_pins(pins_dir: Path, seconds: dict[str, float], tolerance: float) -> None:
+    """Give the named tests' pins fixed figures, and every other pin a huge tolerance,
+    so that verdicts are certain whatever the timing."""
+    for group in PinStore.load(pins_dir).groups():
+        for (cell, transform), pin in list(group.pins.items()):
+            name = cell.rsplit("::", 1)[-1]
+            if name in seconds:
+                group.pins[(cell, transform)] = dataclasses.replace(pin, compile_s=seconds[name])
+            else:
+                group.pins[(cell, transform)] = dataclasses.replace(pin, tolerance=tolerance)
+        group.path.write_text(group.render())
+
+
+# Six tests, every verdict: the pins are edited after pinning so that each status is
+# certain whatever the timing (cache off: every row is `none`, whoever compiles first).
+PINNED_SUITE = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_drift(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_improved(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_ok(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        jax_compile(jax.value_and_grad(mlp_loss), *mlp_example_args(), transform="vag")
+
+    def test_memory(jax_compile):
+        lowered = jax.jit(mlp_loss).lower(*mlp_example_args())
+        jax_compile(lowered, transform="first")
+        jax_compile(lowered, transform="again", fresh=False)
+
+    def test_stale(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        {gone}
+"""
+GONE = 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
+UNPINNED = """
+    def test_unpinned(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+"""
+EXPECTED = {
+    ("test_drift", "jit"): "DRIFT",
+    ("test_improved", "jit"): "improved",
+    ("test_ok", "jit"): "ok",
+    ("test_ok", "vag"): "ok",
+    ("test_memory", "first"): "ok",
+    ("test_memory", "again"): "not judged",
+    ("test_stale", "jit"): "ok",
+    ("test_unpinned", "jit"): "unpinned",
+}
+
+
+def make_pinned_suite(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(PINNED_SUITE.replace("{gone}", GONE))
+    project.run("--compile-pin-update").assert_outcomes(passed=5)
+    set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
+    project.tests(PINNED_SUITE.replace("{gone}", "") + UNPINNED)
+
+
+def report_shape(report: dict[str, object]) -> dict[str, object]:
+    """Everything in a report that does not depend on timing or the process layout."""
+    records = report["records"]
+    assert isinstance(records, list)
+    return {
+        "gate": report["gate"],
+        "stale": report["stale"],
+        "ran_cells": report["ran_cells"],
+        "environments": report["environments"],
+        "lost": report["lost"],
+        "records": [
+            (r["cell"], r["transform"], r["cache_state"], r["fingerprint"], r["outcome"],
+             r["location"])
+            for r in records
+        ],
+        "verdicts": [(v["cell"], v["transform"], v["status"], v["pin_file"])
+                     for v in report["verdicts"]],  # type: ignore[attr-defined]
+    }

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "check": "pytest_jaxcompile.cli_check",
     "pin": "pytest_jaxcompile.cli_pin",
     "report": "pytest_jaxcompile.cli_report",
+    "merge": "pytest_jaxcompile.cli_merge",
 }
 
 

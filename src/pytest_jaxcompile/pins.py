@@ -248,6 +248,15 @@ def _pin_line(text: str, cell: str, transform: str) -> int | None:
     return _line_of(text, header) or _line_of(text, cell)
 
 
+def pin_line(path: Path, cell: str, transform: str) -> int | None:
+    """The 1-based line of a pin's table in its file, or None (unreadable, not found)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return _pin_line(text, cell, transform)
+
+
 def _expect(table: dict[str, Any], name: str, kind: type) -> Any:
     if name not in table:
         raise ValueError(f"missing {name!r}")

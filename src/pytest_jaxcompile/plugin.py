@@ -14,7 +14,6 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
-import filelock
 import pytest
 
 from pytest_jaxcompile._version import __version__
@@ -28,8 +27,18 @@ from pytest_jaxcompile.budget import (
 )
 from pytest_jaxcompile.census import build_ledger, census_records, recompile_problems
 from pytest_jaxcompile.corpus import write_session_records
+from pytest_jaxcompile.gate import Identity, conclude, ordered
+from pytest_jaxcompile.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.github import (
+    GitHubTargets,
+    annotation_commands,
+    append_step_summary,
+    record_path_resolver,
+    step_summary,
+)
 from pytest_jaxcompile.guard import (
     XLA_FLAGS_ENV,
+    Clobber,
     clobber_affects_requirements,
     find_clobbers,
     parse_xla_flags,
@@ -45,17 +54,12 @@ from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.reporting import (
     SessionOutcome,
     build_report,
+    junit_properties,
     relative,
     summary_lines,
     write_report,
 )
 from pytest_jaxcompile.settings import Settings, non_negative_float
-from pytest_jaxcompile.verdicts import (
-    compile_count_changes,
-    find_stale,
-    judge_all,
-    session_failed,
-)
 
 PLUGIN_NAME = "jaxcompile-session"
 WORKER_OUTPUT_KEY = "jaxcompile"
@@ -139,6 +143,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="append this session's compile records to DIR, as a new JSON lines file "
         "(the results corpus read by the pytest-jaxcompile command).",
     )
+    group.addoption(
+        "--compile-github", default=None, choices=GITHUB_MODES,
+        help="GitHub Actions output: 'auto' (default) appends a Markdown summary to "
+        "$GITHUB_STEP_SUMMARY and prints annotations when $GITHUB_ACTIONS is 'true'; 'off'.",
+    )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
     parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
@@ -175,6 +184,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("compile_max_load", "load per core above which rows are noisy (1.5)",
                   default="")
     parser.addini("compile_strict", "judge noisy rows too", type="bool", default=False)
+    parser.addini("compile_github", "GitHub Actions output: auto or off (default auto)",
+                  default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -236,6 +247,12 @@ class JaxCompilePlugin:
         self.outcome: SessionOutcome | None = None
         self.record_file: Path | None = None
         self.record_error: str | None = None
+        self.worker_identities: set[Identity] = set()  # environments xdist workers ran in
+        self.workers_merged: set[str] = set()
+        self.workers_lost: set[str] = set()
+        self.lost: list[str] = []
+        self.github_problem: str | None = None
+        self.report_problem: str | None = None
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self.start_settings: dict[str, Any] = {}
         self._environment: JaxEnvironment | None = None
@@ -277,7 +294,15 @@ class JaxCompilePlugin:
 
     def probe_for(self, item: pytest.Item) -> JaxCompile:
         context = self.context_for(item, budget_of(item))
-        return JaxCompile(self.monitor, self.environment, context, self.add_record)
+        return JaxCompile(
+            self.monitor, self.environment, context, lambda record: self.measured(item, record)
+        )
+
+    def measured(self, item: pytest.Item, record: CompileRecord) -> None:
+        self.add_record(record)
+        # Appended as soon as the row exists, so a test that fails later keeps it;
+        # junitxml writes them as <property> elements (also from xdist workers).
+        item.user_properties.extend(junit_properties(record))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -342,7 +367,7 @@ class JaxCompilePlugin:
         cache = CacheSettings.current()
         if any(not module.nested for module in log.module_compiles()):
             for record in census_records(log, context, self.environment(), cache):
-                self.add_record(record)
+                self.measured(item, record)
         self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s)
 
     @pytest.hookimpl(wrapper=True)
@@ -366,84 +391,109 @@ class JaxCompilePlugin:
                 ledger.outcome = outcome
         return report
 
-    def merge_worker_output(self, output: dict[str, Any]) -> None:
-        payload = output.get(WORKER_OUTPUT_KEY) or {}
+    def worker_payload(self) -> dict[str, Any]:
+        """What an xdist worker sends to the controller (plain JSON-able data)."""
+        return {
+            "records": [record.to_dict() for record in self.records],
+            "ledgers": [ledger.to_dict() for ledger in self.ledgers.values()],
+            "ran_cells": sorted(self.ran_cells),
+            "identities": [list(identity) for identity in sorted(self.measured_identities())],
+        }
+
+    def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
+        """Take one worker's rows, once (xdist may report a node down twice)."""
+        if worker in self.workers_merged:
+            return
+        payload = output.get(WORKER_OUTPUT_KEY)
+        if payload is None:
+            return
+        self.workers_merged.add(worker)
         for data in payload.get("records", []):
             self.add_record(CompileRecord.from_dict(data))
         for data in payload.get("ledgers", []):
             ledger = CallLedger.from_dict(data)
             self.ledgers[ledger.cell] = ledger
         self.ran_cells.update(payload.get("ran_cells", []))
+        self.worker_identities.update(
+            (str(hardware), str(jax)) for hardware, jax in payload.get("identities", [])
+        )
+
+    def worker_lost(self, worker: str, error: object) -> None:
+        if worker not in self.workers_merged and worker not in self.workers_lost:
+            self.workers_lost.add(worker)
+            self.lost.append(
+                f"pytest-xdist worker {worker} went down ({error}) before it sent its compile "
+                "rows; rows of the tests it ran are not judged"
+            )
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
-            workeroutput[WORKER_OUTPUT_KEY] = {
-                "records": [record.to_dict() for record in self.records],
-                "ledgers": [ledger.to_dict() for ledger in self.ledgers.values()],
-                "ran_cells": sorted(self.ran_cells),
-            }
+            workeroutput[WORKER_OUTPUT_KEY] = self.worker_payload()
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
             return
-        self.outcome = self.conclude(self.store)
+        self.outcome = conclude(
+            self.records,
+            self.ran_cells,
+            self.measured_identities() | self.worker_identities,
+            self.store,
+            self.settings.gate,
+            rootdir=self.config.rootpath,
+            ledgers=self.ledgers.values(),
+            clobbers=self.clobbers(),
+        )
+        self.outcome.lost = list(self.lost)
         if self.settings.report_path is not None:
-            write_report(
-                self.settings.report_path,
-                build_report(self.outcome, self.records, self.ledgers.values(), __version__),
-            )
+            try:
+                write_report(
+                    self.settings.report_path,
+                    build_report(
+                        self.outcome, ordered(self.records), self.ledgers.values(), __version__
+                    ),
+                )
+            except OSError as error:  # CI would upload nothing: that must not pass quietly
+                self.report_problem = (
+                    f"compile report NOT written to {self.settings.report_path}: {error}"
+                )
         if self.settings.record_dir is not None:
             try:
-                self.record_file = write_session_records(self.settings.record_dir, self.records)
+                self.record_file = write_session_records(
+                    self.settings.record_dir, ordered(self.records)
+                )
             except OSError as error:
                 self.record_error = (
                     f"{error.filename or self.settings.record_dir}: {error.strerror or error}"
                 )
-        failed = self.outcome.failed or self.record_error is not None
+        github = self.github_targets()
+        if github.step_summary is not None and self.outcome.has_news():
+            try:
+                append_step_summary(github.step_summary, step_summary(self.outcome))
+            except OSError as error:
+                self.github_problem = f"GitHub step summary not written: {error}"
+        failed = (
+            self.outcome.failed or self.record_error is not None
+            or self.report_problem is not None
+        )
         if failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def conclude(self, store: PinStore) -> SessionOutcome:
-        settings = self.settings
-        outcome = SessionOutcome(
-            rootdir=self.config.rootpath,
-            pins_dir=settings.pins_dir,
-            thresholds=settings.thresholds,
-            pin_update=settings.pin_update,
-            fail_on_improvement=settings.fail_on_improvement,
-        )
-        measured = {(record.cell, record.transform) for record in self.records}
-        for hardware, jax_version in self.measured_identities():
-            outcome.stale += find_stale(store, self.ran_cells, measured, hardware, jax_version)
-        if settings.pin_update:
-            compiles = {cell: ledger.compiles for cell, ledger in self.ledgers.items()}
-            try:
-                outcome.pins_written = store.update(self.records, compiles)
-            except (PinFileError, filelock.Timeout) as error:
-                outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
-        outcome.verdicts = judge_all(self.records, store, settings.thresholds)
-        outcome.ledgers = sorted(self.ledgers.values(), key=lambda ledger: ledger.cell)
-        outcome.compile_count_changes = compile_count_changes(
-            self.ledgers.values(), self.records, store
-        )
-        outcome.clobbers = [
+    def clobbers(self) -> list[Clobber]:
+        """Settings that changed during the session; those affecting a requirement fail."""
+        return [
             dataclasses.replace(
-                clobber, fails=clobber_affects_requirements(clobber, settings.requirements)
+                clobber,
+                fails=clobber_affects_requirements(clobber, self.settings.requirements),
             )
             for clobber in find_clobbers(self.start_settings, self.records)
         ]
-        clobbered = any(clobber.fails for clobber in outcome.clobbers)
-        outcome.failed = outcome.pin_error is not None or clobbered or (
-            not settings.pin_update
-            and session_failed(
-                outcome.verdicts, settings.fail_on_improvement, settings.thresholds.time_advisory
-            )
-        )
-        return outcome
 
-    def measured_identities(self) -> set[tuple[str, str]]:
-        """(hardware, jax_version) this session ran under, also when xdist workers measured."""
-        identities = {(record.hardware, record.jax_version) for record in self.records}
+    def github_targets(self) -> GitHubTargets:
+        return GitHubTargets.from_environment(os.environ, self.settings.github)
+
+    def measured_identities(self) -> set[Identity]:
+        """(hardware, jax_version) this process ran under, also when it measured nothing."""
+        identities = {(record.hardware, record.key.jax_version) for record in self.records}
         if self._environment is None and not identities and "jax" in sys.modules:
             self.environment()  # jax is loaded anyway: the tests ran without measuring
         if self._environment is not None:
@@ -452,24 +502,30 @@ class JaxCompilePlugin:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = self.outcome
-        if outcome is None or not (
-            outcome.verdicts or outcome.stale or outcome.pins_written or outcome.ledgers
-            or outcome.clobbers
-        ):
+        if outcome is None:
+            return
+        problems = [
+            (self.report_problem, {"red": True, "bold": True}),
+            (self.github_problem, {"yellow": True}),
+            (self.record_error and f"compile records NOT written: {self.record_error}; the "
+             "session fails.", {"red": True, "bold": True}),
+        ]
+        if not outcome.has_news() and not any(text for text, _ in problems):
             return
         terminalreporter.write_sep("=", "jax compile times")
         verbose = self.config.get_verbosity() > 0
-        for text, markup in summary_lines(outcome, verbose):
+        lines = summary_lines(outcome, verbose) if outcome.has_news() else []
+        for text, markup in lines + [(text, markup) for text, markup in problems if text]:
             terminalreporter.write_line(text, **markup)
         if self.record_file is not None:
             terminalreporter.write_line(
                 f"compile records written: {relative(self.record_file, self.config.rootpath)}"
             )
-        if self.record_error is not None:
-            terminalreporter.write_line(
-                f"compile records NOT written: {self.record_error}; the session fails.",
-                red=True, bold=True,
-            )
+        github = self.github_targets()
+        if github.annotations and outcome.has_news():
+            path_of = record_path_resolver(self.config.rootpath, github.workspace)
+            for command in annotation_commands(outcome, path_of, github.workspace):
+                terminalreporter.write_line(command)  # a workflow command: no markup
 
 
 class XdistHooks:
@@ -479,6 +535,9 @@ class XdistHooks:
         self._plugin = plugin
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
+        worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))
         output = getattr(node, "workeroutput", None)
         if output:
-            self._plugin.merge_worker_output(output)
+            self._plugin.merge_worker_output(worker, output)
+        if error is not None:
+            self._plugin.worker_lost(worker, error)

@@ -48,9 +48,20 @@ class SessionOutcome:
     pins_written: list[Path] = field(default_factory=list)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
+    ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran
+    environments: list[tuple[str, str]] = field(default_factory=list)  # (hardware, jax)
+    lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
 
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)
+
+    def has_news(self) -> bool:
+        """Whether there is anything to show: a session that measured nothing, found no
+        stale pin and wrote no pin adds no summary anywhere."""
+        return bool(
+            self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
+            or self.ledgers or self.clobbers
+        )
 
 
 def relative(path: Path, root: Path) -> str:
@@ -146,6 +157,7 @@ def summary_lines(outcome: SessionOutcome, verbose: bool) -> list[Line]:
                           f"{clobber.describe()}", {"red": True, "bold": True}))
         else:
             lines.append((f"warning: settings clobbered: {clobber.describe()}", {"yellow": True}))
+    lines.extend(_lost_lines(outcome))
     lines.extend(_closing_lines(outcome))
     return lines
 
@@ -211,6 +223,12 @@ def _compile_count_lines(outcome: SessionOutcome) -> list[Line]:
     ]
 
 
+def _lost_lines(outcome: SessionOutcome) -> list[Line]:
+    return [
+        (f"compile rows missing: {lost}", {"red": True, "bold": True}) for lost in outcome.lost
+    ]
+
+
 def _stale_lines(outcome: SessionOutcome) -> list[Line]:
     if not outcome.stale:
         return []
@@ -228,8 +246,11 @@ def _stale_lines(outcome: SessionOutcome) -> list[Line]:
 
 def _closing_lines(outcome: SessionOutcome) -> list[Line]:
     lines: list[Line] = []
+    in_count_order = [Status.OK, *(status for status in Status if status is not Status.OK)]
     counts = ", ".join(
-        f"{outcome.count(status)} {status.value}" for status in Status if outcome.count(status)
+        f"{outcome.count(status)} {status.value}"
+        for status in in_count_order
+        if outcome.count(status)
     )
     if outcome.pin_error is not None:
         lines.append((f"pins NOT updated: {outcome.pin_error}", {"red": True, "bold": True}))
@@ -319,6 +340,7 @@ def build_report(
     ledgers: Iterable[CallLedger],
     plugin_version: str,
 ) -> dict[str, Any]:
+    """The JSON report; its schema is documented in docs/report-schema.md."""
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -334,8 +356,16 @@ def build_report(
             "max_load": outcome.thresholds.max_load,
             "strict": outcome.thresholds.strict,
         },
+        "fail_on_improvement": outcome.fail_on_improvement,
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,
+        "rootdir": str(outcome.rootdir),
+        "ran_cells": sorted(outcome.ran_cells),
+        "environments": [
+            {"hardware": hardware, "jax_version": jax_version}
+            for hardware, jax_version in sorted(set(outcome.environments))
+        ],
+        "lost": list(outcome.lost),
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
@@ -363,3 +393,22 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 def row_text(verdict: Verdict) -> str:
     """One verdict's line as the summary prints it (also `pytest-jaxcompile check`'s)."""
     return _row(verdict)
+JUNIT_PROPERTY_PREFIX = "jaxcompile"
+
+
+def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
+    """A measured row as test properties (JUnit XML ``<property>`` elements).
+
+    Names are ``jaxcompile.<transform>.<field>``; seconds are written in full precision.
+    """
+    prefix = f"{JUNIT_PROPERTY_PREFIX}.{record.transform}"
+    values: list[tuple[str, object]] = [
+        ("compile_s", record.compile_s),
+        ("trace_s", record.trace_s),
+        ("lower_s", record.lower_s),
+        ("cache_state", record.cache_state),
+        ("hardware", record.hardware),
+        ("jax_version", record.jax_version),
+        ("mixed_precision", "true" if record.mixed_precision else "false"),
+    ]
+    return [(f"{prefix}.{name}", str(value)) for name, value in values if value is not None]

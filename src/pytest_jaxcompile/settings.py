@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_jaxcompile.gate import GateSettings
+from pytest_jaxcompile.github import MODES as GITHUB_MODES
 from pytest_jaxcompile.guard import Requirements
 from pytest_jaxcompile.verdicts import (
     DEFAULT_FLOOR_S,
@@ -35,6 +37,7 @@ class Settings:
     requirements: Requirements
     repeat: int
     record_dir: Path | None = None
+    github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -65,7 +68,31 @@ class Settings:
             requirements=_requirements(config),
             repeat=_repeat(config),
             record_dir=_optional_path(config, "compile_record_dir"),
+            github=_choice(config, "compile_github", GITHUB_MODES, default="auto"),
         )
+
+    @property
+    def gate(self) -> GateSettings:
+        return GateSettings(
+            thresholds=self.thresholds,
+            pin_update=self.pin_update,
+            fail_on_improvement=self.fail_on_improvement,
+        )
+
+
+def _choice(config: pytest.Config, name: str, choices: tuple[str, ...], default: str) -> str:
+    """CLI value (argparse checked it), else ini value, else the default."""
+    cli = config.getoption(name)
+    if cli is not None:
+        return str(cli)
+    raw = str(config.getini(name) or "").strip()
+    if not raw:
+        return default
+    if raw not in choices:
+        raise pytest.UsageError(
+            f"ini option {name} = {raw!r} must be one of {', '.join(choices)}"
+        )
+    return raw
 
 
 def _metric(config: pytest.Config) -> str:

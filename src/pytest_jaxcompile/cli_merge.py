@@ -1,0 +1,210 @@
+"""``pytest-jaxcompile merge``: one verdict from the JSON reports of several CI jobs.
+
+Every record of every report is judged again against a pins directory with the plugin's
+own rules (`gate.conclude`: `verdicts.judge_all` and `pins.PinStore`), so a suite split
+over shards or a matrix gets the verdict an unsharded session would give, printed in the
+plugin's terminal format. Does not import jax.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from pytest_jaxcompile._version import __version__
+from pytest_jaxcompile.gate import GateSettings, conclude, ordered
+from pytest_jaxcompile.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.github import (
+    GitHubTargets,
+    annotation_commands,
+    append_step_summary,
+    record_path_resolver,
+    step_summary,
+)
+from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.report_file import LoadedReport, ReportError, load_report, report_paths
+from pytest_jaxcompile.reporting import SessionOutcome, build_report, summary_lines, write_report
+from pytest_jaxcompile.settings import non_negative_float
+from pytest_jaxcompile.verdicts import Thresholds
+
+HELP = "combine the JSON reports of several CI jobs into one summary and one exit status"
+PROG = "pytest-jaxcompile merge"
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+WIDTH = 80
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "reports", nargs="+", type=Path, metavar="REPORT",
+        help="JSON reports written by pytest --compile-report; a directory stands for every "
+        "*.json file below it",
+    )
+    parser.add_argument(
+        "--pins-dir", type=Path, default=Path("pins"), metavar="DIR",
+        help="directory of pin files to judge against (default: ./pins)",
+    )
+    parser.add_argument(
+        "--tolerance", type=non_negative_float, default=None, metavar="FRACTION",
+        help="relative drift tolerance (default: the reports' own, which must agree)",
+    )
+    parser.add_argument(
+        "--floor", type=non_negative_float, default=None, metavar="SECONDS",
+        help="absolute drift floor (default: the reports' own, which must agree)",
+    )
+    parser.add_argument(
+        "--fail-on-improvement", action=argparse.BooleanOptionalAction, default=None,
+        help="also exit 1 on improved rows (default: as the reports say)",
+    )
+    parser.add_argument(
+        "--pin-update", action="store_true",
+        help="write the reports' rows into the pins (never fails on drift)",
+    )
+    parser.add_argument(
+        "--write-report", type=Path, default=None, metavar="PATH",
+        help="write the merged records and verdicts as one JSON report (same schema)",
+    )
+    parser.add_argument(
+        "--github", choices=GITHUB_MODES, default="auto",
+        help="GitHub Actions output as the plugin's --compile-github (default: auto)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="list ok rows too",
+    )
+
+
+class UsageProblem(Exception):
+    """Bad input: reported as one line naming what is wrong, exit status 2."""
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        reports = [load_report(path) for path in report_paths(args.reports)]
+        settings = _gate_settings(args, reports)
+        store = PinStore.load(args.pins_dir.resolve())
+    except (ReportError, UsageProblem) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except PinFileError as error:
+        print(f"{PROG}: error: cannot read pin file {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+    _warn_duplicates(reports)
+    records = [record for report in reports for record in report.records]
+    ledgers = [ledger for report in reports for ledger in report.ledgers]
+    rootdir = Path.cwd()
+    outcome = conclude(
+        records,
+        [cell for report in reports for cell in report.ran_cells],
+        [identity for report in reports for identity in report.environments],
+        store,
+        settings,
+        rootdir=rootdir,
+        ledgers=ledgers,
+    )
+    outcome.lost = [f"{report.path}: {lost}" for report in reports for lost in report.lost]
+
+    print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
+    for report in reports:
+        print(f"  {report.path}: {len(report.records)} row(s)")
+    if outcome.has_news():
+        for text, _markup in summary_lines(outcome, args.verbose):
+            print(text)
+    else:
+        print("no compile rows in these reports")
+    _github(args.github, outcome, reports)
+    if args.write_report is not None:
+        try:
+            write_report(
+                args.write_report, build_report(outcome, ordered(records), ledgers, __version__)
+            )
+        except OSError as error:
+            print(f"{PROG}: error: cannot write {args.write_report}: {error}", file=sys.stderr)
+            return EXIT_USAGE
+    return EXIT_GATE_FAILED if outcome.failed else EXIT_OK
+
+
+def _merged(reports: list[LoadedReport]) -> str:
+    return f"merged from {len(reports)} report{'s' if len(reports) != 1 else ''}"
+
+
+def _gate_settings(args: argparse.Namespace, reports: list[LoadedReport]) -> GateSettings:
+    """The command line's values; otherwise the reports', which must agree."""
+    thresholds = {report.thresholds for report in reports if report.thresholds is not None}
+    if (args.tolerance is None or args.floor is None) and len(thresholds) > 1:
+        listed = "; ".join(
+            f"{report.path}: tolerance {report.thresholds.tolerance:g}, "
+            f"floor {report.thresholds.floor_s:g} s"
+            for report in reports if report.thresholds is not None
+        )
+        raise UsageProblem(
+            f"the reports were judged with different thresholds ({listed}); "
+            "give --tolerance and --floor"
+        )
+    reported = next(iter(thresholds), Thresholds())
+    fail_on_improvement = args.fail_on_improvement
+    if fail_on_improvement is None:
+        values = {r.fail_on_improvement for r in reports if r.fail_on_improvement is not None}
+        if len(values) > 1:
+            raise UsageProblem(
+                "the reports disagree on fail_on_improvement; give --fail-on-improvement "
+                "or --no-fail-on-improvement"
+            )
+        fail_on_improvement = next(iter(values), False)
+    return GateSettings(
+        thresholds=dataclasses.replace(
+            reported,
+            tolerance=reported.tolerance if args.tolerance is None else args.tolerance,
+            floor_s=reported.floor_s if args.floor is None else args.floor,
+        ),
+        pin_update=args.pin_update,
+        fail_on_improvement=bool(fail_on_improvement),
+    )
+
+
+def _warn_duplicates(reports: list[LoadedReport]) -> None:
+    """The same row under the same key in two reports is judged twice: say so."""
+    seen = Counter(
+        (record.cell, record.transform, record.key)
+        for report in reports
+        for record in {(r.cell, r.transform, r.key): r for r in report.records}.values()
+    )
+    repeated = sorted((cell, transform) for (cell, transform, _), n in seen.items() if n > 1)
+    if repeated:
+        shown = ", ".join(f"{cell} [{transform}]" for cell, transform in repeated[:5])
+        more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+        print(
+            f"{PROG}: warning: {len(repeated)} row(s) measured under the same key in more than "
+            f"one report: {shown}{more}. Each is judged; --pin-update keeps the last report's.",
+            file=sys.stderr,
+        )
+
+
+def _github(mode: str, outcome: SessionOutcome, reports: list[LoadedReport]) -> None:
+    targets = GitHubTargets.from_environment(os.environ, mode)
+    if not outcome.has_news():
+        return
+    if targets.step_summary is not None:
+        try:
+            append_step_summary(
+                targets.step_summary,
+                step_summary(outcome, f"jax compile times ({_merged(reports)})"),
+            )
+        except OSError as error:
+            print(f"{PROG}: warning: GitHub step summary not written: {error}", file=sys.stderr)
+    if targets.annotations:
+        resolvers = {}
+        for report in reports:
+            root = Path(report.rootdir) if report.rootdir else outcome.rootdir
+            resolver = record_path_resolver(root, targets.workspace)
+            resolvers.update({id(record): resolver for record in report.records})
+
+        def path_of(record: CompileRecord) -> str | None:
+            return resolvers[id(record)](record)
+
+        for command in annotation_commands(outcome, path_of, targets.workspace):
+            print(command)

@@ -1,0 +1,101 @@
+"""The gate's conclusion from a set of records: one rule set for pytest and ``merge``.
+
+Both the plugin (at the end of a session, also with pytest-xdist) and the ``merge``
+subcommand (over the JSON reports of several CI jobs) call `conclude`, so a merged
+verdict is decided exactly as an unsharded session would decide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from pytest_jaxcompile.guard import Clobber
+from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.records import CallLedger, CompileRecord
+from pytest_jaxcompile.reporting import SessionOutcome
+from pytest_jaxcompile.verdicts import (
+    Thresholds,
+    compile_count_changes,
+    find_stale,
+    judge_all,
+    session_failed,
+)
+
+Identity = tuple[str, str]  # (hardware, jax_version) a session ran under
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What decides the verdicts, wherever the records come from."""
+
+    thresholds: Thresholds
+    pin_update: bool
+    fail_on_improvement: bool
+
+
+def ordered(records: Iterable[CompileRecord]) -> list[CompileRecord]:
+    """Records by cell and transform; measurement order is kept among equal ones.
+
+    The order of records must not depend on how pytest-xdist spread the tests over its
+    workers or how a suite was sharded, so reports and pin updates come out the same.
+    """
+    return sorted(records, key=lambda record: (record.cell, record.transform))
+
+
+def conclude(
+    records: Iterable[CompileRecord],
+    ran_cells: Iterable[str],
+    identities: Iterable[Identity],
+    store: PinStore,
+    settings: GateSettings,
+    *,
+    rootdir: Path,
+    ledgers: Iterable[CallLedger] = (),
+    clobbers: Iterable[Clobber] = (),
+) -> SessionOutcome:
+    """Stale pins, the pin update (if asked), the verdicts, and whether the gate fails.
+
+    `ledgers` (census'd tests) pin and check compile counts; `clobbers` that affect a
+    required setting fail the gate.
+    """
+    rows = ordered(records)
+    outcome = SessionOutcome(
+        rootdir=rootdir,
+        pins_dir=store.directory,
+        thresholds=settings.thresholds,
+        pin_update=settings.pin_update,
+        fail_on_improvement=settings.fail_on_improvement,
+    )
+    ran = set(ran_cells)
+    measured = {(record.cell, record.transform) for record in rows}
+    known = {(record.hardware, record.key.jax_version) for record in rows} | set(identities)
+    outcome.ran_cells = sorted(ran)
+    outcome.environments = sorted(known)
+    for hardware, jax_version in outcome.environments:
+        outcome.stale += find_stale(store, ran, measured, hardware, jax_version)
+    outcome.ledgers = sorted(ledgers, key=lambda ledger: ledger.cell)
+    if settings.pin_update:
+        compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
+        try:
+            outcome.pins_written = store.update(rows, compiles)
+        except (PinFileError, filelock.Timeout) as error:
+            outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
+    outcome.verdicts = judge_all(rows, store, settings.thresholds)
+    outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
+    outcome.clobbers = list(clobbers)
+    outcome.failed = (
+        outcome.pin_error is not None
+        or any(clobber.fails for clobber in outcome.clobbers)
+        or (
+            not settings.pin_update
+            and session_failed(
+                outcome.verdicts, settings.fail_on_improvement,
+                settings.thresholds.time_advisory,
+            )
+        )
+    )
+    return outcome

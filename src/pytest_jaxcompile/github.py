@@ -1,0 +1,361 @@
+"""GitHub Actions output: the job's step summary (Markdown) and workflow-command annotations.
+
+Pure functions of a `SessionOutcome` and the environment mapping; the plugin writes the
+step summary in ``pytest_sessionfinish`` (controller only) and prints the annotations in
+its terminal summary; ``pytest-jaxcompile merge`` does the same for merged reports.
+
+Workflow commands and their escaping follow GitHub's toolkit (``@actions/core``,
+``command.ts``): in a message ``%``, ``\\r`` and ``\\n`` are percent-encoded; in a
+property value ``:`` and ``,`` are too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_jaxcompile.pins import pin_line
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.reporting import SessionOutcome, relative, repin_command
+from pytest_jaxcompile.verdicts import StalePin, Status, Verdict
+
+ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+ENV_ACTIONS = "GITHUB_ACTIONS"
+ENV_WORKSPACE = "GITHUB_WORKSPACE"
+MODES = ("auto", "off")
+MAX_LISTED_ROWS = 500  # per table of the step summary
+SUMMARY_BUDGET = 900_000  # bytes; GitHub refuses a step summary over 1 MiB
+
+SEVERITY = [Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK]
+
+# Where a record's test lives, as a path relative to the repository root, or None.
+PathOf = Callable[[CompileRecord], str | None]
+
+
+@dataclass(frozen=True)
+class GitHubTargets:
+    """What to produce for GitHub, from the environment (and the `--compile-github` mode)."""
+
+    step_summary: Path | None
+    annotations: bool
+    workspace: Path | None
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], mode: str = "auto") -> GitHubTargets:
+        if mode == "off":
+            return cls(step_summary=None, annotations=False, workspace=None)
+        summary = environ.get(ENV_STEP_SUMMARY, "").strip()
+        workspace = environ.get(ENV_WORKSPACE, "").strip()
+        return cls(
+            step_summary=Path(summary) if summary else None,
+            annotations=environ.get(ENV_ACTIONS, "").strip().lower() == "true",
+            workspace=Path(workspace) if workspace else None,
+        )
+
+
+# --- escaping -------------------------------------------------------------------------
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message: GitHub decodes %25, %0D and %0A."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value (``file=``, ``title=``, ...)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(
+    command: str, message: str, properties: Mapping[str, str | int | None]
+) -> str:
+    rendered = ",".join(
+        f"{name}={escape_property(str(value))}"
+        for name, value in properties.items()
+        if value is not None and str(value) != ""
+    )
+    head = f"::{command} {rendered}" if rendered else f"::{command}"
+    return f"{head}::{escape_data(message)}"
+
+
+# --- paths ----------------------------------------------------------------------------
+
+
+def workspace_path(path: Path, workspace: Path | None, fallback_root: Path) -> str:
+    """`path` relative to the repository root (GITHUB_WORKSPACE), else to `fallback_root`."""
+    resolved = path.resolve()
+    for root in (workspace, fallback_root):
+        if root is not None and resolved.is_relative_to(root.resolve()):
+            return resolved.relative_to(root.resolve()).as_posix()
+    return path.as_posix()
+
+
+def record_path_resolver(rootdir: Path, workspace: Path | None) -> PathOf:
+    """A record's test file relative to the workspace, for a session run in `rootdir`."""
+
+    def path_of(record: CompileRecord) -> str | None:
+        if record.location is None:
+            return None
+        return workspace_path(rootdir / record.location[0], workspace, rootdir)
+
+    return path_of
+
+
+# --- annotations ----------------------------------------------------------------------
+
+
+def annotation_commands(
+    outcome: SessionOutcome, path_of: PathOf, workspace: Path | None
+) -> list[str]:
+    """``::error`` for DRIFT rows (and improved ones when they fail the gate), ``::warning``
+    for improved rows and stale pins, each at the test function or the pin."""
+    if outcome.pin_update:
+        lines = []
+    else:
+        lines = [
+            _row_annotation(verdict, outcome, path_of)
+            for verdict in sorted(outcome.verdicts, key=_row_order)
+            if verdict.status in (Status.DRIFT, Status.IMPROVED)
+        ]
+    lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
+    if outcome.pin_error is not None:
+        lines.append(
+            workflow_command("error", f"pins NOT updated: {outcome.pin_error}",
+                             {"title": "jax compile pins not updated"})
+        )
+    lines += [
+        workflow_command("warning", f"compile rows missing: {lost}",
+                         {"title": "jax compile rows missing"})
+        for lost in outcome.lost
+    ]
+    return lines
+
+
+def _row_order(verdict: Verdict) -> tuple[int, str, str]:
+    return (SEVERITY.index(verdict.status), verdict.record.cell, verdict.record.transform)
+
+
+def _row_annotation(verdict: Verdict, outcome: SessionOutcome, path_of: PathOf) -> str:
+    record = verdict.record
+    failing = verdict.status is Status.DRIFT or outcome.fail_on_improvement
+    what = "slower" if verdict.status is Status.DRIFT else "faster"
+    message = (
+        f"{record.cell} [{record.transform}] compiled in {record.compile_s:.3f} s, "
+        f"pin {_pin_seconds(verdict)}{_ratio(verdict)}: {what} than its pin beyond the "
+        f"tolerance, under {record.key.describe()}."
+    )
+    if verdict.note:
+        message += f"\n{verdict.note}"
+    message += (
+        "\nIf this is intended, re-pin and commit the pin files: "
+        + repin_command([record.cell])
+    )
+    title = f"jax compile {verdict.status.value}: {record.cell.rsplit('::', 1)[-1]} " \
+            f"[{record.transform}]"
+    line = record.location[1] if record.location is not None else None
+    return workflow_command(
+        "error" if failing else "warning",
+        message,
+        {"file": path_of(record), "line": line, "title": title},
+    )
+
+
+def _stale_annotation(stale: StalePin, outcome: SessionOutcome, workspace: Path | None) -> str:
+    message = (
+        f"stale pin: {stale.cell} [{stale.transform}] ran in this session but measured "
+        f"nothing for this transform, under {stale.key.describe()}. Delete it from the pin "
+        "file if the transform is gone."
+    )
+    return workflow_command(
+        "warning",
+        message,
+        {
+            "file": workspace_path(stale.pin_file, workspace, outcome.rootdir),
+            "line": pin_line(stale.pin_file, stale.cell, stale.transform),
+            "title": f"stale jax compile pin: {stale.cell.rsplit('::', 1)[-1]} "
+                     f"[{stale.transform}]",
+        },
+    )
+
+
+def _pin_seconds(verdict: Verdict) -> str:
+    return "-" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
+
+
+def _ratio(verdict: Verdict) -> str:
+    if verdict.ratio is None:
+        return ""
+    text = f" ({verdict.ratio:.2f}x"
+    if verdict.tolerance is not None:
+        text += f", tolerance {verdict.tolerance:.0%}"
+    return text + ")"
+
+
+# --- step summary ---------------------------------------------------------------------
+
+
+def step_summary(outcome: SessionOutcome, title: str = "jax compile times") -> str:
+    """The Markdown appended to the job summary: the verdict first, then one table per key.
+
+    Kept under GitHub's size limit: `ok` rows are dropped first, then the end is cut.
+    """
+    text = _step_summary(outcome, title, with_ok=True)
+    if len(text.encode()) > SUMMARY_BUDGET:
+        text = _step_summary(outcome, title, with_ok=False)
+    if len(text.encode()) > SUMMARY_BUDGET:
+        cut = text.encode()[:SUMMARY_BUDGET].decode(errors="ignore").rsplit("\n", 1)[0]
+        text = cut + "\n\n... (cut to fit GitHub's step summary limit; see the JSON report)\n\n"
+    return text
+
+
+def _step_summary(outcome: SessionOutcome, title: str, with_ok: bool) -> str:
+    lines = [f"## {title}: {_headline(outcome)}", ""]
+    counts = ", ".join(
+        f"{outcome.count(status)} {status.value}" for status in SEVERITY if outcome.count(status)
+    )
+    if counts:
+        lines += [f"Compile rows: {counts}.", ""]
+    lines += _action_lines(outcome)
+    for key, verdicts in _groups(outcome):
+        lines += _group_lines(key, verdicts, outcome, with_ok)
+    if outcome.stale:
+        lines += [
+            f"### Stale pins ({len(outcome.stale)})",
+            "",
+            "Pinned transforms of tests that ran but measured nothing; delete them from the "
+            "pin file if the transform is gone.",
+            "",
+            "| Test | Transform | Pin file |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {_code(stale.cell)} | {_cell(stale.transform)} | "
+            f"{_code(relative(stale.pin_file, outcome.rootdir))} |"
+            for stale in outcome.stale
+        ]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n\n"
+
+
+def _headline(outcome: SessionOutcome) -> str:
+    if outcome.pin_error is not None:
+        return "pins NOT updated"
+    if outcome.pin_update:
+        return "pins updated"
+    drift = outcome.count(Status.DRIFT)
+    improved = outcome.count(Status.IMPROVED)
+    if outcome.failed:
+        parts = [f"{drift} DRIFT"] if drift else []
+        if outcome.fail_on_improvement and improved:
+            parts.append(f"{improved} improved")
+        return "FAIL (" + ", ".join(parts) + ")"
+    return "pass"
+
+
+def _action_lines(outcome: SessionOutcome) -> list[str]:
+    lines: list[str] = []
+    for lost in outcome.lost:
+        lines += [f"> [!WARNING]\n> Compile rows missing: {_text(lost)}", ""]
+    if outcome.pin_error is not None:
+        lines += [f"> [!CAUTION]\n> Pins NOT updated: {_text(outcome.pin_error)}", ""]
+        return lines
+    if outcome.pin_update:
+        written = [relative(path, outcome.rootdir) for path in outcome.pins_written]
+        lines += (
+            ["Pin files written:", ""] + [f"- {_code(name)}" for name in written] + [""]
+            if written else ["Pins updated: nothing changed.", ""]
+        )
+        return lines
+    for status, advice in (
+        (Status.DRIFT, "If the slowdown is intended, re-pin and commit the pin files:"),
+        (Status.IMPROVED, "Re-pin to lock the improvement in:"),
+        (Status.UNPINNED, "Pin the unpinned rows with:"),
+    ):
+        cells = [v.record.cell for v in outcome.verdicts if v.status is status]
+        if cells:
+            lines += [advice, "", "```bash", repin_command(cells), "```", ""]
+    return lines
+
+
+def _groups(outcome: SessionOutcome) -> list[tuple[ComparabilityKey, list[Verdict]]]:
+    """Groups by key; the groups holding the most severe verdicts come first."""
+    by_key: dict[ComparabilityKey, list[Verdict]] = {}
+    for verdict in outcome.verdicts:
+        by_key.setdefault(verdict.record.key, []).append(verdict)
+    groups = [(key, sorted(verdicts, key=_row_order)) for key, verdicts in by_key.items()]
+    return sorted(groups, key=lambda group: (_row_order(group[1][0])[0], group[0]))
+
+
+def _group_lines(
+    key: ComparabilityKey, verdicts: list[Verdict], outcome: SessionOutcome, with_ok: bool
+) -> list[str]:
+    lines = [f"### {_text(key.describe())}", ""]
+    pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
+    if pin_file is not None:
+        lines += [f"Pin file: {_code(relative(pin_file, outcome.rootdir))}", ""]
+    shown = [v for v in verdicts if v.status is not Status.OK]
+    ok = [v for v in verdicts if v.status is Status.OK]
+    if shown:
+        lines += _table(shown)
+    if ok and not with_ok:
+        lines += [f"{len(ok)} row(s) within tolerance (listed in the JSON report).", ""]
+    elif ok:
+        lines += [
+            f"<details><summary>{len(ok)} row(s) within tolerance</summary>",
+            "",
+            *_table(ok),
+            "</details>",
+            "",
+        ]
+    return lines
+
+
+def _table(verdicts: list[Verdict]) -> list[str]:
+    lines = [
+        "| Verdict | Test | Transform | Compile | Pin | Ratio | Tolerance | Note |",
+        "|---|---|---|---:|---:|---:|---:|---|",
+    ]
+    listed = verdicts[:MAX_LISTED_ROWS]
+    for verdict in listed:
+        record = verdict.record
+        pin = "" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
+        ratio = "" if verdict.ratio is None else f"{verdict.ratio:.2f}x"
+        tolerance = "" if verdict.tolerance is None else f"{verdict.tolerance:.0%}"
+        status = f"**{verdict.status.value}**" if verdict.status is Status.DRIFT else (
+            verdict.status.value
+        )
+        note = verdict.note or ""
+        if verdict.status is Status.NOT_JUDGED:
+            note = f"[{record.cache_state}] {note}".strip()
+        lines.append(
+            f"| {status} | {_code(record.cell)} | {_cell(record.transform)} | "
+            f"{record.compile_s:.3f} s | {pin} | {ratio} | {tolerance} | {_cell(note)} |"
+        )
+    if len(verdicts) > len(listed):
+        lines += ["", f"... and {len(verdicts) - len(listed)} more row(s) "
+                      "(see the JSON report)."]
+    lines.append("")
+    return lines
+
+
+def _text(text: str) -> str:
+    """Plain text in Markdown: no line breaks, no HTML."""
+    return " ".join(text.split()).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cell(text: str) -> str:
+    return _text(text).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """A code span inside a table cell; backticks in the text widen the fence."""
+    body = _cell(text)
+    return f"`` {body} ``" if "`" in body else f"`{body}`"
+
+
+def append_step_summary(path: Path, markdown: str) -> None:
+    """Append (never overwrite): other steps and tools write the same file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8", newline="\n") as handle:
+        handle.write(markdown)

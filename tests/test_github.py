@@ -1,0 +1,262 @@
+"""GitHub Actions output: step summary and annotations, as logic and through pytest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import JaxProject, set_pins
+from records_factory import make_record
+
+from pytest_jaxcompile.github import (
+    GitHubTargets,
+    annotation_commands,
+    append_step_summary,
+    escape_data,
+    escape_property,
+    record_path_resolver,
+    step_summary,
+    workflow_command,
+    workspace_path,
+)
+from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.reporting import SessionOutcome
+from pytest_jaxcompile.verdicts import StalePin, Thresholds, judge_all
+
+# --- logic ----------------------------------------------------------------------------
+
+
+def test_escaping_follows_the_toolkit_rules() -> None:
+    assert escape_data("50% of a\r\nb") == "50%25 of a%0D%0Ab"
+    assert escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert escape_data("a:b,c") == "a:b,c"  # only properties escape : and ,
+    command = workflow_command(
+        "error", "slower: 2x\nre-pin", {"file": "t,1.py", "line": 3, "title": "x: y", "col": None}
+    )
+    assert command == "::error file=t%2C1.py,line=3,title=x%3A y::slower: 2x%0Are-pin"
+    assert workflow_command("warning", "m", {}) == "::warning::m"
+
+
+def test_targets_come_from_the_environment_and_off_wins() -> None:
+    env = {"GITHUB_STEP_SUMMARY": "/tmp/s.md", "GITHUB_ACTIONS": "true",
+           "GITHUB_WORKSPACE": "/w"}
+    targets = GitHubTargets.from_environment(env)
+    assert targets == GitHubTargets(Path("/tmp/s.md"), True, Path("/w"))
+    assert GitHubTargets.from_environment(env, "off") == GitHubTargets(None, False, None)
+    assert GitHubTargets.from_environment({}) == GitHubTargets(None, False, None)
+    assert not GitHubTargets.from_environment({"GITHUB_ACTIONS": "false"}).annotations
+
+
+def test_paths_are_relative_to_the_workspace(tmp_path: Path) -> None:
+    root = tmp_path / "repo" / "pkg"
+    assert workspace_path(root / "tests/t.py", tmp_path / "repo", root) == "pkg/tests/t.py"
+    assert workspace_path(root / "tests/t.py", None, root) == "tests/t.py"
+    assert workspace_path(root / "tests/t.py", tmp_path / "elsewhere", root) == "tests/t.py"
+    path_of = record_path_resolver(root, tmp_path / "repo")
+    assert path_of(make_record(location=("tests/t.py", 7))) == "pkg/tests/t.py"
+    assert path_of(make_record(location=None)) is None
+
+
+def _outcome(tmp_path: Path, fail_on_improvement: bool = False) -> SessionOutcome:
+    store = PinStore.load(tmp_path / "pins")
+    drift = make_record(cell="tests/t.py::test_drift", location=("tests/t.py", 10))
+    improved = make_record(cell="tests/t.py::test_fast|x", location=("tests/t.py", 20))
+    ok = make_record(cell="tests/t.py::test_ok")
+    warm = make_record(cell="tests/t.py::test_warm", cache_state="warm")
+    store.update([drift, improved, ok, warm])
+    key = drift.key
+    store = PinStore.load(tmp_path / "pins")
+    measured = [
+        make_record(cell=drift.cell, location=drift.location, compile_s=5.0),
+        make_record(cell=improved.cell, location=improved.location, compile_s=0.1),
+        ok,
+        warm,
+        make_record(cell="tests/t.py::test_new", location=("tests/t.py", 30)),
+    ]
+    outcome = SessionOutcome(
+        rootdir=tmp_path, pins_dir=store.directory, thresholds=Thresholds(),
+        pin_update=False, fail_on_improvement=fail_on_improvement,
+    )
+    outcome.verdicts = judge_all(measured, store, outcome.thresholds)
+    outcome.stale = [StalePin(key, "tests/t.py::test_ok", "vag", store.path_for(key))]
+    outcome.failed = True
+    return outcome
+
+
+def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path) -> None:
+    outcome = _outcome(tmp_path)
+    lines = annotation_commands(outcome, record_path_resolver(tmp_path, tmp_path), tmp_path)
+    assert [line.split(" ", 1)[0] for line in lines] == ["::error", "::warning", "::warning"]
+    drift, improved, stale = lines
+    assert drift.startswith(
+        "::error file=tests/t.py,line=10,title=jax compile DRIFT%3A test_drift [vag]::"
+        "tests/t.py::test_drift [vag] compiled in 5.000 s, pin 1.000 s (5.00x, tolerance 50%25)"
+    )
+    assert "%0AIf this is intended, re-pin and commit the pin files: pytest " \
+           "--compile-pin-update tests/t.py::test_drift" in drift
+    assert improved.startswith("::warning file=tests/t.py,line=20,")
+    pin_file = outcome.stale[0].pin_file
+    line = pin_file.read_text().splitlines().index('[pins."tests/t.py::test_ok".vag]') + 1
+    assert stale.startswith(
+        f"::warning file=pins/{pin_file.name},line={line},title=stale jax compile pin%3A "
+    )
+    # Improvements that fail the gate are errors.
+    failing = annotation_commands(
+        _outcome(tmp_path, fail_on_improvement=True), record_path_resolver(tmp_path, None), None
+    )
+    assert [line.split(" ", 1)[0] for line in failing][:2] == ["::error", "::error"]
+
+
+def test_step_summary_puts_the_verdict_first_and_groups_by_key(tmp_path: Path) -> None:
+    text = step_summary(_outcome(tmp_path))
+    lines = text.splitlines()
+    assert lines[0] == "## jax compile times: FAIL (1 DRIFT)"
+    assert "Compile rows: 1 DRIFT, 1 improved, 1 unpinned, 2 ok." in lines
+    # The re-pin command comes before the tables.
+    command = lines.index("pytest --compile-pin-update tests/t.py::test_drift")
+    cold = lines.index("### cpu:cpu @ Test CPU x2 | jax 0.10.2 | full precision | cold")
+    warm = lines.index("### cpu:cpu @ Test CPU x2 | jax 0.10.2 | full precision | warm")
+    assert command < cold < warm  # the group with DRIFT first
+    rows = [line for line in lines[cold:warm] if line.startswith("| ")]
+    assert rows[1].startswith("| **DRIFT** | `tests/t.py::test_drift` | vag | 5.000 s | 1.000 s")
+    assert rows[2].startswith("| improved | `tests/t.py::test_fast\\|x` | vag |")  # | escaped
+    assert rows[3].startswith("| unpinned | `tests/t.py::test_new` |")
+    assert "<details><summary>1 row(s) within tolerance</summary>" in lines[cold:warm]
+    assert "### Stale pins (1)" in lines
+    assert text.endswith("\n\n")
+
+
+def test_the_step_summary_is_appended_never_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("earlier step\n")
+    append_step_summary(path, "## one\n\n")
+    append_step_summary(path, "## two\n\n")
+    assert path.read_text() == "earlier step\n## one\n\n## two\n\n"
+
+
+# --- through pytest -------------------------------------------------------------------
+
+SUITE = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_drift(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_improved(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+
+    def test_stale(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+        {gone}
+"""
+
+
+def _github_project(project: JaxProject) -> Path:
+    project.conftest(cache=False)
+    project.tests(SUITE.replace(
+        "{gone}", 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
+    ))
+    project.run("--compile-pin-update").assert_outcomes(passed=3)
+    set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
+    project.tests(SUITE.replace("{gone}", ""))
+    summary = project.path / "step-summary.md"
+    summary.write_text("# earlier step\n")
+    return summary
+
+
+def _def_line(project: JaxProject, name: str) -> int:
+    lines = (project.path / "test_models.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.startswith(f"def {name}("))
+
+
+def test_summary_and_annotations_when_the_variables_are_set(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = _github_project(project)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
+    result = project.run("-n", "2", "--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    folder = project.path.name
+    result.stdout.fnmatch_lines([
+        f"::error file={folder}/test_models.py,line={_def_line(project, 'test_drift')},"
+        "title=jax compile DRIFT%3A test_drift [[]jit[]]::test_models.py::test_drift [[]jit[]] "
+        "compiled in *",
+        f"::warning file={folder}/test_models.py,line={_def_line(project, 'test_improved')},*",
+        f"::warning file={folder}/pins/*.toml,line=*,title=stale jax compile pin%3A "
+        "test_stale [[]gone[]]::*",
+    ])
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n## jax compile times: FAIL (1 DRIFT)\n")
+    assert text.count("## jax compile times") == 1  # the main process only, not the workers
+    assert "| **DRIFT** | `test_models.py::test_drift` | jit |" in text
+    assert "pytest --compile-pin-update test_models.py::test_drift\n" in text
+    assert "| `test_models.py::test_stale` | gone |" in text
+
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path))  # a directory: cannot append
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the DRIFT row, not an internal error
+    result.stdout.fnmatch_lines(["GitHub step summary not written: *", "::error file=*"])
+
+
+def test_nothing_for_github_when_unset_or_off(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = _github_project(project)
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "::error" not in result.stdout.str() and "::warning" not in result.stdout.str()
+    assert summary.read_text() == "# earlier step\n"
+
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    result = project.run("--compile-floor", "0", "--compile-github=off")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "::error" not in result.stdout.str()
+    assert summary.read_text() == "# earlier step\n"
+
+
+def test_github_mode_from_the_command_line_beats_the_ini_file(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_jaxcompile.settings import Settings
+
+    assert Settings.from_config(pytester.parseconfig()).github == "auto"
+    pytester.makeini("[pytest]\ncompile_github = off\n")
+    assert Settings.from_config(pytester.parseconfig()).github == "off"
+    assert Settings.from_config(pytester.parseconfig("--compile-github=auto")).github == "auto"
+
+
+def test_bad_github_mode_in_the_ini_file_is_a_usage_error(project: JaxProject) -> None:
+    project.pytester.makeini("[pytest]\ncompile_github = sometimes\n")
+    project.tests("def test_nothing():\n    pass\n")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*compile_github = 'sometimes' must be one of auto, off*"])
+
+
+def test_a_huge_step_summary_stays_under_githubs_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_jaxcompile import github
+
+    monkeypatch.setattr(github, "SUMMARY_BUDGET", 20_000)  # instead of building 1 MB
+    outcome = _outcome(tmp_path)
+    ok = [v for v in outcome.verdicts if v.status.value == "ok"]
+    outcome.verdicts += ok * 3000
+    text = step_summary(outcome)
+    assert len(text.encode()) <= github.SUMMARY_BUDGET
+    assert "row(s) within tolerance (listed in the JSON report)." in text
+    assert "| **DRIFT** |" in text
+    outcome.verdicts += [v for v in outcome.verdicts if v.status.value == "DRIFT"] * 300
+    text = step_summary(outcome)
+    assert len(text.encode()) <= github.SUMMARY_BUDGET
+    assert text.endswith("see the JSON report)\n\n")
+
+
+def test_help_lists_the_github_option(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*--compile-github={auto,off}*", "*compile_github*"])
+
