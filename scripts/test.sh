@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The plugin's own checks: lint, types, and the test suite (real JAX on the CPU).
+# The plugin's own checks: lint, types, and the test suite (real JAX and torch on the CPU).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$repo/scripts/setup-venv.sh"
+# The torch backend's tests need torch; pin the CPU build explicitly (a looser range can
+# pull a multi-GB CUDA build). JAXCOMPILE_SKIP_TORCH=1 tests the JAX-only install instead,
+# where those tests skip.
+if [ "${JAXCOMPILE_SKIP_TORCH:-0}" != "1" ]; then
+  python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+fi
 cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py
 mypy

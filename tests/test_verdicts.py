@@ -102,3 +102,12 @@ def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStor
     assert [(s.cell, s.transform) for s in stale] == [(record.cell, "vag")]
     assert find_stale(store, set(), set(), record.hardware, "0.10.2") == []  # did not run
     assert find_stale(store, ran, set(), "other hardware", "0.10.2") == []
+
+
+def test_torch_rows_are_never_compared_with_jax_pins(store: PinStore) -> None:
+    # Same cell, transform, hardware and even version string: another framework.
+    torch_row = make_record(framework="torch", torch_version="0.10.2", compile_s=50.0)
+    verdict = judge(torch_row, store, THRESHOLDS)
+    assert verdict.status is Status.UNPINNED
+    assert torch_row.key.framework == "torch"
+    assert torch_row.key != make_record().key

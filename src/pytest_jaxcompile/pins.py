@@ -125,7 +125,7 @@ class PinGroup:
         tables: dict[str, dict[str, Any]] = {}
         for cell, transform in sorted(self.pins):
             tables.setdefault(cell, {})[transform] = self.pins[(cell, transform)].to_toml()
-        document: dict[str, Any] = {"key": self.key.to_dict(), "pins": tables}
+        document: dict[str, Any] = {"key": key_table(self.key), "pins": tables}
         if self.compiles:
             document["tests"] = {
                 cell: {"compiles": self.compiles[cell]} for cell in sorted(self.compiles)
@@ -133,10 +133,30 @@ class PinGroup:
         return PIN_FILE_HEADER + tomli_w.dumps(document)
 
 
+FRAMEWORKS = ("jax", "torch")
+VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
+
+
+def key_table(key: ComparabilityKey) -> dict[str, Any]:
+    """The [key] table: JAX keys as they always were; torch keys name their framework."""
+    if key.framework == "jax":
+        return {
+            "hardware": key.hardware, "jax_version": key.jax_version,
+            "mixed_precision": key.mixed_precision, "cache_state": key.cache_state,
+        }
+    return {
+        "framework": key.framework, "hardware": key.hardware,
+        VERSION_FIELDS[key.framework]: key.jax_version,
+        "mixed_precision": key.mixed_precision, "cache_state": key.cache_state,
+    }
+
+
 def pin_file_name(key: ComparabilityKey) -> str:
     """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
     precision = "mixed" if key.mixed_precision else "full"
-    parts = (key.hardware[:80], f"jax-{key.jax_version}", precision, key.cache_state)
+    parts = (
+        key.hardware[:80], f"{key.framework}-{key.jax_version}", precision, key.cache_state
+    )
     slug = "--".join(re.sub(r"[^A-Za-z0-9.]+", "-", part).strip("-").lower() for part in parts)
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:8]
     return f"{slug}--{digest}.toml"
@@ -166,15 +186,28 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
         raise PinFileError(path, "missing the [key] table that names the comparability key")
     key_line = _line_of(text, "[key]")
     fields: dict[str, Any] = {}
+    framework = raw_key.get("framework", "jax")
+    if framework not in FRAMEWORKS:
+        raise PinFileError(
+            path, f"[key] framework {framework!r} is not one of {', '.join(FRAMEWORKS)}",
+            _field_line(text, key_line, "framework") or key_line,
+        )
+    version_field = VERSION_FIELDS[framework]
     for name, kind in (
-        ("hardware", str), ("jax_version", str), ("mixed_precision", bool), ("cache_state", str)
+        ("hardware", str), (version_field, str), ("mixed_precision", bool), ("cache_state", str)
     ):
         try:
             fields[name] = _expect(raw_key, name, kind)
         except ValueError as error:
             line = _field_line(text, key_line, name) or key_line
             raise PinFileError(path, f"[key] {error}", line) from None
-    key = ComparabilityKey(**fields)
+    key = ComparabilityKey(
+        hardware=fields["hardware"],
+        jax_version=fields[version_field],
+        mixed_precision=fields["mixed_precision"],
+        cache_state=fields["cache_state"],
+        framework=framework,
+    )
     if key.cache_state not in {state.value for state in CacheState if state.judged}:
         raise PinFileError(
             path,

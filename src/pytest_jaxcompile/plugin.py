@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Generator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,13 @@ from pytest_jaxcompile.budget import (
     over_budget,
     parse_budget,
 )
-from pytest_jaxcompile.census import build_ledger, census_records, recompile_problems
+from pytest_jaxcompile.census import (
+    CENSUS_SOURCE,
+    build_ledger,
+    census_records,
+    recompile_problems,
+    unique_names,
+)
 from pytest_jaxcompile.corpus import write_session_records
 from pytest_jaxcompile.gate import Identity, conclude, ordered
 from pytest_jaxcompile.github import MODES as GITHUB_MODES
@@ -60,10 +67,21 @@ from pytest_jaxcompile.reporting import (
     write_report,
 )
 from pytest_jaxcompile.settings import Settings, non_negative_float
+from pytest_jaxcompile.torchcompile import (
+    FrameCompile,
+    TorchCompile,
+    TorchEnvironment,
+)
+from pytest_jaxcompile.torchcompile import build_ledger as build_torch_ledger
+from pytest_jaxcompile.torchcompile import frame_records as torch_frame_records
+from pytest_jaxcompile.torchcompile import frames_since as torch_frames_since
+from pytest_jaxcompile.torchcompile import now_us as torch_now_us
+from pytest_jaxcompile.torchcompile import recompile_problems as torch_recompile_problems
 
 PLUGIN_NAME = "jaxcompile-session"
 WORKER_OUTPUT_KEY = "jaxcompile"
 plugin_key = pytest.StashKey["JaxCompilePlugin"]()
+torch_probe_key = pytest.StashKey["TorchCompile"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -233,6 +251,19 @@ def jax_compile(request: pytest.FixtureRequest) -> JaxCompile:
     return plugin.probe_for(node)
 
 
+@pytest.fixture
+def torch_compile(request: pytest.FixtureRequest) -> TorchCompile:
+    """Measure ``torch.compile``: ``torch_compile(model_or_fn, *example_inputs, **kwargs)``.
+
+    Compiles, runs the first call and returns the compiled callable; each compiled frame
+    is a row of this test. Needs torch (``pip install pytest-jaxcompile[torch]``).
+    """
+    plugin = request.config.stash[plugin_key]
+    node = request.node
+    assert isinstance(node, pytest.Item)
+    return plugin.torch_probe_for(node)
+
+
 class JaxCompilePlugin:
     """Session state: the records measured, the pins, and the verdicts."""
 
@@ -256,6 +287,7 @@ class JaxCompilePlugin:
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
         self.start_settings: dict[str, Any] = {}
         self._environment: JaxEnvironment | None = None
+        self._torch_environment: TorchEnvironment | None = None
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -304,6 +336,24 @@ class JaxCompilePlugin:
         # junitxml writes them as <property> elements (also from xdist workers).
         item.user_properties.extend(junit_properties(record))
 
+    def torch_environment(self) -> TorchEnvironment:
+        if self._torch_environment is None:
+            self._torch_environment = TorchEnvironment.detect(self.settings.hardware_override)
+        problem = platform_problem(
+            self.settings.requirements.platform, self._torch_environment.hardware.platform
+        )
+        if problem is not None:
+            pytest.fail(problem.replace("JAX's default backend", "torch's device"), pytrace=False)
+        return self._torch_environment
+
+    def torch_probe_for(self, item: pytest.Item) -> TorchCompile:
+        context = self.context_for(item, budget_of(item))
+        probe = TorchCompile(
+            self.torch_environment, context, lambda record: self.measured(item, record)
+        )
+        item.stash[torch_probe_key] = probe
+        return probe
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # Snapshot what later compiles are compared with; JAX's own settings only when
@@ -331,15 +381,22 @@ class JaxCompilePlugin:
             result = yield
             problems = over_budget(budget, self.records_of(item.nodeid))
         else:
-            with self.monitor.capture() as log:
+            torch_since = torch_now_us()
+            # JAX's events only when the suite imported JAX: a torch-only census must not
+            # pay for (or depend on) a JAX import.
+            capture = self.monitor.capture() if "jax" in sys.modules else nullcontext(None)
+            with capture as log:
                 start = time.perf_counter()
                 try:
                     result = yield
                 finally:  # a failing test keeps its census rows and its seconds
-                    self.finish_census(item, budget, log, time.perf_counter() - start)
+                    wall_s = time.perf_counter() - start
+                    torch_frames = self.finish_torch_census(item, budget, torch_since)
+                    self.finish_census(item, budget, log, wall_s, torch_frames)
             problems = over_budget(budget, self.records_of(item.nodeid))
-            own = [module for module in log.module_compiles() if not module.nested]
+            own = [m for m in log.module_compiles() if not m.nested] if log is not None else []
             problems += recompile_problems(budget.max_compiles, own)
+            problems += torch_recompile_problems(budget.max_compiles, torch_frames)
         problems += self.requirement_problems(item, budget)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
@@ -360,15 +417,39 @@ class JaxCompilePlugin:
                 )
         return problems
 
+    def finish_torch_census(
+        self, item: pytest.Item, budget: CompileBudget, since_us: int
+    ) -> list[FrameCompile]:
+        """torch frame compiles of the test, when the test used torch (never imported here)."""
+        if "torch" not in sys.modules:
+            return []
+        probe = item.stash.get(torch_probe_key, None)
+        measured = probe.frame_starts if probe is not None else set()
+        frames = [f for f in torch_frames_since(since_us) if f.start_time_us not in measured]
+        if frames:
+            names = unique_names([frame.name for frame in frames])
+            context = self.context_for(item, budget)
+            for record in torch_frame_records(
+                frames, names, context, self.torch_environment(), CENSUS_SOURCE
+            ):
+                self.measured(item, record)
+        return frames
+
     def finish_census(
-        self, item: pytest.Item, budget: CompileBudget, log: EventLog, wall_s: float
+        self, item: pytest.Item, budget: CompileBudget, log: EventLog | None, wall_s: float,
+        torch_frames: list[FrameCompile],
     ) -> None:
-        context = self.context_for(item, budget)
-        cache = CacheSettings.current()
-        if any(not module.nested for module in log.module_compiles()):
+        """JAX census rows, and the test's ledger (torch's when only torch compiled)."""
+        jax_compiles = [m for m in log.module_compiles() if not m.nested] if log else []
+        if log is not None and jax_compiles:
+            context = self.context_for(item, budget)
+            cache = CacheSettings.current()
             for record in census_records(log, context, self.environment(), cache):
                 self.measured(item, record)
-        self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s)
+        if torch_frames and not jax_compiles:
+            self.ledgers[item.nodeid] = build_torch_ledger(torch_frames, item.nodeid, wall_s)
+        elif log is not None:
+            self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

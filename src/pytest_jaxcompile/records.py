@@ -33,16 +33,24 @@ class ComparabilityKey:
     """Rows and pins are only ever compared under exactly the same key."""
 
     hardware: str
-    jax_version: str
+    jax_version: str  # the framework's version: jax's, or torch's for torch rows
     mixed_precision: bool
     cache_state: str
+    framework: str = "jax"  # "jax" or "torch": rows of the two are never compared
+
+    @property
+    def version_label(self) -> str:
+        return f"{self.framework} {self.jax_version}"
 
     def describe(self) -> str:
         precision = "mixed precision" if self.mixed_precision else "full precision"
-        return f"{self.hardware} | jax {self.jax_version} | {precision} | {self.cache_state}"
+        return f"{self.hardware} | {self.version_label} | {precision} | {self.cache_state}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.framework == "jax":  # the layout JAX keys always had
+            del data["framework"]
+        return data
 
 
 @dataclass
@@ -104,6 +112,11 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
+    framework: str = "jax"
+    torch_version: str | None = None  # torch rows: the framework version in the key
+    phases: dict[str, float] | None = None  # torch rows: dynamo / aot_autograd / inductor
+    overlays: dict[str, float] | None = None  # inside the phases; never summed into them
+    ledger: dict[str, Any] | None = None  # torch rows: the first call's partition
     record_kind: str = RECORD_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -111,9 +124,11 @@ class CompileRecord:
     def key(self) -> ComparabilityKey:
         return ComparabilityKey(
             hardware=self.hardware,
-            jax_version=self.jax_version,
+            jax_version=(self.torch_version or "") if self.framework == "torch"
+            else self.jax_version,
             mixed_precision=self.mixed_precision,
             cache_state=self.cache_state,
+            framework=self.framework,
         )
 
     @property
@@ -167,6 +182,8 @@ class CallLedger:
     modules: dict[str, int] = field(default_factory=dict)  # compiles per JAX function name
     overlays: dict[str, float] = field(default_factory=dict)
     outcome: str | None = None
+    # "torch": trace_s, lower_s and backend_compile_s hold dynamo, AOTAutograd and inductor.
+    framework: str = "jax"
     record_kind: str = LEDGER_KIND
     schema_version: int = SCHEMA_VERSION
 

@@ -192,10 +192,11 @@ def ledger_line(ledger: CallLedger) -> str:
             f"wall {ledger.wall_s:.3f} s = compile {ledger.compile_s:.3f} s{fraction}"
             f" + {RESIDUAL_NAME} {ledger.execute_and_python_s:.3f} s"
         )
-    phases = (
-        f"trace {ledger.trace_s:.3f}, lower {ledger.lower_s:.3f}, "
-        f"backend {ledger.backend_compile_s:.3f}"
+    labels = ("dynamo", "aot_autograd", "inductor") if ledger.framework == "torch" else (
+        "trace", "lower", "backend"
     )
+    figures = (ledger.trace_s, ledger.lower_s, ledger.backend_compile_s)
+    phases = ", ".join(f"{label} {value:.3f}" for label, value in zip(labels, figures, strict=True))
     overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
     return (
         f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
@@ -408,7 +409,11 @@ def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
         ("lower_s", record.lower_s),
         ("cache_state", record.cache_state),
         ("hardware", record.hardware),
-        ("jax_version", record.jax_version),
+        *(
+            [("jax_version", record.jax_version)] if record.framework == "jax"
+            else [("framework", record.framework), (f"{record.framework}_version",
+                                                    record.key.jax_version)]
+        ),
         ("mixed_precision", "true" if record.mixed_precision else "false"),
     ]
     return [(f"{prefix}.{name}", str(value)) for name, value in values if value is not None]

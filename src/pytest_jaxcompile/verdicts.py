@@ -172,8 +172,8 @@ def bumped_from(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> list[s
             other.jax_version
             for other in pinned
             if other.jax_version != key.jax_version
-            and (other.hardware, other.mixed_precision, other.cache_state)
-            == (key.hardware, key.mixed_precision, key.cache_state)
+            and (other.hardware, other.mixed_precision, other.cache_state, other.framework)
+            == (key.hardware, key.mixed_precision, key.cache_state, key.framework)
         }
     )
 
@@ -183,16 +183,17 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
     bumped = bumped_from(key, pinned)
     if bumped:
         return (
-            f"pinned under jax {', '.join(bumped)}: a jax version bump recompiles once by "
-            "design (cache keys include the version); this is not drift. "
+            f"pinned under {key.framework} {', '.join(bumped)}: a {key.framework} version "
+            "bump recompiles once by design (cache keys include the version); this is not "
+            "drift. "
             "Pin the new version with --compile-pin-update"
         )
     states = sorted(
         {
             other.cache_state
             for other in pinned
-            if (other.hardware, other.jax_version, other.mixed_precision)
-            == (key.hardware, key.jax_version, key.mixed_precision)
+            if (other.hardware, other.jax_version, other.mixed_precision, other.framework)
+            == (key.hardware, key.jax_version, key.mixed_precision, key.framework)
         }
     )
     if states:

@@ -1,0 +1,350 @@
+"""torch.compile rows: per compiled frame, from torch's own compilation metrics.
+
+torch is imported only inside the functions that need it: a JAX-only install never
+imports it. Verified with torch 2.13.0 (CPU build), whose
+``torch._dynamo.utils.get_compilation_metrics()`` holds one ``CompilationMetrics`` per
+frame compile with the phase times, the FX-graph and AOTAutograd cache hit/miss counts
+and the recompile reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_jaxcompile.classify import Classification
+from pytest_jaxcompile.hardware import Hardware, hardware_name, host_cpu_model, usable_cpu_count
+from pytest_jaxcompile.measure import (
+    DuplicateTransformError,
+    MeasureContext,
+    host_state,
+    utc_now,
+)
+from pytest_jaxcompile.records import CacheDetails, CacheState, CallLedger, CompileRecord
+
+FRAMEWORK = "torch"
+RESIDUAL_NAME = "first_call_execute_s"
+
+
+@dataclass(frozen=True)
+class TorchEnvironment:
+    hardware: Hardware
+    torch_version: str
+
+    @classmethod
+    def detect(cls, hardware_override: str | None) -> TorchEnvironment:
+        import torch
+
+        if torch.cuda.is_available():
+            platform_name, device_kind = "gpu", torch.cuda.get_device_name(0)
+            device_count = torch.cuda.device_count()
+        else:
+            platform_name, device_kind, device_count = "cpu", "cpu", 1
+        cpu_model, cpu_count = host_cpu_model(), usable_cpu_count()
+        name = hardware_override or hardware_name(platform_name, device_kind, cpu_model, cpu_count)
+        hardware = Hardware(
+            name=name, platform=platform_name, device_kind=device_kind,
+            device_count=device_count, cpu_model=cpu_model, cpu_count=cpu_count,
+            overridden=hardware_override is not None,
+        )
+        return cls(hardware=hardware, torch_version=str(torch.__version__))
+
+
+@dataclass(frozen=True)
+class FrameCompile:
+    """One dynamo frame compile, as torch measured it."""
+
+    name: str
+    location: str
+    compile_s: float
+    dynamo_s: float
+    aot_autograd_s: float
+    inductor_s: float
+    code_gen_s: float  # inside inductor: code load/build, where a JIT compile spends its time
+    triton_s: float
+    fx_cache_hits: int
+    fx_cache_misses: int
+    autograd_cache_hits: int
+    autograd_cache_misses: int
+    graph_op_count: int | None
+    recompile_reason: str | None
+    fail_reason: str | None
+    start_time_us: int
+
+    @classmethod
+    def from_metrics(cls, metrics: Any) -> FrameCompile:
+        def seconds(name: str) -> float:
+            value = getattr(metrics, name, None)
+            return float(value) if value else 0.0
+
+        def count(name: str) -> int:
+            return int(getattr(metrics, name, None) or 0)
+
+        whole = seconds("entire_frame_compile_time_s")
+        backend = seconds("backend_compile_time_s")
+        inductor = seconds("inductor_compile_time_s")
+        return cls(
+            name=str(getattr(metrics, "co_name", None) or "<frame>"),
+            location=f"{getattr(metrics, 'co_filename', '?')}:"
+            f"{getattr(metrics, 'co_firstlineno', '?')}",
+            compile_s=whole,
+            dynamo_s=max(whole - backend, 0.0),
+            aot_autograd_s=max(backend - inductor, 0.0),
+            inductor_s=inductor,
+            code_gen_s=seconds("code_gen_time_s"),
+            triton_s=count("triton_compile_time_us") / 1e6,
+            fx_cache_hits=count("inductor_fx_local_cache_hit_count")
+            + count("inductor_fx_remote_cache_hit_count"),
+            fx_cache_misses=count("inductor_fx_local_cache_miss_count")
+            + count("inductor_fx_remote_cache_miss_count"),
+            autograd_cache_hits=count("aotautograd_local_cache_hit_count")
+            + count("aotautograd_remote_cache_hit_count"),
+            autograd_cache_misses=count("aotautograd_local_cache_miss_count")
+            + count("aotautograd_remote_cache_miss_count"),
+            graph_op_count=getattr(metrics, "graph_op_count", None),
+            recompile_reason=getattr(metrics, "recompile_reason", None),
+            fail_reason=getattr(metrics, "fail_reason", None),
+            start_time_us=count("start_time_us"),
+        )
+
+    @property
+    def phases(self) -> dict[str, float]:
+        return {
+            "dynamo_s": self.dynamo_s,
+            "aot_autograd_s": self.aot_autograd_s,
+            "inductor_s": self.inductor_s,
+        }
+
+
+def classify_frame(frame: FrameCompile, caches_enabled: bool) -> Classification:
+    """cache_state of a torch frame compile from torch's cache counters."""
+    if not caches_enabled:
+        return Classification(
+            CacheState.NONE, persisted=False, reason="no_cache_configured",
+            detail="the inductor FX-graph and AOTAutograd caches are disabled",
+        )
+    # Inductor's code generation and build is where a cold compile spends its time, so
+    # the FX-graph cache decides when it was consulted; AOTAutograd's cache otherwise.
+    counts = (
+        f"FX graph {frame.fx_cache_hits} hit(s) / {frame.fx_cache_misses} miss(es), "
+        f"AOTAutograd {frame.autograd_cache_hits} / {frame.autograd_cache_misses}"
+    )
+    if frame.fx_cache_misses or frame.fx_cache_hits:
+        if frame.fx_cache_misses:
+            return Classification(CacheState.COLD, detail=f"inductor compiled: {counts}")
+        return Classification(CacheState.WARM, detail=f"served from the caches: {counts}")
+    if frame.autograd_cache_misses:
+        return Classification(CacheState.COLD, detail=f"compiled: {counts}")
+    if frame.autograd_cache_hits:
+        return Classification(CacheState.WARM, detail=f"served from the caches: {counts}")
+    return Classification(
+        CacheState.UNKNOWN, reason="no_cache_lookups",
+        detail="torch reported no FX-graph or AOTAutograd cache lookup for this frame "
+        "(a backend other than inductor, or a graph with nothing to compile)",
+    )
+
+
+def caches_enabled() -> bool:
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+
+    return bool(inductor_config.fx_graph_cache) or bool(functorch_config.enable_autograd_cache)
+
+
+def cache_dir() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+        return str(inductor_cache_dir())
+    except (ImportError, AttributeError):
+        return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
+def frames_since(start_time_us: int) -> list[FrameCompile]:
+    """Frame compiles torch recorded since a moment (its metrics deque is bounded)."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return [
+        frame
+        for frame in map(FrameCompile.from_metrics, get_compilation_metrics())
+        if frame.start_time_us >= start_time_us
+    ]
+
+
+def now_us() -> int:
+    return int(time.time() * 1e6)
+
+
+def frame_records(
+    frames: list[FrameCompile],
+    names: list[str],
+    context: MeasureContext,
+    environment: TorchEnvironment,
+    source: str,
+    ledger: dict[str, Any] | None = None,
+) -> list[CompileRecord]:
+    enabled = caches_enabled()
+    directory = cache_dir()
+    records = []
+    for frame, name in zip(frames, names, strict=True):
+        verdict = classify_frame(frame, enabled)
+        notes = [f"recompile: {frame.recompile_reason}"] if frame.recompile_reason else []
+        if frame.fail_reason:
+            notes.append(f"compile failed: {frame.fail_reason}")
+        records.append(
+            CompileRecord(
+                cell=context.cell,
+                transform=name,
+                framework=FRAMEWORK,
+                torch_version=environment.torch_version,
+                hardware=environment.hardware.name,
+                hardware_detail=environment.hardware.detail(),
+                jax_version="",
+                jaxlib_version="",
+                mixed_precision=context.mixed_precision,
+                cache_state=verdict.cache_state.value,
+                compile_s=frame.compile_s,
+                trace_s=frame.dynamo_s,
+                backend_compile_s=frame.inductor_s,
+                phases=frame.phases,
+                overlays={"inductor_code_gen_s": frame.code_gen_s, "triton_s": frame.triton_s},
+                ledger=ledger,
+                cache=CacheDetails(
+                    dir=directory, enabled=enabled, reason=verdict.reason,
+                    reason_detail=verdict.detail, notes=notes,
+                ),
+                host_state=host_state(0.0, 0.0),
+                module_name=frame.location,
+                op_count=frame.graph_op_count,
+                source=source,
+                tolerance=context.tolerance,
+                max_ops_growth=context.max_ops_growth,
+                location=context.location,
+                timestamp=utc_now(),
+            )
+        )
+    return records
+
+
+class TorchCompile:
+    """The `torch_compile` fixture's value: compile, run the first call, record each frame."""
+
+    def __init__(
+        self,
+        environment: Callable[[], TorchEnvironment],
+        context: MeasureContext,
+        sink: Callable[[CompileRecord], None],
+    ) -> None:
+        self._environment = environment
+        self._context = context
+        self._sink = sink
+        self.records: list[CompileRecord] = []
+        self.frame_starts: set[int] = set()  # frames measured here, which a census skips
+
+    def __call__(
+        self,
+        model_or_fn: Any,
+        *example_inputs: Any,
+        transform: str | None = None,
+        fresh: bool = True,
+        mixed_precision: bool | None = None,
+        **compile_kwargs: Any,
+    ) -> Any:
+        """``torch.compile(model_or_fn, **compile_kwargs)``, then its first call, measured.
+
+        With ``fresh=True`` (the default) dynamo's in-process caches are reset first, so
+        the figure is what a new process pays (the on-disk caches still apply).
+        """
+        import torch
+
+        if fresh:
+            torch._dynamo.reset()
+        base = transform or getattr(model_or_fn, "__name__", None) or type(model_or_fn).__name__
+        if any(record.transform.split("#")[0] == base for record in self.records):
+            raise DuplicateTransformError(
+                f"transform {base!r} was already measured in {self._context.cell}; "
+                "give each torch_compile call its own transform= name"
+            )
+        environment = self._environment()
+        compiled: Any = torch.compile(model_or_fn, **compile_kwargs)
+        started_us = now_us()
+        start = time.perf_counter()
+        try:
+            compiled(*example_inputs)
+        finally:  # a call that raises keeps its seconds
+            wall_s = time.perf_counter() - start
+            frames = frames_since(started_us)
+            self.frame_starts.update(frame.start_time_us for frame in frames)
+            self._record(frames, base, wall_s, environment, mixed_precision)
+        return compiled
+
+    def _record(
+        self, frames: list[FrameCompile], base: str, wall_s: float,
+        environment: TorchEnvironment, mixed_precision: bool | None,
+    ) -> None:
+        compile_s = sum(frame.compile_s for frame in frames)
+        ledger = {
+            "first_call_wall_s": wall_s,
+            "compile_s": compile_s,
+            RESIDUAL_NAME: wall_s - compile_s,
+            "compile_fraction": compile_s / wall_s if wall_s > 0 else None,
+            "frames": len(frames),
+        }
+        names = [base if index == 0 else f"{base}#{index + 1}" for index in range(len(frames))]
+        context = self._context
+        if mixed_precision is not None:
+            context = MeasureContext(
+                cell=context.cell, mixed_precision=mixed_precision,
+                tolerance=context.tolerance, location=context.location,
+                max_ops_growth=context.max_ops_growth,
+            )
+        for record in frame_records(frames, names, context, environment, "fixture", ledger):
+            self.records.append(record)
+            self._sink(record)
+
+
+def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> list[str]:
+    """compile_budget(max_compiles=N) for torch: frame compiles and recompiles, with reasons."""
+    if max_compiles is None or len(frames) <= max_compiles:
+        return []
+    lines = [
+        f"{len(frames)} torch.compile frame compiles in this test, over its "
+        f"compile_budget(max_compiles={max_compiles}):"
+    ]
+    for frame in frames:
+        reason = f" (recompile: {frame.recompile_reason})" if frame.recompile_reason else ""
+        lines.append(f"  {frame.name} at {frame.location}{reason}")
+    return lines
+
+
+def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) -> CallLedger:
+    """A census'd test's partition when torch compiled in it: wall = compile + residual."""
+    compile_s = sum(frame.compile_s for frame in frames)
+    measured = wall_s is not None and wall_s > 0
+    if measured and wall_s is not None:
+        compile_s = min(compile_s, wall_s)
+    names = [frame.name for frame in frames]
+    return CallLedger(
+        cell=cell,
+        wall_s=wall_s if measured else None,
+        compile_s=compile_s,
+        trace_s=sum(frame.dynamo_s for frame in frames),
+        lower_s=sum(frame.aot_autograd_s for frame in frames),
+        backend_compile_s=sum(frame.inductor_s for frame in frames),
+        execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None else None,
+        compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
+        compiles=len(frames),
+        persistent_cache_hits=sum(
+            1 for frame in frames if frame.fx_cache_hits + frame.autograd_cache_hits
+            and not frame.fx_cache_misses + frame.autograd_cache_misses
+        ),
+        modules={name: names.count(name) for name in sorted(set(names))},
+        overlays={
+            "inductor_code_gen_s": sum(frame.code_gen_s for frame in frames),
+            "triton_s": sum(frame.triton_s for frame in frames),
+        },
+        framework=FRAMEWORK,
+    )

@@ -1,0 +1,151 @@
+"""The torch.compile backend: real torch on the CPU, real inductor cache dirs, real pytest.
+
+Skipped where torch is not installed: the JAX-only install passes without it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import JaxProject
+
+pytest.importorskip("torch")
+
+TORCH_TESTS = """
+    import pytest, torch
+
+    def scaled_sum(x):
+        return (torch.sin(x) * 2 + 1).sum()
+
+    def test_fn(torch_compile):
+        compiled = torch_compile(scaled_sum, torch.randn(8), transform="scaled_sum")
+        assert compiled(torch.randn(8)).shape == ()
+"""
+
+
+@pytest.fixture
+def torch_project(project: JaxProject, monkeypatch: pytest.MonkeyPatch) -> JaxProject:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(project.path / "inductor-cache"))
+    project.pytester.makeini("[pytest]\n")
+    return project
+
+
+def test_cold_then_warm_across_two_processes_sharing_the_inductor_cache(
+    torch_project: JaxProject,
+) -> None:
+    torch_project.tests(TORCH_TESTS)
+    torch_project.run("--compile-pin-update").assert_outcomes(passed=1)
+    cold = torch_project.rows()[("test_fn", "scaled_sum")]
+    assert (cold["framework"], cold["cache_state"]) == ("torch", "cold")
+    assert cold["torch_version"].startswith("2.")
+    assert set(cold["phases"]) == {"dynamo_s", "aot_autograd_s", "inductor_s"}
+    assert cold["compile_s"] == pytest.approx(sum(cold["phases"].values()))
+    ledger = cold["ledger"]
+    assert ledger["first_call_wall_s"] == pytest.approx(
+        ledger["compile_s"] + ledger["first_call_execute_s"]
+    )
+    (pin_file,) = torch_project.pins_dir.glob("*.toml")
+    assert 'framework = "torch"' in pin_file.read_text()
+    assert "torch_version = " in pin_file.read_text()
+
+    result = torch_project.run("-v")
+    result.assert_outcomes(passed=1)
+    warm = torch_project.rows()[("test_fn", "scaled_sum")]
+    assert warm["cache_state"] == "warm"
+    result.stdout.fnmatch_lines(["cpu:* | torch 2.* | full precision | warm*"])
+    assert torch_project.verdicts()[("test_fn", "scaled_sum")] == "unpinned"  # warm: own key
+
+
+def test_a_guard_failure_recompile_fails_max_compiles_with_the_reason(
+    torch_project: JaxProject,
+) -> None:
+    torch_project.tests(
+        """
+        import pytest, torch
+
+        def total(x):
+            return (x.cos() + 1).sum()
+
+        @pytest.mark.compile_budget(max_compiles=1)
+        def test_recompiles():
+            compiled = torch.compile(total)
+            compiled(torch.randn(4))
+            compiled(torch.randn(4, 2))  # another rank: a guard fails, dynamo recompiles
+        """
+    )
+    result = torch_project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*2 torch.compile frame compiles in this test, over its "
+            "compile_budget(max_compiles=1):",
+            "  total at *test_models.py:*",
+            "  total at *test_models.py:* (recompile: *rank mismatch*)",
+        ]
+    )
+    rows = torch_project.rows()
+    assert rows[("test_recompiles", "total#2")]["source"] == "census"
+    (ledger,) = torch_project.report()["ledgers"]
+    assert ledger["framework"] == "torch" and ledger["compiles"] == 2
+    assert ledger["compile_s"] + ledger["execute_and_python_s"] == pytest.approx(
+        ledger["wall_s"], abs=1e-9
+    )
+
+
+def test_a_first_call_that_raises_keeps_its_seconds(torch_project: JaxProject) -> None:
+    torch_project.tests(
+        """
+        import torch
+
+        def broken(x):
+            return x.view(3)  # 8 elements do not fit: the first call raises
+
+        def test_raises(torch_compile):
+            torch_compile(broken, torch.randn(8), transform="broken")
+        """
+    )
+    torch_project.run().assert_outcomes(failed=1)
+    rows = torch_project.report()["records"]
+    assert rows, "the failing call's compile was kept"
+    assert all(row["outcome"] == "failed" for row in rows)
+    assert all(row["ledger"]["first_call_wall_s"] > 0 for row in rows)
+
+
+def test_torch_is_never_imported_by_a_jax_suite(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import sys, jax, pytest
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        @pytest.mark.compile_budget
+        def test_jax_only(jax_compile):
+            jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+            jax.jit(lambda x: x + 1)(1.0)
+
+        def test_after():
+            assert "torch" not in sys.modules
+        """
+    )
+    project.run("--compile-census").assert_outcomes(passed=2)
+
+
+def test_cache_state_follows_the_fx_graph_cache() -> None:
+    from pytest_jaxcompile.records import CacheState
+    from pytest_jaxcompile.torchcompile import FrameCompile, classify_frame
+
+    def frame(fx_hits: int, fx_misses: int, aot_hits: int, aot_misses: int) -> FrameCompile:
+        return FrameCompile(
+            name="forward", location="m.py:1", compile_s=1.0, dynamo_s=0.1,
+            aot_autograd_s=0.2, inductor_s=0.7, code_gen_s=0.5, triton_s=0.0,
+            fx_cache_hits=fx_hits, fx_cache_misses=fx_misses, autograd_cache_hits=aot_hits,
+            autograd_cache_misses=aot_misses, graph_op_count=3, recompile_reason=None,
+            fail_reason=None, start_time_us=0,
+        )
+
+    # A module's AOTAutograd lookup may miss while inductor's FX graph is served: warm.
+    assert classify_frame(frame(1, 0, 0, 1), True).cache_state is CacheState.WARM
+    assert classify_frame(frame(0, 1, 0, 0), True).cache_state is CacheState.COLD
+    assert classify_frame(frame(0, 0, 1, 0), True).cache_state is CacheState.WARM
+    assert classify_frame(frame(0, 0, 0, 1), True).cache_state is CacheState.COLD
+    assert classify_frame(frame(0, 0, 0, 0), True).cache_state is CacheState.UNKNOWN
+    assert classify_frame(frame(1, 0, 0, 0), False).cache_state is CacheState.NONE
