@@ -8,6 +8,7 @@ import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.records import HostState
 from pytest_jaxcompile.verdicts import Status, Thresholds, find_stale, judge, session_failed
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
@@ -102,3 +103,19 @@ def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStor
     assert [(s.cell, s.transform) for s in stale] == [(record.cell, "vag")]
     assert find_stale(store, set(), set(), record.hardware, "0.10.2") == []  # did not run
     assert find_stale(store, ran, set(), "other hardware", "0.10.2") == []
+
+
+def test_op_count_gate_applies_to_rows_measured_under_load(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=1.0, op_count=100)])
+    store = PinStore.load(tmp_path)
+    busy = HostState(cpu_count=2, load_avg_1m=8.0, load_per_core=4.0, process_cpu_s=1.0)
+    thresholds = Thresholds(max_ops_growth=0.1)
+    grown = make_record(compile_s=1.0, op_count=200, fingerprint="sha256:def", host_state=busy)
+    # The op count is deterministic: host load cannot excuse it.
+    verdict = judge(grown, store, thresholds)
+    assert verdict.status is Status.GREW
+    assert verdict.note is not None and "module grew: 100 -> 200 ops" in verdict.note
+    # Time under load stays unjudged: a slow row of an unchanged module is noisy.
+    slow = make_record(compile_s=5.0, op_count=100, host_state=busy)
+    assert judge(slow, store, thresholds).status is Status.NOISY

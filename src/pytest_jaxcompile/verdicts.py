@@ -117,8 +117,24 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     if pin is None:
         note = _unpinned_note(key, store.keys_pinning(record.cell, record.transform))
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note)
+    # The most specific tolerance wins: the pin's own, then the test's marker, then global.
+    tolerance = next(
+        value
+        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
+        if value is not None
+    )
+    growth = record.max_ops_growth
+    growth = thresholds.max_ops_growth if growth is None else growth
     load = record.host_state.load_per_core
     if (
+        growth is not None
+        and pin.op_count
+        and record.op_count is not None
+        and record.op_count > pin.op_count * (1 + growth)
+    ):
+        # Deterministic, so judged whatever the host load was.
+        status = Status.GREW
+    elif (
         not thresholds.strict
         and thresholds.max_load is not None
         and load is not None
@@ -131,29 +147,14 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
                 f"{thresholds.max_load:g}: not judged (--compile-strict judges it)"
             ),
         )
-
-    # The most specific tolerance wins: the pin's own, then the test's marker, then global.
-    tolerance = next(
-        value
-        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
-        if value is not None
-    )
-    measured, pinned = compared_seconds(record, pin, thresholds.metric)
-    if measured > pinned * (1 + tolerance) and measured - pinned > thresholds.floor_s:
-        status = Status.DRIFT
-    elif measured < pinned / (1 + tolerance) and pinned - measured > thresholds.floor_s:
-        status = Status.IMPROVED
     else:
-        status = Status.OK
-    growth = record.max_ops_growth
-    growth = thresholds.max_ops_growth if growth is None else growth
-    if (
-        growth is not None
-        and pin.op_count
-        and record.op_count is not None
-        and record.op_count > pin.op_count * (1 + growth)
-    ):
-        status = Status.GREW
+        measured, pinned = compared_seconds(record, pin, thresholds.metric)
+        if measured > pinned * (1 + tolerance) and measured - pinned > thresholds.floor_s:
+            status = Status.DRIFT
+        elif measured < pinned / (1 + tolerance) and pinned - measured > thresholds.floor_s:
+            status = Status.IMPROVED
+        else:
+            status = Status.OK
     note = what_changed(record, pin, growth) if status is not Status.OK else None
     return Verdict(
         record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
