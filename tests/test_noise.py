@@ -86,3 +86,40 @@ def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
     assert project.report()["verdicts"][0]["metric"] == "cpu"
     result.stdout.fnmatch_lines(["*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*"])
+
+
+CENSUS_TESTS = """
+    import jax, pytest
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    ARGS = mlp_example_args()
+
+    @pytest.mark.compile_budget
+    def test_step():
+        loss, _ = jax.jit(jax.value_and_grad(mlp_loss))(*ARGS)
+        assert float(loss) > 0
+"""
+
+
+def test_census_rows_record_the_load_and_are_noisy_above_it(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(CENSUS_TESTS)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    path.write_text(
+        "\n".join(
+            "compile_s = 0.0001" if line.startswith("compile_s = ") else line
+            for line in path.read_text().splitlines()
+        ) + "\n"
+    )
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
+    assert project.run("--compile-floor", "0").ret == pytest.ExitCode.OK
+    (row,) = project.report()["records"]
+    assert row["source"] == "census"
+    assert row["host_state"]["load_per_core"] == 3.5
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] == "noisy"
+    assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
+    assert project.report()["verdicts"][0]["status"] == "DRIFT"
