@@ -11,7 +11,9 @@ false alarms
     cache that run filled (a copy of that cache is kept: "the main branch's cache").
     Then a busy-loop process keeps one core busy, and K sessions run with the plugin's
     defaults for each cache state, interleaved: cold (cache dir emptied before each
-    session) and warm (the cache kept). Every DRIFT verdict there is a false alarm.
+    session) and warm (the cache kept). A second copy pinned at JAXMODELS_DEPTH layers
+    adds cold sessions of modules big enough that the floor does not shield them (not
+    with --quick). Every DRIFT verdict there is a false alarm.
 detection
     K sessions per scenario, the busy core still busy: a real regression (the example
     MLP at JAXMODELS_DEPTH layers instead of 2) on the restored main cache and on an
@@ -87,6 +89,7 @@ HEADINGS = {
 SESSION_TIMEOUT_S = 300.0
 BUSY_LIFETIME_S = 3600.0  # the busy loop ends by itself even if this script is killed
 DUMMY_ENTRIES = 10_000
+CPU_MIN_S = 0.05  # CPU seconds tick at 10 ms: ratios of smaller pins mean nothing
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,6 +140,7 @@ class Session:
     wall_s: float
     report: dict[str, Any] | None
     output_tail: str = ""
+    store: PinStore | None = None  # the pins the session was judged against
 
     @property
     def verdicts(self) -> list[dict[str, Any]]:
@@ -150,19 +154,35 @@ class Session:
 class Project:
     """A scratch copy of the embedded example suite, as scripts/demo.sh makes it."""
 
-    def __init__(self, root: Path, deadline: Deadline) -> None:
+    def __init__(
+        self, root: Path, deadline: Deadline, env: dict[str, str] | None = None
+    ) -> None:
         self.root = root
         self.deadline = deadline
+        self.env = env or {}
         self.cache_dir = root / ".jax_cache"
-        self.main_cache = root.parent / "main-cache"
+        self.main_cache = root.parent / f"{root.name}-main-cache"
         root.mkdir(parents=True)
         shutil.copy(REPO / "examples" / "jaxmodels.py", root)
         shutil.copy(REPO / "examples" / "test_models.py", root)
         shutil.copy(REPO / "conftest_example.py", root / "conftest.py")
         (root / "pytest.ini").write_text("[pytest]\n")
-        self.reports = root.parent / "reports"
-        self.reports.mkdir(exist_ok=True)
+        self.reports = root.parent / f"{root.name}-reports"
+        self.reports.mkdir()
+        self.store: PinStore | None = None
         self._count = 0
+
+    def make_pins(self) -> list[Session]:
+        """Pin cold on an empty cache, keep that cache as main's, then pin warm on it."""
+        self.clear_cache()
+        cold = self.run("pin cold", "--compile-pin-update")
+        self.snapshot_cache()
+        warm = self.run("pin warm", "--compile-pin-update")
+        for session in (cold, warm):
+            if session.exit_code != 0:
+                raise RuntimeError(f"{session.label} failed:\n{session.output_tail}")
+        self.store = PinStore.load(self.root / "pins")
+        return [cold, warm]
 
     def clear_cache(self) -> None:
         shutil.rmtree(self.cache_dir, ignore_errors=True)
@@ -183,11 +203,14 @@ class Project:
             key: value for key, value in os.environ.items() if key != "JAXMODELS_DEPTH"
         }
         environment.update(JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(self.cache_dir))
+        environment.update(self.env)
         environment.update(env or {})
-        return run_pytest(
+        session = run_pytest(
             label, self.root, ["--compile-report", str(report), *args], environment,
             report, self.deadline,
         )
+        session.store = self.store
+        return session
 
 
 def run_pytest(
@@ -226,10 +249,11 @@ def thresholds_of(session: Session, **overrides: Any) -> Thresholds:
     return Thresholds(**values)
 
 
-def rejudge(session: Session, store: PinStore, **overrides: Any) -> tuple[bool, Counter[str]]:
+def rejudge(session: Session, **overrides: Any) -> tuple[bool, Counter[str]]:
     """The plugin's own verdicts and gate decision for this session's rows, re-judged."""
+    assert session.store is not None
     records = [CompileRecord.from_dict(data) for data in session.records]
-    verdicts = judge_all(records, store, thresholds_of(session, **overrides))
+    verdicts = judge_all(records, session.store, thresholds_of(session, **overrides))
     failed = session_failed(verdicts, fail_on_improvement=False)
     return failed, Counter(verdict.status.value for verdict in verdicts)
 
@@ -246,22 +270,28 @@ class Margin:
         return f"{self.ratio:.2f}x, {self.excess_s:+.3f} s ({self.row})"
 
 
-def margins(session: Session, store: PinStore, changed: bool) -> list[Margin]:
+def margins(session: Session, changed: bool, metric: str = "wall") -> list[Margin]:
     """Rows with a pin under their key whose module changed (or not) since pinning."""
+    store = session.store
+    assert store is not None
     found = []
     for data in session.records:
         record = CompileRecord.from_dict(data)
         if not record.state.judged:
             continue
         pin = store.get(record.key, record.cell, record.transform)
-        if pin is None or pin.compile_s <= 0:
+        if pin is None or (pin.fingerprint != record.fingerprint) is not changed:
             continue
-        if (pin.fingerprint != record.fingerprint) is not changed:
+        if metric == "cpu":
+            if record.compile_cpu_s is None or (pin.compile_cpu_s or 0) < CPU_MIN_S:
+                continue
+            measured, pinned = record.compile_cpu_s, pin.compile_cpu_s
+        else:
+            measured, pinned = record.compile_s, pin.compile_s
+        if not pinned or pinned <= 0:
             continue
         name = f"{record.cell.split('::')[-1]}[{record.transform}] {record.cache_state}"
-        found.append(
-            Margin(record.compile_s / pin.compile_s, record.compile_s - pin.compile_s, name)
-        )
+        found.append(Margin(measured / pinned, measured - pinned, name))
     return found
 
 
@@ -280,7 +310,7 @@ class Scenario:
         ]
 
 
-def scenario_rows(scenarios: list[Scenario], store: PinStore) -> list[list[str]]:
+def scenario_rows(scenarios: list[Scenario]) -> list[list[str]]:
     rows = []
     for scenario in scenarios:
         ran = [s for s in scenario.sessions if s.exit_code is not None]
@@ -295,10 +325,10 @@ def scenario_rows(scenarios: list[Scenario], store: PinStore) -> list[list[str]]
             states.update(r["cache_state"] for r in session.records)
             if session.report is None:
                 continue
-            failed, counts = rejudge(session, store, strict=True)
+            failed, counts = rejudge(session, strict=True)
             strict_failed += failed
             strict_drift += counts[Status.DRIFT.value]
-            failed, counts = rejudge(session, store, strict=True, metric="cpu")
+            failed, counts = rejudge(session, strict=True, metric="cpu")
             cpu_failed += failed
             cpu_drift += counts[Status.DRIFT.value]
         loads = scenario.loads()
@@ -362,26 +392,24 @@ def section_machine(args: argparse.Namespace) -> None:
     ])
 
 
-def make_pins(project: Project) -> list[Session]:
-    project.clear_cache()
-    cold = project.run("pin cold", "--compile-pin-update")
-    project.snapshot_cache()
-    warm = project.run("pin warm", "--compile-pin-update")
-    for session in (cold, warm):
-        if session.exit_code != 0:
-            raise RuntimeError(f"{session.label} failed:\n{session.output_tail}")
-    return [cold, warm]
-
-
 def section_false_alarms(
-    project: Project, sessions: int, store: PinStore, pins: list[Session]
+    project: Project, deep: Project | None, sessions: int, pins: list[Session]
 ) -> list[Scenario]:
     print(HEADINGS["false_alarms"])
     cold, warm = Scenario("no change, cold cache"), Scenario("no change, warm cache")
-    for index in range(sessions):
+    scenarios = [cold, warm]
+    deep_cold = None
+    if deep is not None:
+        depth = deep.env["JAXMODELS_DEPTH"]
+        deep_cold = Scenario(f"no change, cold cache, depth {depth} pinned")
+        scenarios.append(deep_cold)
+    for index in range(sessions):  # interleaved, so drifting load hits every scenario
         project.clear_cache()
         cold.sessions.append(project.run(f"cold {index}"))
         warm.sessions.append(project.run(f"warm {index}"))  # the cold session refilled it
+        if deep is not None and deep_cold is not None:
+            deep.clear_cache()
+            deep_cold.sessions.append(deep.run(f"deep cold {index}"))
     pin_loads = [
         r["host_state"]["load_per_core"] for s in pins for r in s.records
         if r["host_state"].get("load_per_core") is not None
@@ -392,35 +420,37 @@ def section_false_alarms(
         + "; every session below ran with one more core kept busy",
         "a session 'fails' when pytest exits non-zero; every DRIFT here is a false alarm",
         "",
-        *scenario_table([cold, warm], store),
+        *scenario_table(scenarios),
         "",
         "closest to the DRIFT rule (ratio and excess over the pin; DRIFT needs both "
-        f"> {1 + DEFAULT_TOLERANCE:g}x and > {DEFAULT_FLOOR_S} s):",
+        f"> {1 + DEFAULT_TOLERANCE:g}x and > {DEFAULT_FLOOR_S} s), in wall and in CPU seconds:",
     ])
-    for scenario in (cold, warm):
-        found = [m for s in scenario.sessions for m in margins(s, store, changed=False)]
-        if found:
+    for scenario in scenarios:
+        for metric in ("wall", "cpu"):
+            found = [m for s in scenario.sessions for m in margins(s, False, metric)]
+            if not found:
+                continue
             worst_ratio = max(found, key=lambda m: m.ratio)
             worst_excess = max(found, key=lambda m: m.excess_s)
             ratios = [m.ratio for m in found]
             print_lines([
-                f"  {scenario.name}: {len(found)} rows; ratio to pin min "
-                f"{min(ratios):.2f}x, median {statistics.median(ratios):.2f}x, max "
-                f"{worst_ratio.describe()}; largest excess {worst_excess.describe()}",
+                f"  {scenario.name}, {metric}: {len(found)} rows; ratio to pin median "
+                f"{statistics.median(ratios):.2f}x, max {worst_ratio.describe()}; largest "
+                f"excess {worst_excess.describe()}",
             ])
-    return [cold, warm]
+    return scenarios
 
 
-def scenario_table(scenarios: list[Scenario], store: PinStore) -> list[str]:
+def scenario_table(scenarios: list[Scenario]) -> list[str]:
     return table(
         ["scenario", "sessions failed", "verdicts (as run)", "cache_state", "load/core",
          "if --compile-strict", "if strict + cpu metric"],
-        scenario_rows(scenarios, store),
+        scenario_rows(scenarios),
     )
 
 
 def section_detection(
-    project: Project, sessions: int, depths: tuple[int, int], store: PinStore, quick: bool
+    project: Project, sessions: int, depths: tuple[int, int], quick: bool
 ) -> list[Scenario]:
     print(HEADINGS["detection"])
     depth, small = depths
@@ -454,21 +484,23 @@ def section_detection(
         "or an empty dir",
         "caught = the session failed (pytest exit status 1); the busy core is still busy",
         "",
-        *scenario_table(scenarios, store),
+        *scenario_table(scenarios),
         "",
         "regressed rows (module changed since pinning), smallest margin over the DRIFT rule:",
     ])
     for scenario in scenarios:
         if "regression" not in scenario.name:
             continue
-        found = [m for s in scenario.sessions for m in margins(s, store, changed=True)]
-        if found:
-            weakest = min(found, key=lambda m: m.ratio)
-            ratios = [m.ratio for m in found]
-            print_lines([
-                f"  {scenario.name}: {len(found)} rows; ratio min {weakest.describe()}, "
-                f"median {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x",
-            ])
+        for metric in ("wall", "cpu"):
+            found = [m for s in scenario.sessions for m in margins(s, True, metric)]
+            if found:
+                weakest = min(found, key=lambda m: m.ratio)
+                ratios = [m.ratio for m in found]
+                print_lines([
+                    f"  {scenario.name}, {metric}: {len(found)} rows; ratio min "
+                    f"{weakest.describe()}, median {statistics.median(ratios):.2f}x, max "
+                    f"{max(ratios):.2f}x",
+                ])
     return scenarios
 
 
@@ -770,8 +802,7 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us"
 
 
-def section_defaults(false_alarms: list[Scenario], detection: list[Scenario],
-                     store: PinStore) -> None:
+def section_defaults(false_alarms: list[Scenario], detection: list[Scenario]) -> None:
     print(HEADINGS["defaults"])
     quiet = [s for scenario in false_alarms for s in scenario.sessions if s.report]
     big = [s for scenario in detection if scenario.name.startswith("regression")
@@ -786,7 +817,7 @@ def section_defaults(false_alarms: list[Scenario], detection: list[Scenario],
         *table(
             ["thresholds", "false alarms", "DRIFT rows (no change)", "regression caught",
              "small regression caught", "noisy rows"],
-            [grid_row(label, overrides, quiet, big, small, store)
+            [grid_row(label, overrides, quiet, big, small)
              for label, overrides in THRESHOLD_GRID],
         ),
         "",
@@ -794,9 +825,9 @@ def section_defaults(false_alarms: list[Scenario], detection: list[Scenario],
         "matches its pin, all sessions): wall and CPU seconds against the pin",
         "",
         *table(["load/core", "state", "rows", "wall ratio median / max",
-                "cpu ratio median / max", "largest excess"],
+                "cpu ratio median / max", "largest wall excess"],
                load_rows([s for scenario in [*false_alarms, *detection]
-                          for s in scenario.sessions], store)),
+                          for s in scenario.sessions])),
     ])
 
 
@@ -806,6 +837,7 @@ THRESHOLD_GRID: list[tuple[str, dict[str, Any]]] = [
     ("defaults (tolerance 0.5, floor 0.25 s, max load 1.5)", DEFAULTS),
     ("defaults + --compile-strict", {**DEFAULTS, "strict": True}),
     ("defaults + --compile-metric cpu", {**DEFAULTS, "metric": "cpu"}),
+    ("--compile-strict --compile-metric cpu", {**DEFAULTS, "strict": True, "metric": "cpu"}),
     ("max load 1.0", {**DEFAULTS, "max_load": 1.0}),
     ("max load 2.0", {**DEFAULTS, "max_load": 2.0}),
     ("max load 3.0", {**DEFAULTS, "max_load": 3.0}),
@@ -820,10 +852,10 @@ THRESHOLD_GRID: list[tuple[str, dict[str, Any]]] = [
 
 
 def grid_row(label: str, overrides: dict[str, Any], quiet: list[Session],
-             big: list[Session], small: list[Session], store: PinStore) -> list[str]:
+             big: list[Session], small: list[Session]) -> list[str]:
     alarms = drift_rows = noisy = 0
     for session in quiet:
-        failed, counts = rejudge(session, store, **overrides)
+        failed, counts = rejudge(session, **overrides)
         alarms += failed
         drift_rows += counts[Status.DRIFT.value]
         noisy += counts[Status.NOISY.value]
@@ -831,7 +863,7 @@ def grid_row(label: str, overrides: dict[str, Any], quiet: list[Session],
     for name, sessions in (("big", big), ("small", small)):
         hits = 0
         for session in sessions:
-            failed, counts = rejudge(session, store, **overrides)
+            failed, counts = rejudge(session, **overrides)
             hits += failed
             noisy += counts[Status.NOISY.value]
         caught[name] = f"{hits}/{len(sessions)}" if sessions else "-"
@@ -839,13 +871,15 @@ def grid_row(label: str, overrides: dict[str, Any], quiet: list[Session],
             str(noisy)]
 
 
-CPU_MIN_S = 0.05  # CPU seconds tick at 10 ms: ratios of smaller pins mean nothing
 LOAD_BUCKETS = [(0.0, 1.0), (1.0, 1.5), (1.5, 2.0), (2.0, 3.0), (3.0, float("inf"))]
 
 
-def load_rows(sessions: list[Session], store: PinStore) -> list[list[str]]:
+def load_rows(sessions: list[Session]) -> list[list[str]]:
     found: dict[tuple[int, str], list[tuple[float, float | None, float]]] = {}
     for session in sessions:
+        store = session.store
+        if store is None:
+            continue
         for data in session.records:
             record = CompileRecord.from_dict(data)
             load = record.host_state.load_per_core
@@ -911,12 +945,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gateq-")))
         project = Project(root / "example", deadline)
-        pins = make_pins(project)
-        store = PinStore.load(project.root / "pins")
+        pins = project.make_pins()
+        deep = None
+        if not args.quick:  # an unchanged module big enough that the floor does not shield it
+            deep = Project(root / "example-deep", deadline,
+                           env={"JAXMODELS_DEPTH": str(args.depth)})
+            pins += deep.make_pins()
         with busy_core() as busy:
-            false_alarms = section_false_alarms(project, args.sessions, store, pins)
+            false_alarms = section_false_alarms(project, deep, args.sessions, pins)
             detection = section_detection(
-                project, args.sessions, (args.depth, args.small_depth), store, args.quick
+                project, args.sessions, (args.depth, args.small_depth), args.quick
             )
         print(f"  busy process {busy.pid} stopped (exit status {busy.returncode}); "
               f"load average at the end: {os.getloadavg()[0]:.2f}")
@@ -926,7 +964,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         section_overhead(root, deadline, args.startup_tests, args.rounds,
                          args.measurements)
         section_naive(root, deadline, args.rounds)
-        section_defaults(false_alarms, detection, store)
+        section_defaults(false_alarms, detection)
     return 0
 
 
