@@ -67,7 +67,7 @@ def test_rows_measured_under_load_are_noisy_unless_strict(
     assert project.verdicts()[("test_mlp", "vag")] == "noisy"
     assert project.rows()[("test_mlp", "vag")]["host_state"]["load_per_core"] == 3.5
     result.stdout.fnmatch_lines(
-        ["*measured at load 3.50 per core, above compile_max_load = 1.5: not judged*"]
+        ["*measured at load 3.50 per core, above compile_max_load = 1: not judged*"]
     )
     assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
@@ -94,7 +94,7 @@ def test_rows_under_load_are_judged_on_cpu_seconds(
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "cpu")
     result.stdout.fnmatch_lines([
         "*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*",
-        "*measured at load 3.50 per core, above compile_max_load = 1.5: judged on CPU seconds*",
+        "*measured at load 3.50 per core, above compile_max_load = 1: judged on CPU seconds*",
     ])
 
 
