@@ -39,8 +39,8 @@ step "2. Pin the warm compiles too (the cache is filled now; CI restores it)" 0 
   pytest -p no:cacheprovider --compile-pin-update
 step "3. A normal run: every row within tolerance of its pin" 0 \
   pytest -p no:cacheprovider -v
-# --compile-strict: judge the rows even if this machine happens to be busy right now
-# (rows measured above compile_max_load are otherwise reported as noisy, not judged).
+# --compile-strict: judge wall seconds even if this machine happens to be busy right now
+# (rows measured above compile_max_load are otherwise judged on their CPU seconds).
 step "4. Inject a regression: a 512-layer MLP compiles ~10x slower (and cold)" 1 \
   env JAXMODELS_DEPTH=512 pytest -p no:cacheprovider --compile-strict --compile-report report.json
 

@@ -14,14 +14,17 @@ MODEL_TESTS = """
 """
 
 
-def _set_pin(project: JaxProject, field: str, value: float) -> None:
+def _set_pin(project: JaxProject, field: str, value: float | None) -> None:
+    """Hand-edit the one pin: set a field, or drop it (None), as an older pin lacks it."""
     (path,) = project.pins_dir.glob("*.toml")
-    path.write_text(
-        "\n".join(
-            f"{field} = {value}" if line.startswith(f"{field} = ") else line
-            for line in path.read_text().splitlines()
-        ) + "\n"
-    )
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.startswith(f"{field} = "):
+            if value is None:
+                continue
+            line = f"{field} = {value}"
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
 
 
 def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) -> None:
@@ -57,18 +60,42 @@ def test_rows_measured_under_load_are_noisy_unless_strict(
     project.tests(MODEL_TESTS)
     project.run("--compile-pin-update")
     _set_pin(project, "compile_s", 0.0001)
+    _set_pin(project, "compile_cpu_s", None)  # no CPU seconds to judge it on
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_mlp", "vag")] == "noisy"
     assert project.rows()[("test_mlp", "vag")]["host_state"]["load_per_core"] == 3.5
     result.stdout.fnmatch_lines(
-        ["*measured at load 3.50 per core, above compile_max_load = 1.5: not judged*"]
+        ["*measured at load 3.50 per core, above compile_max_load = 1: not judged*"]
     )
     assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
     project.pytester.makeini("[pytest]\ncompile_max_load = 4\n")
     assert project.run("--compile-floor", "0").ret == 1
+
+
+def test_rows_under_load_are_judged_on_cpu_seconds(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    project.run("--compile-pin-update")
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
+    # The wall figure is far over its pin, the CPU figure within any tolerance: noisy.
+    _set_pin(project, "compile_s", 0.0001)
+    assert project.run("--compile-floor", "0", "--compile-tolerance", "1000").ret == 0
+    assert project.verdicts()[("test_mlp", "vag")] == "noisy"
+    # Now the CPU seconds are over their pin too: more work, not a busy host. DRIFT.
+    _set_pin(project, "compile_cpu_s", 0.0001)
+    result = project.run("--compile-floor", "0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    (verdict,) = project.report()["verdicts"]
+    assert (verdict["status"], verdict["metric"]) == ("DRIFT", "cpu")
+    result.stdout.fnmatch_lines([
+        "*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*",
+        "*measured at load 3.50 per core, above compile_max_load = 1: judged on CPU seconds*",
+    ])
 
 
 def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
@@ -86,3 +113,40 @@ def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
     assert project.report()["verdicts"][0]["metric"] == "cpu"
     result.stdout.fnmatch_lines(["*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*"])
+
+
+CENSUS_TESTS = """
+    import jax, pytest
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    ARGS = mlp_example_args()
+
+    @pytest.mark.compile_budget
+    def test_step():
+        loss, _ = jax.jit(jax.value_and_grad(mlp_loss))(*ARGS)
+        assert float(loss) > 0
+"""
+
+
+def test_census_rows_record_the_load_and_are_noisy_above_it(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(CENSUS_TESTS)
+    project.run("--compile-pin-update")
+    (path,) = project.pins_dir.glob("*.toml")
+    path.write_text(
+        "\n".join(
+            "compile_s = 0.0001" if line.startswith("compile_s = ") else line
+            for line in path.read_text().splitlines()
+        ) + "\n"
+    )
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
+    assert project.run("--compile-floor", "0").ret == pytest.ExitCode.OK
+    (row,) = project.report()["records"]
+    assert row["source"] == "census"
+    assert row["host_state"]["load_per_core"] == 3.5
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] == "noisy"
+    assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
+    assert project.report()["verdicts"][0]["status"] == "DRIFT"

@@ -8,6 +8,7 @@ import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.records import HostState
 from pytest_jaxcompile.verdicts import Status, Thresholds, find_stale, judge, session_failed
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
@@ -111,3 +112,60 @@ def test_torch_rows_are_never_compared_with_jax_pins(store: PinStore) -> None:
     assert verdict.status is Status.UNPINNED
     assert torch_row.key.framework == "torch"
     assert torch_row.key != make_record().key
+def test_op_count_gate_applies_to_rows_measured_under_load(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=1.0, op_count=100)])
+    store = PinStore.load(tmp_path)
+    busy = HostState(cpu_count=2, load_avg_1m=8.0, load_per_core=4.0, process_cpu_s=1.0)
+    thresholds = Thresholds(max_ops_growth=0.1)
+    grown = make_record(compile_s=1.0, op_count=200, fingerprint="sha256:def", host_state=busy)
+    # The op count is deterministic: host load cannot excuse it.
+    verdict = judge(grown, store, thresholds)
+    assert verdict.status is Status.GREW
+    assert verdict.note is not None and "module grew: 100 -> 200 ops" in verdict.note
+    # Time under load stays unjudged: a slow row of an unchanged module is noisy.
+    slow = make_record(compile_s=5.0, op_count=100, host_state=busy)
+    assert judge(slow, store, thresholds).status is Status.NOISY
+
+
+BUSY = HostState(cpu_count=2, load_avg_1m=6.0, load_per_core=3.0, process_cpu_s=1.0)
+
+
+@pytest.mark.parametrize(
+    ("compile_cpu_s", "status"),
+    [
+        (0.55, Status.NOISY),  # CPU within tolerance: the slow wall was waiting for a core
+        (2.0, Status.DRIFT),  # CPU seconds drifted too: more work, whatever the load
+        (0.1, Status.IMPROVED),
+        (None, Status.NOISY),  # no CPU figure: not judged at all
+    ],
+)
+def test_rows_above_max_load_are_judged_on_cpu_seconds(
+    tmp_path: Path, compile_cpu_s: float | None, status: Status
+) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=1.0, compile_cpu_s=0.5)])
+    store = PinStore.load(tmp_path)
+    row = make_record(compile_s=5.0, compile_cpu_s=compile_cpu_s, host_state=BUSY)
+    verdict = judge(row, store, THRESHOLDS)
+    assert verdict.status is status
+    assert verdict.note is not None and "measured at load 3.00 per core" in verdict.note
+    if compile_cpu_s is not None:
+        assert verdict.metric == "cpu" and verdict.tolerance == 0.5
+        assert "judged on CPU seconds" in verdict.note
+        assert verdict.ratio == pytest.approx(compile_cpu_s / 0.5)
+    else:
+        assert "not judged" in verdict.note
+    # --compile-strict judges the wall seconds, whatever the load.
+    strict = judge(row, store, Thresholds(tolerance=0.5, floor_s=0.25, strict=True))
+    assert (strict.status, strict.metric) == (Status.DRIFT, "wall")
+    assert session_failed([verdict], fail_on_improvement=False) is (status is Status.DRIFT)
+
+
+def test_cpu_judged_rows_obey_the_floor(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=0.2, compile_cpu_s=0.1)])
+    store = PinStore.load(tmp_path)
+    # 3x the pin's CPU seconds, but only 0.2 s more: under the floor.
+    row = make_record(compile_s=0.9, compile_cpu_s=0.3, host_state=BUSY)
+    assert judge(row, store, THRESHOLDS).status is Status.NOISY

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 
 from pytest_jaxcompile.classify import CompileEvidence, classify
 from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
-from pytest_jaxcompile.measure import CacheSettings, JaxEnvironment, MeasureContext, utc_now
+from pytest_jaxcompile.measure import (
+    CacheSettings,
+    JaxEnvironment,
+    MeasureContext,
+    host_state,
+    utc_now,
+)
 from pytest_jaxcompile.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_RETRIEVAL,
@@ -16,7 +23,7 @@ from pytest_jaxcompile.monitor import (
     EventLog,
     ModuleCompile,
 )
-from pytest_jaxcompile.records import CacheDetails, CallLedger, CompileRecord, HostState
+from pytest_jaxcompile.records import CacheDetails, CallLedger, CompileRecord
 
 CENSUS_SOURCE = "census"
 
@@ -43,6 +50,8 @@ def census_records(
     """
     in_force = snapshot_settings()
     xla_flags = os.environ.get(XLA_FLAGS_ENV)
+    # Load when the call ended, so the load gate applies to census rows as well.
+    host = host_state()
     compiles = [module for module in log.module_compiles() if not module.nested]
     names = unique_names([module.fun_name for module in compiles])
     records = []
@@ -81,7 +90,7 @@ def census_records(
                     reason_detail=verdict.detail,
                     notes=list(verdict.notes),
                 ),
-                host_state=HostState(cpu_count=environment.hardware.cpu_count),
+                host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
                 module_name=module.module_name,
                 fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
                 xla_flags=xla_flags,

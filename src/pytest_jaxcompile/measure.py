@@ -270,7 +270,7 @@ class JaxCompile:
                 reason_detail=verdict.detail,
                 notes=list(verdict.notes),
             ),
-            host_state=host_state(cpu_before, cpu_after),
+            host_state=host_state(cpu_after - cpu_before),
             module_name=module_name,
             fingerprint=fingerprint_module(module_text),
             op_count=count_ops(module_text),
@@ -338,7 +338,7 @@ def _cpu_seconds(process: psutil.Process) -> float:
 LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
 
 
-def host_state(cpu_before: float, cpu_after: float) -> HostState:
+def host_state(process_cpu_s: float | None = None) -> HostState:
     """Cores, load and the process's CPU seconds; load per core may be set by env.
 
     ``JAXCOMPILE_LOAD_PER_CORE`` replaces the measured load per core: for containers
@@ -360,7 +360,7 @@ def host_state(cpu_before: float, cpu_after: float) -> HostState:
         cpu_count=cpu_count,
         load_avg_1m=None if load is None else round(load, 2),
         load_per_core=None if per_core is None else round(per_core, 3),
-        process_cpu_s=round(cpu_after - cpu_before, 6),
+        process_cpu_s=None if process_cpu_s is None else round(process_cpu_s, 6),
     )
 
 

@@ -96,7 +96,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--compile-tolerance", type=non_negative_float, default=None, metavar="FRACTION",
-        help="relative slowdown over the pin that counts as DRIFT (default: 0.5 = +50%%).",
+        help="relative slowdown over the pin that counts as DRIFT (default: 0.75 = +75%%).",
     )
     group.addoption(
         "--compile-floor", type=non_negative_float, default=None, metavar="SECONDS",
@@ -149,12 +149,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--compile-max-load", type=non_negative_float, default=None, metavar="LOAD",
-        help="rows measured above this 1-minute load per core are 'noisy' and not judged "
-        "(default 1.5).",
+        help="rows measured above this 1-minute load per core are judged on CPU seconds, "
+        "their wall seconds not judged (default 1.0).",
     )
     group.addoption(
         "--compile-strict", action="store_true", default=False,
-        help="judge noisy rows too.",
+        help="judge the wall seconds of rows measured above --compile-max-load too.",
     )
     group.addoption(
         "--compile-record-dir", default=None, metavar="DIR",
@@ -167,7 +167,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "$GITHUB_STEP_SUMMARY and prints annotations when $GITHUB_ACTIONS is 'true'; 'off'.",
     )
     parser.addini("compile_pins_dir", "directory of pin files, relative to rootdir", default="")
-    parser.addini("compile_tolerance", "relative drift tolerance (default 0.5)", default="")
+    parser.addini("compile_tolerance", "relative drift tolerance (default 0.75)", default="")
     parser.addini("compile_floor", "absolute drift floor in seconds (default 0.25)", default="")
     parser.addini("compile_hardware", "hardware name override for the comparability key",
                   default="")
@@ -199,7 +199,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="")
     parser.addini("compile_repeat", "fresh compiles per transform (default 1)", default="")
     parser.addini("compile_metric", "wall (default) or cpu", default="")
-    parser.addini("compile_max_load", "load per core above which rows are noisy (1.5)",
+    parser.addini("compile_max_load", "load per core above which rows are judged on CPU (1.0)",
                   default="")
     parser.addini("compile_strict", "judge noisy rows too", type="bool", default=False)
     parser.addini("compile_github", "GitHub Actions output: auto or off (default auto)",

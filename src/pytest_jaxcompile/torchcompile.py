@@ -216,7 +216,7 @@ def frame_records(
                     dir=directory, enabled=enabled, reason=verdict.reason,
                     reason_detail=verdict.detail, notes=notes,
                 ),
-                host_state=host_state(0.0, 0.0),
+                host_state=host_state(),
                 module_name=frame.location,
                 op_count=frame.graph_op_count,
                 source=source,
