@@ -73,6 +73,18 @@ class JaxProject:
             for verdict in self.report()["verdicts"]
         }
 
+    def set_pin_field(self, field: str, value: float | None) -> None:
+        """Hand-edit the one pin file: set a field in every pin, or drop it (None)."""
+        (path,) = self.pins_dir.glob("*.toml")
+        lines = []
+        for line in path.read_text().splitlines():
+            if line.startswith(f"{field} = "):
+                if value is None:
+                    continue
+                line = f"{field} = {value}"
+            lines.append(line)
+        path.write_text("\n".join(lines) + "\n")
+
     def pin_files(self) -> dict[str, bytes]:
         if not self.pins_dir.is_dir():
             return {}

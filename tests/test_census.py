@@ -151,12 +151,7 @@ def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
     # Time drift (a tiny pin forced by hand) names what changed deterministically.
     (path,) = project.pins_dir.glob("*.toml")
     text = path.read_text()
-    path.write_text(
-        "\n".join(
-            "compile_s = 0.0001" if line.startswith("compile_s") else line
-            for line in text.splitlines()
-        ) + "\n"
-    )
+    project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
     grown = project.rows()[("test_mlp", "vag")]["op_count"]
     assert grown > pinned
@@ -183,13 +178,7 @@ def test_time_advisory_reports_drift_without_failing(project: JaxProject) -> Non
     project.conftest(cache=False)
     _make_deeper(project, 2)
     project.run("--compile-pin-update")
-    (path,) = project.pins_dir.glob("*.toml")
-    path.write_text(
-        "\n".join(
-            "compile_s = 0.0001" if line.startswith("compile_s") else line
-            for line in path.read_text().splitlines()
-        ) + "\n"
-    )
+    project.set_pin_field("compile_s", 0.0001)
     project.pytester.makeini("[pytest]\ncompile_time_advisory = true\n")
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK

@@ -26,15 +26,6 @@ def _pin_value(project: JaxProject, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def _set_pin_seconds(project: JaxProject, seconds: float) -> None:
-    (path,) = project.pins_dir.glob("*.toml")
-    lines = [
-        f"compile_s = {seconds}" if line.startswith("compile_s = ") else line
-        for line in path.read_text().splitlines()
-    ]
-    path.write_text("\n".join(lines) + "\n")
-
-
 def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,7 +70,7 @@ def test_drift_on_an_unchanged_module_points_at_the_environment(project: JaxProj
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
     project.run("--compile-pin-update")
-    _set_pin_seconds(project, 0.0001)
+    project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*module unchanged since pinning: look at the environment*"])
@@ -89,7 +80,7 @@ def test_drift_does_not_hide_a_test_failure_exit_status(project: JaxProject) -> 
     project.conftest(cache=False)
     project.tests(MODEL_TESTS + "\n    def test_broken():\n        assert False\n")
     project.run("--compile-pin-update")
-    _set_pin_seconds(project, 0.0001)
+    project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, failed=1)
@@ -99,7 +90,7 @@ def test_improvement_is_reported_and_fails_only_when_asked(project: JaxProject) 
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
     project.run("--compile-pin-update")
-    _set_pin_seconds(project, 100.0)
+    project.set_pin_field("compile_s", 100.0)
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*improved: 1 row(s) compiled faster than their pin*"])
@@ -112,7 +103,7 @@ def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
     project.tests(MODEL_TESTS)
     project.run("--compile-pin-update")
     _pin_value(project, 'jax_version = "0', 'jax_version = "0.0.1-old')
-    _set_pin_seconds(project, 0.0001)
+    project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_mlp", "vag")] == "unpinned"

@@ -14,19 +14,6 @@ MODEL_TESTS = """
 """
 
 
-def _set_pin(project: JaxProject, field: str, value: float | None) -> None:
-    """Hand-edit the one pin: set a field, or drop it (None), as an older pin lacks it."""
-    (path,) = project.pins_dir.glob("*.toml")
-    lines = []
-    for line in path.read_text().splitlines():
-        if line.startswith(f"{field} = "):
-            if value is None:
-                continue
-            line = f"{field} = {value}"
-        lines.append(line)
-    path.write_text("\n".join(lines) + "\n")
-
-
 def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) -> None:
     project.conftest()
     project.tests(MODEL_TESTS)
@@ -59,8 +46,8 @@ def test_rows_measured_under_load_are_noisy_unless_strict(
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
     project.run("--compile-pin-update")
-    _set_pin(project, "compile_s", 0.0001)
-    _set_pin(project, "compile_cpu_s", None)  # no CPU seconds to judge it on
+    project.set_pin_field("compile_s", 0.0001)
+    project.set_pin_field("compile_cpu_s", None)  # no CPU seconds to judge it on
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK
@@ -83,11 +70,11 @@ def test_rows_under_load_are_judged_on_cpu_seconds(
     project.run("--compile-pin-update")
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     # The wall figure is far over its pin, the CPU figure within any tolerance: noisy.
-    _set_pin(project, "compile_s", 0.0001)
+    project.set_pin_field("compile_s", 0.0001)
     assert project.run("--compile-floor", "0", "--compile-tolerance", "1000").ret == 0
     assert project.verdicts()[("test_mlp", "vag")] == "noisy"
     # Now the CPU seconds are over their pin too: more work, not a busy host. DRIFT.
-    _set_pin(project, "compile_cpu_s", 0.0001)
+    project.set_pin_field("compile_cpu_s", 0.0001)
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     (verdict,) = project.report()["verdicts"]
@@ -104,8 +91,8 @@ def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
     project.run("--compile-pin-update")
     row = project.rows()[("test_mlp", "vag")]
     assert row["compile_cpu_s"] > 0
-    _set_pin(project, "compile_s", 1000.0)  # wall: far faster than pinned
-    _set_pin(project, "compile_cpu_s", 0.0001)  # cpu: far slower than pinned
+    project.set_pin_field("compile_s", 1000.0)  # wall: far faster than pinned
+    project.set_pin_field("compile_cpu_s", 0.0001)  # cpu: far slower than pinned
     project.run("--compile-floor", "0")
     assert project.verdicts()[("test_mlp", "vag")] == "improved"
     result = project.run("--compile-floor", "0", "--compile-metric", "cpu")
@@ -134,13 +121,7 @@ def test_census_rows_record_the_load_and_are_noisy_above_it(
     project.conftest(cache=False)
     project.tests(CENSUS_TESTS)
     project.run("--compile-pin-update")
-    (path,) = project.pins_dir.glob("*.toml")
-    path.write_text(
-        "\n".join(
-            "compile_s = 0.0001" if line.startswith("compile_s = ") else line
-            for line in path.read_text().splitlines()
-        ) + "\n"
-    )
+    project.set_pin_field("compile_s", 0.0001)
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     assert project.run("--compile-floor", "0").ret == pytest.ExitCode.OK
     (row,) = project.report()["records"]
