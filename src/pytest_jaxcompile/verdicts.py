@@ -13,8 +13,8 @@ from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecor
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
 # With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
-# pins in wall seconds at a load of 1.3-1.5 per core, and up to 1.63x in CPU seconds;
-# the regressions it injects measured 2.6x and more. Above the max load a row is judged
+# pins in wall seconds at a load of 1.3-1.5 per core, and up to 1.63x in CPU seconds
+# (above the floor); its regressions measured 2.5x and more. Above the max load a row is judged
 # on its CPU seconds; the tolerance (1.75x) clears the CPU noise and still catches 2x;
 # the floor keeps sub-second jitter of small modules from ever failing a run.
 DEFAULT_TOLERANCE = 0.75
