@@ -364,6 +364,8 @@ def make_row(
     transform = _string(data, "transform", path, where)
     hardware = _string(data, "hardware", path, where)
     jax_version = _string(data, "jax_version", path, where)
+    if data.get("framework") == "torch":  # torch rows carry their version beside it
+        jax_version = _string(data, "torch_version", path, where)
     state = data.get("cache_state")
     if state is None:
         raise CorpusError(
