@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import filelock
-
 from pytest_jaxcompile.cli_options import (
     add_corpus_arguments,
     add_pins_argument,
@@ -14,7 +12,7 @@ from pytest_jaxcompile.cli_options import (
     error,
 )
 from pytest_jaxcompile.corpus import CorpusError, latest_rows
-from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.reporting import relative
 
 HELP = (
@@ -54,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         written = store.update(pinnable)
-    except (PinFileError, filelock.Timeout) as problem:
+    except (PinFileError, PinLockTimeout) as problem:
         return error("pin", f"{problem}. Nothing was written.")
     root = Path.cwd()
     if written:

@@ -11,10 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import filelock
-
 from pytest_jaxcompile.guard import Clobber
-from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.reporting import SessionOutcome
 from pytest_jaxcompile.verdicts import (
@@ -82,7 +80,7 @@ def conclude(
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
             outcome.pins_written = store.update(rows, compiles)
-        except (PinFileError, filelock.Timeout) as error:
+        except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)

@@ -8,8 +8,6 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-
 
 @dataclass(frozen=True)
 class Hardware:
@@ -58,6 +56,8 @@ def usable_cpu_count() -> int:
     """Cores this process may run on (its affinity mask), which is what XLA compiles on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0)) or 1
+    import psutil  # only when measuring: plugin start-up does not pay for it
+
     return psutil.cpu_count(logical=True) or os.cpu_count() or 1
 
 

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 from pytest_jaxcompile.classify import CompileEvidence, classify
 from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
@@ -211,6 +212,8 @@ class JaxCompile:
         environment = self._environment()
         settings = CacheSettings.current()
         in_force = snapshot_settings()
+        import psutil  # only when measuring: plugin start-up does not pay for it
+
         process = psutil.Process()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds(process)
@@ -345,6 +348,8 @@ def host_state(process_cpu_s: float | None = None) -> HostState:
     whose load average is the host's, and to exercise the load gate on purpose.
     """
     cpu_count = usable_cpu_count()
+    import psutil
+
     try:
         load: float | None = psutil.getloadavg()[0]
     except (OSError, AttributeError):

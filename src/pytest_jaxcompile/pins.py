@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from filelock import FileLock
 
 from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
 
@@ -58,6 +57,10 @@ SECONDS_DIGITS = 4
 LOCK_TIMEOUT_S = 120.0
 
 PinId = tuple[str, str]  # (cell, transform)
+
+
+class PinLockTimeout(Exception):
+    """Another session held the pins dir's lock for longer than LOCK_TIMEOUT_S."""
 
 
 class PinFileError(Exception):
@@ -417,7 +420,18 @@ class PinStore:
             return []
         self.directory.mkdir(parents=True, exist_ok=True)
         written = []
-        with FileLock(str(lock_path(self.directory)), timeout=LOCK_TIMEOUT_S):
+        from filelock import FileLock, Timeout  # only when pinning: start-up stays light
+
+        lock = FileLock(str(lock_path(self.directory)))
+        try:
+            lock.acquire(timeout=LOCK_TIMEOUT_S)
+        except Timeout:
+            raise PinLockTimeout(
+                f"{self.directory}: another pytest session has held the pins lock "
+                f"({lock.lock_file}) for {LOCK_TIMEOUT_S:g} s; let it finish, or delete the "
+                "lock file if no session is running"
+            ) from None
+        try:
             # Read every file first (inside the lock: another session may have re-pinned
             # meanwhile), so a broken file stops the update before anything is written.
             groups = {key: self._read_for_update(key) for key in sorted(by_key)}
@@ -429,6 +443,8 @@ class PinStore:
                 if atomic_write_text(group.path, group.render()):
                     written.append(group.path)
                 self._groups[key] = group
+        finally:
+            lock.release()
         return written
 
     def _read_for_update(self, key: ComparabilityKey) -> PinGroup:
