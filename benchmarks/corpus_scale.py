@@ -32,7 +32,7 @@ import tracemalloc
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile.corpus import Corpus, latest_rows
+from pytest_jaxcompile.corpus.store import Corpus, latest_rows
 from pytest_jaxcompile.records import CacheDetails, CompileRecord, HostState
 
 ROWS_PER_FILE = 100

@@ -63,10 +63,9 @@ from typing import Any
 
 import psutil
 
-from pytest_jaxcompile.measure import count_cache_entries
-from pytest_jaxcompile.pins import PinStore
-from pytest_jaxcompile.records import CompileRecord
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.backends.jax.measure import count_cache_entries
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
@@ -75,6 +74,7 @@ from pytest_jaxcompile.verdicts import (
     judge_all,
     session_failed,
 )
+from pytest_jaxcompile.records import CompileRecord
 
 REPO = Path(__file__).resolve().parent.parent
 HEADINGS = {

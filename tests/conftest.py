@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore
 
 pytest_plugins = ["pytester"]
 

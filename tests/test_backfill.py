@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from corpus_helpers import cli, snapshot
 
-from pytest_jaxcompile.backfill import Rules, decide, plan_file, tag_state
+from pytest_jaxcompile.corpus.backfill import Rules, decide, plan_file, tag_state
 
 
 def old(tag: str | None, **fields: Any) -> dict[str, Any]:

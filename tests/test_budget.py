@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_jaxcompile.budget import CompileBudget, merge_budgets, parse_budget
+from pytest_jaxcompile.gate.budget import CompileBudget, merge_budgets, parse_budget
 
 
 def test_positional_seconds_and_keywords() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaxcompile.census import build_ledger, recompile_problems, unique_names
-from pytest_jaxcompile.measure import count_ops
-from pytest_jaxcompile.monitor import (
+from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems, unique_names
+from pytest_jaxcompile.backends.jax.measure import count_ops
+from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
     EVENT_CACHE_REQUEST,
@@ -21,7 +21,7 @@ from pytest_jaxcompile.monitor import (
     JaxEvent,
     TimeSpan,
 )
-from pytest_jaxcompile.traceprofile import (
+from pytest_jaxcompile.backends.jax.traceprofile import (
     GROUP_JAX,
     GROUP_OTHER,
     GROUP_PROJECT,

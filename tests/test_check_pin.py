@@ -9,11 +9,11 @@ import pytest
 from corpus_helpers import cli, row, snapshot, write_lines, write_list
 from records_factory import make_record
 
-from pytest_jaxcompile.corpus import Corpus
-from pytest_jaxcompile.offline import check_corpus
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.corpus.check import check_corpus
+from pytest_jaxcompile.corpus.store import Corpus
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge_all
 from pytest_jaxcompile.records import HostState
-from pytest_jaxcompile.verdicts import Status, Thresholds, judge_all
 
 THRESHOLDS = Thresholds()
 A, B = "tests/test_m.py::test_a", "tests/test_m.py::test_b"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_jaxcompile.classify import (
+from pytest_jaxcompile.backends.jax.classify import (
     REASON_CACHE_DISABLED,
     REASON_ENTRY_TOO_SMALL,
     REASON_HOST_CALLBACKS,

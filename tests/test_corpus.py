@@ -11,7 +11,7 @@ import pytest
 from corpus_helpers import row, write_lines, write_list
 from records_factory import make_record
 
-from pytest_jaxcompile.corpus import (
+from pytest_jaxcompile.corpus.store import (
     Corpus,
     CorpusError,
     corpus_files,

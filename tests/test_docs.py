@@ -43,9 +43,9 @@ def _documented(page: str) -> set[str]:
 def test_report_schema_documents_every_field(tmp_path: Path) -> None:
     from records_factory import make_record
 
-    from pytest_jaxcompile.pins import PinStore
-    from pytest_jaxcompile.reporting import SessionOutcome, build_report
-    from pytest_jaxcompile.verdicts import StalePin, Thresholds, judge_all
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
+    from pytest_jaxcompile.output.terminal import SessionOutcome, build_report
 
     record = make_record(location=("tests/t.py", 3))
     store = PinStore.load(tmp_path)

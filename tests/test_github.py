@@ -8,7 +8,9 @@ import pytest
 from conftest import JaxProject, set_pins
 from records_factory import make_record
 
-from pytest_jaxcompile.github import (
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
+from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,
     append_step_summary,
@@ -19,9 +21,7 @@ from pytest_jaxcompile.github import (
     workflow_command,
     workspace_path,
 )
-from pytest_jaxcompile.pins import PinStore
-from pytest_jaxcompile.reporting import SessionOutcome
-from pytest_jaxcompile.verdicts import StalePin, Thresholds, judge_all
+from pytest_jaxcompile.output.terminal import SessionOutcome
 
 # --- logic ----------------------------------------------------------------------------
 
@@ -221,7 +221,7 @@ def test_nothing_for_github_when_unset_or_off(
 def test_github_mode_from_the_command_line_beats_the_ini_file(
     pytester: pytest.Pytester,
 ) -> None:
-    from pytest_jaxcompile.settings import Settings
+    from pytest_jaxcompile.options import Settings
 
     assert Settings.from_config(pytester.parseconfig()).github == "auto"
     pytester.makeini("[pytest]\ncompile_github = off\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.guard import (
+from pytest_jaxcompile.backends.jax.guard import (
     Requirements,
     clobber_affects_requirements,
     find_clobbers,
@@ -17,9 +17,9 @@ from pytest_jaxcompile.guard import (
     settings_problems,
     uncacheable_reason,
 )
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge
 from pytest_jaxcompile.records import CacheDetails
-from pytest_jaxcompile.verdicts import Status, Thresholds, judge
 
 AUTOTUNE = "--xla_gpu_autotune_level=0"
 

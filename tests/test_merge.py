@@ -21,11 +21,11 @@ from conftest import (
 from records_factory import make_record
 
 from pytest_jaxcompile.cli import main
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import Thresholds
+from pytest_jaxcompile.output.report_file import ReportError, load_report, report_paths
+from pytest_jaxcompile.output.terminal import SessionOutcome, build_report, write_report
 from pytest_jaxcompile.records import CompileRecord
-from pytest_jaxcompile.report_file import ReportError, load_report, report_paths
-from pytest_jaxcompile.reporting import SessionOutcome, build_report, write_report
-from pytest_jaxcompile.verdicts import Thresholds
 
 # --- reading reports ------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text, pin_file_name
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text, pin_file_name
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 

@@ -10,7 +10,9 @@ import pytest
 from corpus_helpers import cli, row, write_lines
 from records_factory import make_record
 
-from pytest_jaxcompile.dashboard import (
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import Thresholds
+from pytest_jaxcompile.output.dashboard import (
     BEGIN_MARKER,
     END_MARKER,
     MAX_POINTS,
@@ -20,8 +22,6 @@ from pytest_jaxcompile.dashboard import (
     replace_region,
     table_rows,
 )
-from pytest_jaxcompile.pins import PinStore
-from pytest_jaxcompile.verdicts import Thresholds
 
 A, B = "tests/test_m.py::test_a", "tests/test_m.py::test_b"
 README = f"""# My project

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import JaxProject
 
-from pytest_jaxcompile.measure import count_cache_entries
+from pytest_jaxcompile.backends.jax.measure import count_cache_entries
 
 FOUR_MODULES = """
     import jax

@@ -130,8 +130,8 @@ def test_torch_is_never_imported_by_a_jax_suite(project: JaxProject) -> None:
 
 
 def test_cache_state_follows_the_fx_graph_cache() -> None:
+    from pytest_jaxcompile.backends.torch.measure import FrameCompile, classify_frame
     from pytest_jaxcompile.records import CacheState
-    from pytest_jaxcompile.torchcompile import FrameCompile, classify_frame
 
     def frame(fx_hits: int, fx_misses: int, aot_hits: int, aot_misses: int) -> FrameCompile:
         return FrameCompile(

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import Status, Thresholds, find_stale, judge, session_failed
 from pytest_jaxcompile.records import HostState
-from pytest_jaxcompile.verdicts import Status, Thresholds, find_stale, judge, session_failed
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
 

@@ -18,7 +18,7 @@ from conftest import (
     report_shape,
 )
 
-from pytest_jaxcompile.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.records import CompileRecord
 
 
@@ -239,8 +239,8 @@ def test_a_worker_reported_down_twice_is_merged_once(pytestconfig: pytest.Config
     # xdist reports a worker stopped by Ctrl-C twice: finished (with its output), then down.
     from records_factory import make_record
 
+    from pytest_jaxcompile.options import Settings
     from pytest_jaxcompile.plugin import WORKER_OUTPUT_KEY, JaxCompilePlugin
-    from pytest_jaxcompile.settings import Settings
 
     plugin = JaxCompilePlugin(pytestconfig, Settings.from_config(pytestconfig))
     output = {WORKER_OUTPUT_KEY: {

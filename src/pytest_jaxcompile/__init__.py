@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pytest_jaxcompile._version import __version__
-from pytest_jaxcompile.budget import CompileBudget
-from pytest_jaxcompile.classify import Classification, CompileEvidence, classify
-from pytest_jaxcompile.measure import DuplicateTransformError, JaxCompile
-from pytest_jaxcompile.pins import Pin, PinFileError, PinStore
+from pytest_jaxcompile.backends.jax.classify import Classification, CompileEvidence, classify
+from pytest_jaxcompile.backends.jax.measure import DuplicateTransformError, JaxCompile
+from pytest_jaxcompile.gate.budget import CompileBudget
+from pytest_jaxcompile.gate.pins import Pin, PinFileError, PinStore
+from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Verdict, judge
 from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
-from pytest_jaxcompile.verdicts import Status, Thresholds, Verdict, judge
 
 __all__ = [
     "CacheState",

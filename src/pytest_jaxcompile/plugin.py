@@ -18,32 +18,14 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile._version import __version__
-from pytest_jaxcompile.budget import (
-    MARKER_HELP,
-    MARKER_NAME,
-    CompileBudget,
-    merge_budgets,
-    over_budget,
-    parse_budget,
-)
-from pytest_jaxcompile.census import (
+from pytest_jaxcompile.backends.jax.census import (
     CENSUS_SOURCE,
     build_ledger,
     census_records,
     recompile_problems,
     unique_names,
 )
-from pytest_jaxcompile.corpus import write_session_records
-from pytest_jaxcompile.gate import Identity, conclude, ordered
-from pytest_jaxcompile.github import MODES as GITHUB_MODES
-from pytest_jaxcompile.github import (
-    GitHubTargets,
-    annotation_commands,
-    append_step_summary,
-    record_path_resolver,
-    step_summary,
-)
-from pytest_jaxcompile.guard import (
+from pytest_jaxcompile.backends.jax.guard import (
     XLA_FLAGS_ENV,
     Clobber,
     clobber_affects_requirements,
@@ -54,11 +36,44 @@ from pytest_jaxcompile.guard import (
     snapshot_settings,
     uncacheable_reason,
 )
-from pytest_jaxcompile.measure import CacheSettings, JaxCompile, JaxEnvironment, MeasureContext
-from pytest_jaxcompile.monitor import CompileMonitor, EventLog
-from pytest_jaxcompile.pins import PinFileError, PinStore
-from pytest_jaxcompile.records import CallLedger, CompileRecord
-from pytest_jaxcompile.reporting import (
+from pytest_jaxcompile.backends.jax.measure import (
+    CacheSettings,
+    JaxCompile,
+    JaxEnvironment,
+    MeasureContext,
+)
+from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog
+from pytest_jaxcompile.backends.torch.measure import (
+    FrameCompile,
+    TorchCompile,
+    TorchEnvironment,
+)
+from pytest_jaxcompile.backends.torch.measure import build_ledger as build_torch_ledger
+from pytest_jaxcompile.backends.torch.measure import frame_records as torch_frame_records
+from pytest_jaxcompile.backends.torch.measure import frames_since as torch_frames_since
+from pytest_jaxcompile.backends.torch.measure import now_us as torch_now_us
+from pytest_jaxcompile.backends.torch.measure import recompile_problems as torch_recompile_problems
+from pytest_jaxcompile.corpus.store import write_session_records
+from pytest_jaxcompile.gate.budget import (
+    MARKER_HELP,
+    MARKER_NAME,
+    CompileBudget,
+    merge_budgets,
+    over_budget,
+    parse_budget,
+)
+from pytest_jaxcompile.gate.conclude import Identity, conclude, ordered
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.options import Settings, non_negative_float
+from pytest_jaxcompile.output.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.output.github import (
+    GitHubTargets,
+    annotation_commands,
+    append_step_summary,
+    record_path_resolver,
+    step_summary,
+)
+from pytest_jaxcompile.output.terminal import (
     SessionOutcome,
     build_report,
     junit_properties,
@@ -66,17 +81,7 @@ from pytest_jaxcompile.reporting import (
     summary_lines,
     write_report,
 )
-from pytest_jaxcompile.settings import Settings, non_negative_float
-from pytest_jaxcompile.torchcompile import (
-    FrameCompile,
-    TorchCompile,
-    TorchEnvironment,
-)
-from pytest_jaxcompile.torchcompile import build_ledger as build_torch_ledger
-from pytest_jaxcompile.torchcompile import frame_records as torch_frame_records
-from pytest_jaxcompile.torchcompile import frames_since as torch_frames_since
-from pytest_jaxcompile.torchcompile import now_us as torch_now_us
-from pytest_jaxcompile.torchcompile import recompile_problems as torch_recompile_problems
+from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 PLUGIN_NAME = "jaxcompile-session"
 WORKER_OUTPUT_KEY = "jaxcompile"

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_jaxcompile.corpus import NO_TIME, Row
-from pytest_jaxcompile.offline import verdict_label
-from pytest_jaxcompile.pins import Pin, PinStore
-from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.corpus.check import verdict_label
+from pytest_jaxcompile.corpus.store import NO_TIME, Row
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.verdicts import (
     METRIC_CPU,
     Thresholds,
     Verdict,
     compared_seconds,
     judge_all,
 )
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 BEGIN_MARKER = "<!-- BEGIN jaxcompile -->"
 END_MARKER = "<!-- END jaxcompile -->"

@@ -15,11 +15,11 @@ from pytest_jaxcompile._version import __version__
 
 # name -> module implementing it (imported only when that subcommand runs)
 COMMANDS: dict[str, str] = {
-    "backfill": "pytest_jaxcompile.cli_backfill",
-    "check": "pytest_jaxcompile.cli_check",
-    "pin": "pytest_jaxcompile.cli_pin",
-    "report": "pytest_jaxcompile.cli_report",
-    "merge": "pytest_jaxcompile.cli_merge",
+    "backfill": "pytest_jaxcompile.cli.backfill",
+    "check": "pytest_jaxcompile.cli.check",
+    "pin": "pytest_jaxcompile.cli.pin",
+    "report": "pytest_jaxcompile.cli.report",
+    "merge": "pytest_jaxcompile.cli.merge",
 }
 
 

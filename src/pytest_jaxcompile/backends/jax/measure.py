@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psutil
 
-from pytest_jaxcompile.classify import CompileEvidence, classify
-from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
-from pytest_jaxcompile.hardware import Hardware, detect_hardware, usable_cpu_count
-from pytest_jaxcompile.monitor import (
+from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware, usable_cpu_count
+from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
+from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
     EVENT_CACHE_REQUEST,
@@ -192,7 +192,7 @@ class JaxCompile:
 
         trace_profile = None
         if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
-            from pytest_jaxcompile.traceprofile import profile_trace
+            from pytest_jaxcompile.backends.jax.traceprofile import profile_trace
 
             jax.clear_caches()  # type: ignore[no-untyped-call]
             trace_profile = profile_trace(

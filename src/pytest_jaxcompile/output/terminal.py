@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.guard import Clobber
-from pytest_jaxcompile.pins import atomic_write_text
-from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger, ComparabilityKey, CompileRecord
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.gate.pins import atomic_write_text
+from pytest_jaxcompile.gate.verdicts import (
     METRIC_CPU,
     CompileCountChange,
     StalePin,
@@ -21,6 +20,7 @@ from pytest_jaxcompile.verdicts import (
     Verdict,
     compared_seconds,
 )
+from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger, ComparabilityKey, CompileRecord
 
 REPORT_KIND = "jaxcompile_report"
 REPORT_SCHEMA_VERSION = 1

@@ -15,9 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_jaxcompile.classify import Classification
-from pytest_jaxcompile.hardware import Hardware, hardware_name, host_cpu_model, usable_cpu_count
-from pytest_jaxcompile.measure import (
+from pytest_jaxcompile.backends.hardware import (
+    Hardware,
+    hardware_name,
+    host_cpu_model,
+    usable_cpu_count,
+)
+from pytest_jaxcompile.backends.jax.classify import Classification
+from pytest_jaxcompile.backends.jax.measure import (
     DuplicateTransformError,
     MeasureContext,
     host_state,

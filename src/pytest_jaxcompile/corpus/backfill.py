@@ -33,16 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.corpus import (
+from pytest_jaxcompile.corpus.store import (
     LINES_SUFFIXES,
     REPORT_KIND,
     CorpusError,
     corpus_files,
     get_field,
 )
-from pytest_jaxcompile.pins import atomic_write_text
+from pytest_jaxcompile.gate.pins import atomic_write_text
+from pytest_jaxcompile.output.terminal import relative
 from pytest_jaxcompile.records import RECORD_KIND
-from pytest_jaxcompile.reporting import relative
 
 TAG_MARKER = re.compile(r"(?:^|[-_])(?P<state>cold|warm)\d*(?:[-_]retry\d*)?$", re.IGNORECASE)
 DEFAULT_TAG_FIELD = "tag"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_jaxcompile.cli_options import (
+from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
     add_threshold_arguments,
@@ -13,8 +13,9 @@ from pytest_jaxcompile.cli_options import (
     error,
     thresholds_from,
 )
-from pytest_jaxcompile.corpus import CorpusError, LatestRows
-from pytest_jaxcompile.dashboard import (
+from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text
+from pytest_jaxcompile.output.dashboard import (
     DashboardError,
     Trends,
     html_page,
@@ -23,7 +24,6 @@ from pytest_jaxcompile.dashboard import (
     replace_region,
     table_rows,
 )
-from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text
 
 HELP = (
     "per comparability key, a Markdown table of the latest figures against the pins; "

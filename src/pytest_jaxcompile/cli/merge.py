@@ -16,21 +16,31 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_jaxcompile._version import __version__
-from pytest_jaxcompile.gate import GateSettings, conclude, ordered
-from pytest_jaxcompile.github import MODES as GITHUB_MODES
-from pytest_jaxcompile.github import (
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.verdicts import Thresholds
+from pytest_jaxcompile.options import non_negative_float
+from pytest_jaxcompile.output.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,
     append_step_summary,
     record_path_resolver,
     step_summary,
 )
-from pytest_jaxcompile.pins import PinFileError, PinStore
+from pytest_jaxcompile.output.report_file import (
+    LoadedReport,
+    ReportError,
+    load_report,
+    report_paths,
+)
+from pytest_jaxcompile.output.terminal import (
+    SessionOutcome,
+    build_report,
+    summary_lines,
+    write_report,
+)
 from pytest_jaxcompile.records import CompileRecord
-from pytest_jaxcompile.report_file import LoadedReport, ReportError, load_report, report_paths
-from pytest_jaxcompile.reporting import SessionOutcome, build_report, summary_lines, write_report
-from pytest_jaxcompile.settings import non_negative_float
-from pytest_jaxcompile.verdicts import Thresholds
 
 HELP = "combine the JSON reports of several CI jobs into one summary and one exit status"
 PROG = "pytest-jaxcompile merge"

@@ -6,16 +6,16 @@ import dataclasses
 import os
 from collections import Counter
 
-from pytest_jaxcompile.classify import CompileEvidence, classify
-from pytest_jaxcompile.guard import XLA_FLAGS_ENV, snapshot_settings
-from pytest_jaxcompile.measure import (
+from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
+from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.measure import (
     CacheSettings,
     JaxEnvironment,
     MeasureContext,
     host_state,
     utc_now,
 )
-from pytest_jaxcompile.monitor import (
+from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_RETRIEVAL,
     EVENT_LOWER,

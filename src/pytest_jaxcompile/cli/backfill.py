@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_jaxcompile.backfill import (
+from pytest_jaxcompile.cli._args import cell_fields, error
+from pytest_jaxcompile.corpus.backfill import (
     DEFAULT_CACHE_DIR_FIELDS,
     DEFAULT_TAG_FIELD,
     Rules,
@@ -13,9 +14,8 @@ from pytest_jaxcompile.backfill import (
     plan_corpus,
     summary_lines,
 )
-from pytest_jaxcompile.cli_options import cell_fields, error
-from pytest_jaxcompile.corpus import CorpusError
-from pytest_jaxcompile.reporting import relative
+from pytest_jaxcompile.corpus.store import CorpusError
+from pytest_jaxcompile.output.terminal import relative
 
 HELP = (
     "migrate records that have compile_s but no cache_state: none where the recorded "

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_jaxcompile.gate import GateSettings
-from pytest_jaxcompile.github import MODES as GITHUB_MODES
-from pytest_jaxcompile.guard import Requirements
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.backends.jax.guard import Requirements
+from pytest_jaxcompile.gate.conclude import GateSettings
+from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
@@ -19,6 +18,7 @@ from pytest_jaxcompile.verdicts import (
     METRIC_WALL,
     Thresholds,
 )
+from pytest_jaxcompile.output.github import MODES as GITHUB_MODES
 
 HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_jaxcompile.classify import REASON_UNEXPLAINED
+from pytest_jaxcompile.backends.jax.classify import REASON_UNEXPLAINED
 from pytest_jaxcompile.records import CacheState, CompileRecord
 
 XLA_FLAGS_ENV = "XLA_FLAGS"

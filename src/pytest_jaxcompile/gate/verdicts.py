@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile.pins import Pin, PinStore
+from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).

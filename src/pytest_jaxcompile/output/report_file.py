@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.gate.verdicts import Thresholds
+from pytest_jaxcompile.output.terminal import REPORT_KIND, REPORT_SCHEMA_VERSION
 from pytest_jaxcompile.records import RECORD_KIND, CacheState, CallLedger, CompileRecord
 from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from pytest_jaxcompile.reporting import REPORT_KIND, REPORT_SCHEMA_VERSION
-from pytest_jaxcompile.verdicts import Thresholds
 
 
 class ReportError(Exception):

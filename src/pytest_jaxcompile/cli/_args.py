@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pytest_jaxcompile.corpus import Corpus, parse_cell_fields, parse_timestamp
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.corpus.store import Corpus, parse_cell_fields, parse_timestamp
+from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,

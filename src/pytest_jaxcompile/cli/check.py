@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_jaxcompile.cli_options import (
+from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
     add_threshold_arguments,
@@ -14,10 +14,10 @@ from pytest_jaxcompile.cli_options import (
     error,
     thresholds_from,
 )
-from pytest_jaxcompile.corpus import CorpusError
-from pytest_jaxcompile.offline import check_corpus, check_lines, expected_recompile
-from pytest_jaxcompile.pins import PinFileError, PinStore, atomic_write_text
-from pytest_jaxcompile.reporting import verdict_to_dict
+from pytest_jaxcompile.corpus.check import check_corpus, check_lines, expected_recompile
+from pytest_jaxcompile.corpus.store import CorpusError
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text
+from pytest_jaxcompile.output.terminal import verdict_to_dict
 
 HELP = (
     "judge the latest row per cell, transform and key of a records corpus against the "

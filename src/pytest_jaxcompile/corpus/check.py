@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_jaxcompile.corpus import Corpus, LatestRows, latest_rows
-from pytest_jaxcompile.pins import PinStore
-from pytest_jaxcompile.records import ComparabilityKey
-from pytest_jaxcompile.reporting import relative, row_text
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.corpus.store import Corpus, LatestRows, latest_rows
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.verdicts import (
     Status,
     Thresholds,
     Verdict,
@@ -23,6 +21,8 @@ from pytest_jaxcompile.verdicts import (
     judge_all,
     session_failed,
 )
+from pytest_jaxcompile.output.terminal import relative, row_text
+from pytest_jaxcompile.records import ComparabilityKey
 
 STATUS_ORDER = tuple(Status)  # the summary's order: failing verdicts first
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_jaxcompile.classify import SkipReason, skip_reason_from_log
+from pytest_jaxcompile.backends.jax.classify import SkipReason, skip_reason_from_log
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
 EVENT_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pytest_jaxcompile.cli_options import (
+from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
     corpus_from,
     error,
 )
-from pytest_jaxcompile.corpus import CorpusError, latest_rows
-from pytest_jaxcompile.pins import PinFileError, PinLockTimeout, PinStore
-from pytest_jaxcompile.reporting import relative
+from pytest_jaxcompile.corpus.store import CorpusError, latest_rows
+from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
+from pytest_jaxcompile.output.terminal import relative
 
 HELP = (
     "pin the most recent row per cell, transform and key of a records corpus "

@@ -11,17 +11,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile.guard import Clobber
-from pytest_jaxcompile.pins import PinFileError, PinLockTimeout, PinStore
-from pytest_jaxcompile.records import CallLedger, CompileRecord
-from pytest_jaxcompile.reporting import SessionOutcome
-from pytest_jaxcompile.verdicts import (
+from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
+from pytest_jaxcompile.gate.verdicts import (
     Thresholds,
     compile_count_changes,
     find_stale,
     judge_all,
     session_failed,
 )
+from pytest_jaxcompile.output.terminal import SessionOutcome
+from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 Identity = tuple[str, str]  # (hardware, jax_version) a session ran under
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile.pins import pin_line
+from pytest_jaxcompile.gate.pins import pin_line
+from pytest_jaxcompile.gate.verdicts import StalePin, Status, Verdict
+from pytest_jaxcompile.output.terminal import SessionOutcome, relative, repin_command
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
-from pytest_jaxcompile.reporting import SessionOutcome, relative, repin_command
-from pytest_jaxcompile.verdicts import StalePin, Status, Verdict
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 ENV_ACTIONS = "GITHUB_ACTIONS"

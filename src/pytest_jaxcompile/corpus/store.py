@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.pins import atomic_write_text
+from pytest_jaxcompile.gate.pins import atomic_write_text
 from pytest_jaxcompile.records import (
     RECORD_KIND,
     CacheState,
