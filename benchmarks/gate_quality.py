@@ -254,8 +254,9 @@ def rejudge(session: Session, **overrides: Any) -> tuple[bool, Counter[str]]:
     """The plugin's own verdicts and gate decision for this session's rows, re-judged."""
     assert session.store is not None
     records = [CompileRecord.from_dict(data) for data in session.records]
-    verdicts = judge_all(records, session.store, thresholds_of(session, **overrides))
-    failed = session_failed(verdicts, fail_on_improvement=False)
+    thresholds = thresholds_of(session, **overrides)
+    verdicts = judge_all(records, session.store, thresholds)
+    failed = session_failed(verdicts, thresholds)
     return failed, Counter(verdict.status.value for verdict in verdicts)
 
 

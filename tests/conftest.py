@@ -155,6 +155,18 @@ def set_pins(pins_dir: Path, seconds: dict[str, float], tolerance: float) -> Non
         group.path.write_text(group.render())
 
 
+def edit_pins(pins_dir: Path, cache_state: str, fields: dict[str, dict[str, Any]]) -> None:
+    """Set fields of the named tests' pins under one cache state (e.g. a fingerprint)."""
+    for group in PinStore.load(pins_dir).groups():
+        if group.key.cache_state != cache_state:
+            continue
+        for (cell, transform), pin in list(group.pins.items()):
+            name = cell.rsplit("::", 1)[-1]
+            if name in fields:
+                group.pins[(cell, transform)] = dataclasses.replace(pin, **fields[name])
+        group.path.write_text(group.render())
+
+
 # Six tests, every verdict: the pins are edited after pinning so that each status is
 # certain whatever the timing (cache off: every row is `none`, whoever compiles first).
 PINNED_SUITE = """

@@ -1,10 +1,12 @@
-"""Generated records corpora and the CLI run as a subprocess, for the corpus tests."""
+"""Generated records corpora and the CLI run in-process, for the corpus tests."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,10 +33,22 @@ def write_list(path: Path, values: Iterable[Any]) -> Path:
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest_jaxcompile ARGS`` in `cwd`."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_jaxcompile", *args],
-        cwd=cwd, capture_output=True, text=True, check=False,
+    """``pytest-jaxcompile ARGS`` in `cwd`, in this process (``main``), output captured."""
+    from pytest_jaxcompile.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(list(args))
+            except SystemExit as exit_:  # argparse's usage errors
+                status = exit_.code if isinstance(exit_.code, int) else 2
+    finally:
+        os.chdir(previous)
+    return subprocess.CompletedProcess(
+        ["pytest-jaxcompile", *args], status, out.getvalue(), err.getvalue()
     )
 
 

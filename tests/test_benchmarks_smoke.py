@@ -1,7 +1,8 @@
 """The gate-quality benchmark runs end to end with tiny settings and prints every section.
 
 Speed is not asserted here (the benchmark is run on demand and its figures are written
-down in docs/benchmarks.md); only what does not depend on the machine's load is.
+down in docs/benchmarks.md); only what does not depend on the machine's load is. It takes
+half a minute, so it runs only when asked: ``JAXCOMPILE_BENCHMARK_SMOKE=1 pytest``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("JAXCOMPILE_BENCHMARK_SMOKE") != "1",
+    reason="benchmark smoke tests run only when asked (JAXCOMPILE_BENCHMARK_SMOKE=1)",
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "gate_quality.py"

@@ -183,7 +183,7 @@ def test_time_advisory_reports_drift_without_failing(project: JaxProject) -> Non
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
-    result.stdout.fnmatch_lines(["DRIFT: 1 row(s) *; reported only (--compile-time-advisory)."])
+    result.stdout.fnmatch_lines(["DRIFT: 1 row(s) *; reported only (time advisory)."])
 
 
 def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -> None:

@@ -65,9 +65,9 @@ def test_check_cli_exits_1_on_drift_and_lists_it(pinned: Path) -> None:
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert "  DRIFT      tests/test_m.py::test_b [vag] 3.000 s, pin 1.000 s (3.00x, " \
-           "tolerance 75%)  at 2026-11-01T10:00:00+00:00" in lines
+           "tolerance 75%)" in lines
     assert "  ok         1 row(s) within tolerance (-v lists them)" in lines
-    assert "compile rows: 1 DRIFT, 1 ok" in lines
+    assert "compile rows: 1 ok, 1 DRIFT" in lines
 
     looser = cli(pinned, "check", "records", "--tolerance", "3")
     assert looser.returncode == 0, looser.stdout
@@ -81,9 +81,7 @@ def test_check_cli_a_jax_bump_is_an_expected_recompile_not_drift(pinned: Path) -
     ])
     result = cli(pinned, "check", "records", "--json", "out.json")
     assert result.returncode == 0, result.stdout
-    assert "expected recompiles: 2 unpinned row(s) are pinned only under jax 0.10.2" in (
-        result.stdout
-    )
+    assert result.stdout.count("pinned under jax 0.10.2: a jax version bump recompiles") == 2
     verdicts = json.loads((pinned / "out.json").read_text())["verdicts"]
     assert sorted(
         (v["key"]["jax_version"], v["status"], v["expected_recompile"]) for v in verdicts
@@ -130,7 +128,7 @@ def test_check_applies_the_plugins_other_verdict_settings(tmp_path: Path) -> Non
     advisory = cli(tmp_path, "check", "r.jsonl", "--strict", "--metric", "cpu",
                    "--time-advisory")
     assert advisory.returncode == 0
-    assert "reported only (--time-advisory)" in advisory.stdout
+    assert "reported only (time advisory)" in advisory.stdout
 
 
 def test_check_cli_improvement_fails_only_when_asked(pinned: Path) -> None:

@@ -95,7 +95,9 @@ def test_the_latest_row_per_cell_transform_and_key_wins_by_timestamp(tmp_path: P
         row(3, 1, compile_s=3.5, jax_version="0.11.0"),
     ])
     latest = latest_rows(Corpus([tmp_path]))
-    figures = {(r.cache_state, r.jax_version): r.compile_s for r in latest.sorted_rows()}
+    figures = {
+        (r.key.cache_state, r.key.framework_version): r.compile_s for r in latest.sorted_rows()
+    }
     assert figures == {("cold", "0.10.2"): 9.0, ("warm", "0.10.2"): 2.0,
                        ("cold", "0.11.0"): 3.0}
 

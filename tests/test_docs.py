@@ -43,14 +43,15 @@ def _documented(page: str) -> set[str]:
 def test_report_schema_documents_every_field(tmp_path: Path) -> None:
     from records_factory import make_record
 
+    from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
     from pytest_jaxcompile.gate.pins import PinStore
     from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
-    from pytest_jaxcompile.output.terminal import SessionOutcome, build_report
+    from pytest_jaxcompile.output.json_report import build_report
 
     record = make_record(location=("tests/t.py", 3))
     store = PinStore.load(tmp_path)
     outcome = SessionOutcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(),
-                             pin_update=False, fail_on_improvement=False)
+                             pin_update=False)
     outcome.verdicts = judge_all([record], store, outcome.thresholds)
     outcome.stale = [StalePin(record.key, record.cell, "gone", tmp_path / "p.toml")]
     outcome.environments = [(record.hardware, record.jax_version)]
@@ -63,3 +64,58 @@ def test_report_schema_documents_every_field(tmp_path: Path) -> None:
     fields |= {"platform", "device_kind", "device_count", "cpu_model", "cpu_count", "machine"}
     fields |= set(report["verdicts"][0]["key"])
     assert fields - documented == set()
+
+
+def _table_defaults(page: str, default_column: int) -> dict[str, str]:
+    """Each table row's default cell, by every `--flag` and `ini_key` in its first cells."""
+    import re
+
+    defaults: dict[str, str] = {}
+    for line in (REPO / "docs" / page).read_text().splitlines():
+        if not line.startswith("| "):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        if len(cells) <= default_column:
+            continue
+        for cell in cells[:default_column]:
+            for name in re.findall(r"`(--[a-z-]+|compile_[a-z_]+)", cell):
+                defaults[name] = cells[default_column]
+    return defaults
+
+
+def _default_words(option: object) -> str:
+    from pytest_jaxcompile.options import Option
+
+    assert isinstance(option, Option)
+    if option.kind == "flag":
+        return "off" if option.on_command_line else "false"
+    if option.default_text is not None:
+        return option.default_text
+    if option.default is None:
+        return "none"
+    return str(option.default)
+
+
+def test_every_option_and_its_default_is_documented_as_the_code_has_it() -> None:
+    """docs/options.md (pytest) and docs/corpus.md (the subcommands) against the table."""
+    from pytest_jaxcompile.options import OPTIONS, THRESHOLD_OPTIONS
+
+    plugin = _table_defaults("options.md", default_column=3)
+    for option in OPTIONS:
+        name = option.flag if option.on_command_line else option.name
+        assert name in plugin, f"{name} is not in docs/options.md"
+        assert _default_words(option) in plugin[name], (name, plugin[name])
+    commands = _table_defaults("corpus.md", default_column=1)
+    for option in THRESHOLD_OPTIONS:
+        assert option.short_flag in commands, f"{option.short_flag} is not in docs/corpus.md"
+        assert _default_words(option) in commands[option.short_flag], option.short_flag
+
+
+def test_help_texts_come_from_the_option_table(pytester: pytest.Pytester) -> None:
+    from pytest_jaxcompile.options import BY_NAME
+
+    result = pytester.runpytest_inprocess("--help")
+    text = " ".join(result.stdout.str().split())
+    for name in ("compile_max_load", "compile_tolerance", "compile_strict"):
+        assert " ".join(BY_NAME[name].help.split()[:6]) in text
+    assert "judged on CPU seconds" in text  # not the "not judged" of an earlier release

@@ -280,12 +280,31 @@ def test_ini_options_are_read_and_cli_wins(project: JaxProject) -> None:
     assert project.report()["thresholds"]["tolerance"] == 0.1
 
 
-def test_bad_ini_value_names_the_option(project: JaxProject) -> None:
-    project.pytester.makeini("[pytest]\ncompile_tolerance = lots\n")
-    project.tests("def test_nothing():\n    pass\n")
-    result = project.run()
+@pytest.mark.parametrize(("value", "message"), [
+    ("lots", "is not a number"),
+    ("nan", "must be a finite number >= 0"),  # nan would switch the comparison off
+    ("-0.5", "must be a finite number >= 0"),
+])
+def test_bad_ini_value_names_the_option(
+    pytester: pytest.Pytester, value: str, message: str
+) -> None:
+    pytester.makeini(f"[pytest]\ncompile_tolerance = {value}\n")
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*compile_tolerance = 'lots' is not a number*"])
+    result.stderr.fnmatch_lines([f"*compile_tolerance = '{value}' {message}*"])
+
+
+@pytest.mark.parametrize("option", ["--compile-tolerance", "--compile-floor",
+                                    "--compile-max-load", "--compile-max-ops-growth"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_bad_numbers_on_the_command_line_are_usage_errors(
+    pytester: pytest.Pytester, option: str, value: str
+) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest_inprocess(f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*argument {option}: '{value}' must be a finite number >= 0*"])
 
 
 def test_stale_pins_are_reported(project: JaxProject) -> None:
@@ -373,8 +392,8 @@ def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
             "*--compile-pins-dir=DIR*",
             "*--compile-tolerance=FRACTION*",
             "*--compile-floor=SECONDS*",
-            "*--compile-hardware=NAME*",
             "*--compile-fail-on-improvement*",
+            "*--compile-hardware=NAME*",
             "*--compile-report=PATH*",
             "*compile_pins_dir*",
             "*compile_mixed_precision*",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject, set_pins
+from conftest import JaxProject, edit_pins, set_pins
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
 from pytest_jaxcompile.output.github import (
@@ -21,7 +23,6 @@ from pytest_jaxcompile.output.github import (
     workflow_command,
     workspace_path,
 )
-from pytest_jaxcompile.output.terminal import SessionOutcome
 
 # --- logic ----------------------------------------------------------------------------
 
@@ -74,8 +75,8 @@ def _outcome(tmp_path: Path, fail_on_improvement: bool = False) -> SessionOutcom
         make_record(cell="tests/t.py::test_new", location=("tests/t.py", 30)),
     ]
     outcome = SessionOutcome(
-        rootdir=tmp_path, pins_dir=store.directory, thresholds=Thresholds(),
-        pin_update=False, fail_on_improvement=fail_on_improvement,
+        rootdir=tmp_path, pins_dir=store.directory,
+        thresholds=Thresholds(fail_on_improvement=fail_on_improvement), pin_update=False,
     )
     outcome.verdicts = judge_all(measured, store, outcome.thresholds)
     outcome.stale = [StalePin(key, "tests/t.py::test_ok", "vag", store.path_for(key))]
@@ -92,7 +93,7 @@ def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path
         "::error file=tests/t.py,line=10,title=jax compile DRIFT%3A test_drift [vag]::"
         "tests/t.py::test_drift [vag] compiled in 5.000 s, pin 1.000 s (5.00x, tolerance 75%25)"
     )
-    assert "%0AIf this is intended, re-pin and commit the pin files: pytest " \
+    assert "%0AIf the slowdown is intended, re-pin and commit the pin files: pytest " \
            "--compile-pin-update tests/t.py::test_drift" in drift
     assert improved.startswith("::warning file=tests/t.py,line=20,")
     pin_file = outcome.stale[0].pin_file
@@ -240,7 +241,7 @@ def test_bad_github_mode_in_the_ini_file_is_a_usage_error(project: JaxProject) -
 def test_a_huge_step_summary_stays_under_githubs_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_jaxcompile import github
+    from pytest_jaxcompile.output import github
 
     monkeypatch.setattr(github, "SUMMARY_BUDGET", 20_000)  # instead of building 1 MB
     outcome = _outcome(tmp_path)
@@ -260,3 +261,66 @@ def test_help_lists_the_github_option(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
     result.stdout.fnmatch_lines(["*--compile-github={auto,off}*", "*compile_github*"])
 
+
+
+EVERY_FAILING_KIND = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def scaled(factor):
+        return jax.jit(lambda *args: mlp_loss(*args) * factor)  # a module of its own
+
+    def test_noisy(jax_compile):
+        jax_compile(scaled(1.0), *mlp_example_args(), transform="jit")
+
+    def test_drift(jax_compile):
+        jax_compile(scaled(2.0), *mlp_example_args(), transform="jit")
+
+    def test_grew(jax_compile):
+        jax_compile(scaled(3.0), *mlp_example_args(), transform="jit")
+
+    def test_miss(jax_compile):
+        jax_compile(scaled(4.0), *mlp_example_args(), transform="jit")
+"""
+
+
+def test_a_busy_runner_with_every_failing_status_writes_its_summary(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """noisy, MISS, GREW and DRIFT rows in one session on a loaded runner: the step summary
+    is written and the session fails on its findings, never with an internal error."""
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(EVERY_FAILING_KIND)
+    project.run("--compile-pin-update").assert_outcomes(passed=4)  # cold pins
+    project.run("--compile-pin-update").assert_outcomes(passed=4)  # warm pins
+    shutil.rmtree(project.cache_dir)  # the cache is lost: every row compiles cold again
+    other = {"fingerprint": "sha256:changed"}  # expected recompiles, judged on time
+    edit_pins(project.pins_dir, "warm", {"test_noisy": other, "test_drift": other,
+                                         "test_grew": other})
+    edit_pins(project.pins_dir, "cold", {
+        "test_noisy": {"tolerance": 1000.0},
+        "test_drift": {"compile_s": 1e-6, "compile_cpu_s": 1e-6},
+        "test_grew": {"op_count": 1, "tolerance": 1000.0},
+    })
+    summary = project.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3")
+    result = project.run("--compile-expect-warm", "--compile-max-ops-growth=0.1",
+                         "--compile-floor=0")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert project.verdicts() == {
+        ("test_noisy", "jit"): "noisy", ("test_drift", "jit"): "DRIFT",
+        ("test_grew", "jit"): "GREW", ("test_miss", "jit"): "MISS",
+    }
+    text = summary.read_text()
+    assert text.startswith("## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)\n")
+    for status in ("**MISS**", "**GREW**", "**DRIFT**", "| noisy |"):
+        assert status in text
+    result.stdout.fnmatch_lines(["::error file=*title=jax compile MISS*"])
+
+    summary.unlink()
+    result = project.run("--compile-expect-warm", "-k", "noisy")
+    assert result.ret == pytest.ExitCode.OK  # a noisy row alone does not fail
+    assert summary.read_text().startswith("## jax compile times: pass\n")

@@ -38,7 +38,7 @@ def test_missing_flags_names_absent_and_different_values() -> None:
 
 
 def test_settings_problems_name_the_missing_flag_and_cache() -> None:
-    requirements = Requirements.from_ini([AUTOTUNE], cache=True, cacheable=False, platform="")
+    requirements = Requirements(xla_flags=parse_xla_flags(AUTOTUNE), cache=True)
     ok = make_record(xla_flags=AUTOTUNE)
     assert settings_problems(ok, requirements) == []
     bad = make_record(
@@ -63,15 +63,17 @@ def test_uncacheable_reason_only_for_known_reasons() -> None:
     ("gpu", "cpu", True), ("gpu", "cuda", False), ("cpu", "cpu", False), (None, "cpu", False),
 ])
 def test_platform_problem(expected: str | None, actual: str, fails: bool) -> None:
-    problem = platform_problem(expected, actual)
+    problem = platform_problem(expected, actual, "JAX's default backend")
     assert (problem is not None) == fails
     if problem:
         assert "silently fell back" in problem
 
 
 def test_bad_expected_platform_is_rejected() -> None:
-    with pytest.raises(ValueError, match="compile_expected_platform = 'gpus'"):
-        Requirements.from_ini([], cache=False, cacheable=False, platform="gpus")
+    from pytest_jaxcompile.options import BY_NAME, OptionError, parse_value
+
+    with pytest.raises(OptionError, match="compile_expected_platform = 'gpus'"):
+        parse_value(BY_NAME["compile_expected_platform"], "gpus", "ini option")
 
 
 def test_clobber_reports_first_test_and_discarded_flags() -> None:
@@ -85,7 +87,7 @@ def test_clobber_reports_first_test_and_discarded_flags() -> None:
     assert clobber.first_cell == "t.py::test_b"
     assert clobber.discarded == ("--xla_gpu_autotune_level", "--xla_cpu_x")
     assert "DISCARDED" in clobber.describe()
-    required = Requirements.from_ini([AUTOTUNE], cache=False, cacheable=False, platform="")
+    required = Requirements(xla_flags=parse_xla_flags(AUTOTUNE))
     assert clobber_affects_requirements(clobber, required)
     assert not clobber_affects_requirements(clobber, Requirements())
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -21,10 +22,16 @@ from conftest import (
 from records_factory import make_record
 
 from pytest_jaxcompile.cli import main
+from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.verdicts import Thresholds
-from pytest_jaxcompile.output.report_file import ReportError, load_report, report_paths
-from pytest_jaxcompile.output.terminal import SessionOutcome, build_report, write_report
+from pytest_jaxcompile.output.json_report import (
+    ReportError,
+    build_report,
+    load_report,
+    report_paths,
+    write_report,
+)
 from pytest_jaxcompile.records import CompileRecord
 
 # --- reading reports ------------------------------------------------------------------
@@ -32,10 +39,14 @@ from pytest_jaxcompile.records import CompileRecord
 
 def write_shard(path: Path, records: list[CompileRecord], **outcome: Any) -> Path:
     """A report as the plugin writes it, for the given records."""
+    thresholds = outcome.pop("thresholds", Thresholds())
+    if "fail_on_improvement" in outcome:
+        thresholds = dataclasses.replace(
+            thresholds, fail_on_improvement=outcome.pop("fail_on_improvement")
+        )
     session = SessionOutcome(
-        rootdir=path.parent, pins_dir=path.parent / "pins",
-        thresholds=outcome.pop("thresholds", Thresholds()), pin_update=False,
-        fail_on_improvement=outcome.pop("fail_on_improvement", False),
+        rootdir=path.parent, pins_dir=path.parent / "pins", thresholds=thresholds,
+        pin_update=False,
     )
     for name, value in outcome.items():
         setattr(session, name, value)
@@ -80,8 +91,8 @@ def _report_with(tmp_path: Path, **changes: Any) -> Path:
         ({"record_compile_s": -1}, "records[0] (tests/test_models.py::test_mlp [vag]): "
                                    "'compile_s' must be a non-negative number, got -1"),
         ({"record_cache_state": "tepid"}, "records[0] (tests/test_models.py::test_mlp [vag]): "
-                                          "unknown cache_state 'tepid'"),
-        ({"record_mixed_precision": 1}, "'mixed_precision' must be a bool, got 1"),
+                                          "cache_state 'tepid' is not one of"),
+        ({"record_mixed_precision": 1}, "'mixed_precision' must be true or false, got 1"),
         ({"record_location": ["t.py"]}, "'location' must be [file, line]"),
         ({"record_record_kind": "census"}, "record_kind 'census' is not 'compile_probe'"),
         ({"record_schema_version": 9}, "record schema_version 9 was written by a newer"),

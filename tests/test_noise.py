@@ -37,7 +37,7 @@ def test_bad_repeat_is_a_usage_error(project: JaxProject) -> None:
     project.tests("def test_nothing():\n    pass\n")
     result = project.run("--compile-repeat", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*compile_repeat = '0': expected a whole number >= 1*"])
+    result.stderr.fnmatch_lines(["*--compile-repeat: '0': expected a whole number >= 1*"])
 
 
 def test_rows_measured_under_load_are_noisy_unless_strict(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text, pin_file_name
+from pytest_jaxcompile._io import atomic_write_text
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, pin_file_name
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 
@@ -127,7 +128,7 @@ def test_keys_pinning_lists_every_key_of_a_row(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     store.update([make_record(jax_version="0.9.0"), make_record(cache_state="warm")])
     keys = store.keys_pinning("tests/test_models.py::test_mlp", "vag")
-    assert [(key.jax_version, key.cache_state) for key in keys] == [
+    assert [(key.framework_version, key.cache_state) for key in keys] == [
         ("0.10.2", "warm"), ("0.9.0", "cold"),
     ]
 

@@ -30,25 +30,38 @@ def torch_project(project: JaxProject, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 
 
 def test_cold_then_warm_across_two_processes_sharing_the_inductor_cache(
-    torch_project: JaxProject,
+    torch_project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch_project.tests(TORCH_TESTS)
     torch_project.run("--compile-pin-update").assert_outcomes(passed=1)
     cold = torch_project.rows()[("test_fn", "scaled_sum")]
     assert (cold["framework"], cold["cache_state"]) == ("torch", "cold")
     assert cold["torch_version"].startswith("2.")
-    assert set(cold["phases"]) == {"dynamo_s", "aot_autograd_s", "inductor_s"}
+    # Only what torch measured is named: its backend compile; the rest of the frame's
+    # compile time is the named residual, and inductor's spans lie inside the backend's.
+    assert set(cold["phases"]) == {"backend_compile_s", "compile_other_s"}
     assert cold["compile_s"] == pytest.approx(sum(cold["phases"].values()))
+    assert cold["backend_compile_s"] == cold["phases"]["backend_compile_s"] > 0
+    overlays = cold["overlays"]
+    assert 0 < overlays["inductor_code_gen_s"] <= overlays["inductor_s"]
+    assert overlays["inductor_s"] <= cold["backend_compile_s"] <= cold["compile_s"]
+    assert cold["trace_s"] is None and cold["jax_version"] == ""
     ledger = cold["ledger"]
-    assert ledger["first_call_wall_s"] == pytest.approx(
-        ledger["compile_s"] + ledger["first_call_execute_s"]
-    )
+    assert ledger["wall_s"] == pytest.approx(ledger["compile_s"] + ledger["execute_and_python_s"])
+    assert ledger["compile_other_s"] == pytest.approx(cold["phases"]["compile_other_s"])
     (pin_file,) = torch_project.pins_dir.glob("*.toml")
     assert 'framework = "torch"' in pin_file.read_text()
     assert "torch_version = " in pin_file.read_text()
 
+    # XLA's rules never judge torch rows: a required XLA flag and a changed XLA_FLAGS are
+    # no concern of a torch.compile test.
+    torch_project.pytester.makeini(
+        "[pytest]\ncompile_required_xla_flags = --xla_cpu_multi_thread_eigen=false\n"
+    )
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
     result = torch_project.run("-v")
     result.assert_outcomes(passed=1)
+    assert "clobbered" not in result.stdout.str()
     warm = torch_project.rows()[("test_fn", "scaled_sum")]
     assert warm["cache_state"] == "warm"
     result.stdout.fnmatch_lines(["cpu:* | torch 2.* | full precision | warm*"])
@@ -107,7 +120,7 @@ def test_a_first_call_that_raises_keeps_its_seconds(torch_project: JaxProject) -
     rows = torch_project.report()["records"]
     assert rows, "the failing call's compile was kept"
     assert all(row["outcome"] == "failed" for row in rows)
-    assert all(row["ledger"]["first_call_wall_s"] > 0 for row in rows)
+    assert all(row["ledger"]["wall_s"] > 0 for row in rows)
 
 
 def test_torch_is_never_imported_by_a_jax_suite(project: JaxProject) -> None:
@@ -135,8 +148,8 @@ def test_cache_state_follows_the_fx_graph_cache() -> None:
 
     def frame(fx_hits: int, fx_misses: int, aot_hits: int, aot_misses: int) -> FrameCompile:
         return FrameCompile(
-            name="forward", location="m.py:1", compile_s=1.0, dynamo_s=0.1,
-            aot_autograd_s=0.2, inductor_s=0.7, code_gen_s=0.5, triton_s=0.0,
+            name="forward", location="m.py:1", compile_s=1.0, backend_compile_s=0.9,
+            inductor_s=0.7, code_gen_s=0.5, triton_s=0.0,
             fx_cache_hits=fx_hits, fx_cache_misses=fx_misses, autograd_cache_hits=aot_hits,
             autograd_cache_misses=aot_misses, graph_op_count=3, recompile_reason=None,
             fail_reason=None, start_time_us=0,

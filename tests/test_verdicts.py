@@ -90,9 +90,9 @@ def test_drift_notes_whether_the_module_changed(store: PinStore) -> None:
 def test_session_fails_on_drift_and_on_improvement_only_when_asked(store: PinStore) -> None:
     drift = [judge(make_record(compile_s=3.0), store, THRESHOLDS)]
     improved = [judge(make_record(compile_s=0.1), store, THRESHOLDS)]
-    assert session_failed(drift, fail_on_improvement=False)
-    assert not session_failed(improved, fail_on_improvement=False)
-    assert session_failed(improved, fail_on_improvement=True)
+    assert session_failed(drift, Thresholds())
+    assert not session_failed(improved, Thresholds())
+    assert session_failed(improved, Thresholds(fail_on_improvement=True))
 
 
 def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStore) -> None:
@@ -159,7 +159,7 @@ def test_rows_above_max_load_are_judged_on_cpu_seconds(
     # --compile-strict judges the wall seconds, whatever the load.
     strict = judge(row, store, Thresholds(tolerance=0.5, floor_s=0.25, strict=True))
     assert (strict.status, strict.metric) == (Status.DRIFT, "wall")
-    assert session_failed([verdict], fail_on_improvement=False) is (status is Status.DRIFT)
+    assert session_failed([verdict], Thresholds()) is (status is Status.DRIFT)
 
 
 def test_cpu_judged_rows_obey_the_floor(tmp_path: Path) -> None:

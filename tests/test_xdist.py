@@ -46,7 +46,7 @@ def test_xdist_gives_the_verdicts_summary_and_report_of_a_serial_session(
 
 SPY_CONFTEST = """
     import json, os
-    from pytest_jaxcompile import pins
+    from pytest_jaxcompile.gate import pins
 
     _update = pins.PinStore.update
 
@@ -240,9 +240,9 @@ def test_a_worker_reported_down_twice_is_merged_once(pytestconfig: pytest.Config
     from records_factory import make_record
 
     from pytest_jaxcompile.options import Settings
-    from pytest_jaxcompile.plugin import WORKER_OUTPUT_KEY, JaxCompilePlugin
+    from pytest_jaxcompile.session import WORKER_OUTPUT_KEY, SessionCollector
 
-    plugin = JaxCompilePlugin(pytestconfig, Settings.from_config(pytestconfig))
+    plugin = SessionCollector(pytestconfig, Settings.from_config(pytestconfig))
     output = {WORKER_OUTPUT_KEY: {
         "records": [make_record().to_dict()],
         "ran_cells": ["tests/test_models.py::test_mlp"],

@@ -1,35 +1,315 @@
-"""Options and ini keys, resolved once per session (CLI beats env beats ini)."""
+"""Every option, declared once: pytest's flags and ini keys and the CLI's options come from here.
+
+`OPTIONS` is the one table. Each entry names its pytest flag (``--compile-*``), its ini key
+(``compile_*``), an environment variable where there is one, its kind, default and help.
+`parse_value` is the one validator: a bad value is an `OptionError` naming the option and
+where it came from, whether it was typed on pytest's command line, in an ini file or to one
+of the ``pytest-jaxcompile`` subcommands. Numbers must be finite and non-negative: ``nan``
+would switch a comparison off (``x > nan`` is never true), ``inf`` likewise.
+
+`Settings.from_config` resolves a session's values once (command line, then environment,
+then ini, then default).
+"""
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
-from pytest_jaxcompile.backends.jax.guard import Requirements
-from pytest_jaxcompile.gate.conclude import GateSettings
+from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
-    METRIC_CPU,
-    METRIC_WALL,
+    METRICS,
     Thresholds,
 )
-from pytest_jaxcompile.output.github import MODES as GITHUB_MODES
 
-HARDWARE_ENV = "JAXCOMPILE_HARDWARE"
+Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
+GITHUB_MODES = ("auto", "off")
+
+
+class OptionError(ValueError):
+    """A bad option value; the message names the option and where the value came from."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting, as pytest's command line, the ini file and the subcommands know it."""
+
+    name: str  # the ini key and pytest's dest: compile_tolerance
+    kind: Kind
+    help: str  # what it does; the default is appended from `default`
+    default: Any = None
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    env: str | None = None
+    on_command_line: bool = True  # pytest offers --compile-...
+    in_ini: bool = True  # pytest reads compile_... from the ini file
+    threshold: str | None = None  # the Thresholds field it sets (the verdict options)
+    default_text: str | None = None  # how the default reads in help, where not the value
+
+    @property
+    def flag(self) -> str:
+        """pytest's flag: ``--compile-tolerance``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def short_flag(self) -> str:
+        """The subcommands' spelling of the same option: ``--tolerance``."""
+        return "--" + self.name.removeprefix("compile_").replace("_", "-")
+
+    def help_text(self, for_argparse: bool = True) -> str:
+        if self.default_text is not None:
+            default = self.default_text
+        elif self.kind == "flag":
+            default = "off"
+        elif self.default is None:
+            default = "none"
+        else:
+            default = f"{self.default:g}" if isinstance(self.default, float) else str(
+                self.default
+            )
+        text = f"{self.help} (default: {default})"
+        return text.replace("%", "%%") if for_argparse else text
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("compile_pin_update", "flag", "write this session's measured compile rows into the "
+           "pins; never fails on drift", in_ini=False),
+    Option("compile_pins_dir", "path", "directory of pin files", default="pins",
+           metavar="DIR", default_text="pins in the rootdir"),
+    Option("compile_tolerance", "number", "relative slowdown over the pin that counts as DRIFT "
+           "(0.75 = +75%)", default=DEFAULT_TOLERANCE, metavar="FRACTION",
+           threshold="tolerance"),
+    Option("compile_floor", "number", "absolute slowdown in seconds a row must also exceed to "
+           "be DRIFT or improved", default=DEFAULT_FLOOR_S, metavar="SECONDS",
+           threshold="floor_s"),
+    Option("compile_max_load", "number", "rows measured above this 1-minute load per core are "
+           "judged on CPU seconds, their wall seconds not judged", default=DEFAULT_MAX_LOAD,
+           metavar="LOAD", threshold="max_load"),
+    Option("compile_strict", "flag", "judge the wall seconds of rows measured above the max "
+           "load too", threshold="strict"),
+    Option("compile_metric", "choice", "what verdicts compare: wall seconds or process CPU "
+           "seconds", default="wall", choices=METRICS, threshold="metric"),
+    Option("compile_max_ops_growth", "number", "rows whose module grew beyond this fraction "
+           "over the pinned op count are GREW (deterministic; e.g. 0.1)", metavar="FRACTION",
+           threshold="max_ops_growth", default_text="no gate"),
+    Option("compile_time_advisory", "flag", "time DRIFT (and improvement) is reported but does "
+           "not fail; GREW, MISS and budgets still do", threshold="time_advisory"),
+    Option("compile_expect_warm", "flag", "for jobs that restore a compilation cache: a cold row "
+           "of a module unchanged since its warm pin is a MISS and fails",
+           threshold="expect_warm"),
+    Option("compile_fail_on_improvement", "flag", "also fail when a row compiles faster than "
+           "its pin beyond the tolerance", threshold="fail_on_improvement"),
+    Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
+           "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
+           default_text="detected"),
+    Option("compile_report", "path", "write the session's compile records and verdicts as "
+           "JSON to PATH", metavar="PATH"),
+    Option("compile_record_dir", "path", "append this session's compile records to DIR as a "
+           "new JSON lines file (the results corpus)", metavar="DIR"),
+    Option("compile_census", "flag", "record every compile of every test (tests marked "
+           "compile_budget always are)"),
+    Option("compile_trace_profile", "flag", "attribute each measured function's trace time to "
+           "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
+           in_ini=False),
+    Option("compile_repeat", "count", "compile each measured transform N times, caches "
+           "cleared in between; the fastest is the figure", default=1, metavar="N"),
+    Option("compile_github", "choice", "GitHub Actions output: 'auto' writes the step summary "
+           "and annotations when $GITHUB_ACTIONS is 'true'; 'off' never", default="auto",
+           choices=GITHUB_MODES),
+    Option("compile_mixed_precision", "flag", "default mixed_precision of compile rows whose "
+           "test declares none", on_command_line=False),
+    Option("compile_required_xla_flags", "lines", "XLA flags every compile must run with, e.g. "
+           "--xla_gpu_autotune_level=0", on_command_line=False),
+    Option("compile_require_cache", "flag", "every compile must use a persistent cache",
+           on_command_line=False),
+    Option("compile_require_cacheable", "flag", "every compiled module must be "
+           "persistent-cacheable", on_command_line=False),
+    Option("compile_expected_platform", "choice", "gpu, tpu or cpu: fail on a silent fallback "
+           "to another backend", choices=tuple(PLATFORM_ALIASES), on_command_line=False),
+)
+BY_NAME: Mapping[str, Option] = {option.name: option for option in OPTIONS}
+THRESHOLD_OPTIONS = tuple(option for option in OPTIONS if option.threshold is not None)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def parse_value(option: Option, raw: object, source: str) -> Any:
+    """The one validator: `raw` (text, or a TOML value from an ini file) as `option`'s kind.
+
+    `source` says where the value came from, for the message: "ini option", "option", ...
+    """
+    text = str(raw).strip()
+    where = f"{source} {option.name if source.startswith('ini') else option.flag} = {text!r}"
+    if option.kind == "number":
+        try:
+            value = float(text)
+        except ValueError:
+            raise OptionError(f"{where} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise OptionError(f"{where} must be a finite number >= 0")
+        return value
+    if option.kind == "count":
+        try:
+            count = int(text)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise OptionError(f"{where}: expected a whole number >= 1")
+        return count
+    if option.kind == "choice":
+        value_text = text.lower() if option.name == "compile_expected_platform" else text
+        if value_text not in option.choices:
+            raise OptionError(f"{where} must be one of {', '.join(option.choices)}")
+        return value_text
+    if option.kind == "flag":
+        if isinstance(raw, bool):
+            return raw
+        if text.lower() in ("true", "1", "yes", "on"):
+            return True
+        if text.lower() in ("false", "0", "no", "off", ""):
+            return False
+        raise OptionError(f"{where} must be true or false")
+    return text
+
+
+def argparse_type(option: Option, short: bool = False) -> Any:
+    """An argparse ``type=`` that runs `parse_value`; argparse names the option itself."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse_value(option, text, "option")
+        except OptionError as error:
+            reason = str(error).split(" = ", 1)[-1]
+            raise argparse.ArgumentTypeError(reason) from None
+
+    convert.__name__ = option.kind  # what argparse calls the type in its messages
+    return convert
+
+
+# --------------------------------------------------------------------------- pytest
+
+
+def add_pytest_options(parser: pytest.Parser) -> None:
+    """Every option under one group, and every ini key, from the table."""
+    group = parser.getgroup("jaxcompile", "compile-time gate for JAX/XLA (pytest-jaxcompile)")
+    for option in OPTIONS:
+        if option.on_command_line:
+            if option.kind == "flag":
+                group.addoption(
+                    option.flag, action="store_true", default=None, dest=option.name,
+                    help=option.help_text(),
+                )
+            else:
+                group.addoption(
+                    option.flag, dest=option.name, default=None, metavar=option.metavar,
+                    type=None if option.kind in ("path", "text") else argparse_type(option),
+                    choices=option.choices or None, help=option.help_text(),
+                )
+        if option.in_ini:
+            ini_type: Literal["linelist", "bool"] | None = (
+                "linelist" if option.kind == "lines" else None
+            )
+            parser.addini(option.name, option.help_text(for_argparse=False), type=ini_type,
+                          default=[] if option.kind == "lines" else "")
+
+
+def resolve(config: pytest.Config, option: Option) -> Any:
+    """Command line, then the environment variable, then the ini key, then the default."""
+    if option.on_command_line:
+        value = config.getoption(option.name)
+        if value is not None and value != "":
+            return _path(config.invocation_params.dir, value) if option.kind == "path" else value
+    if option.env and os.environ.get(option.env, "").strip():
+        return parse_value(option, os.environ[option.env], f"environment variable {option.env}")
+    if option.in_ini:
+        raw = config.getini(option.name)
+        if option.kind == "lines":
+            return list(raw)
+        if str(raw).strip():
+            value = parse_value(option, raw, "ini option")
+            return _path(config.rootpath, value) if option.kind == "path" else value
+    if option.kind == "path" and option.default is not None:
+        return _path(config.rootpath, option.default)
+    if option.kind == "flag":
+        return False
+    return option.default
+
+
+def _path(base: Path, value: str) -> Path:
+    return Path(base, value).resolve()
+
+
+# --------------------------------------------------------------------------- subcommands
+
+
+def add_threshold_arguments(parser: argparse.ArgumentParser, *, inherit: bool = False) -> None:
+    """The verdict options, by their names without the ``compile-`` prefix.
+
+    With `inherit` (``merge``) every default is "not given": the reports' own values apply,
+    and flags take a ``--no-`` form to turn a report's setting off.
+    """
+    for option in THRESHOLD_OPTIONS:
+        if option.kind == "flag":
+            parser.add_argument(
+                option.short_flag, dest=option.threshold,
+                action=argparse.BooleanOptionalAction if inherit else "store_true",
+                default=None if inherit else False,
+                help=(option.help + (" (default: as the reports say)" if inherit else ""))
+                .replace("%", "%%"),
+            )
+        else:
+            parser.add_argument(
+                option.short_flag, dest=option.threshold, default=None,
+                type=argparse_type(option), metavar=option.metavar,
+                choices=None if option.kind != "choice" else option.choices,
+                help=(option.help + " (default: as the reports say)").replace("%", "%%")
+                if inherit else option.help_text(),
+            )
+
+
+def given_thresholds(args: argparse.Namespace) -> dict[str, Any]:
+    """The verdict options given on a subcommand's command line, by Thresholds field."""
+    given = {}
+    for option in THRESHOLD_OPTIONS:
+        assert option.threshold is not None
+        value = getattr(args, option.threshold, None)
+        if value is not None:
+            given[option.threshold] = value
+    return given
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    """A subcommand's thresholds: what was given, the table's defaults for the rest."""
+    return Thresholds(**given_thresholds(args))
+
+
+def threshold_option(field_name: str) -> Option:
+    """The option that sets a Thresholds field."""
+    return next(option for option in THRESHOLD_OPTIONS if option.threshold == field_name)
+
+
+# --------------------------------------------------------------------------- a session
 
 
 @dataclass(frozen=True)
 class Settings:
+    """A session's resolved options."""
+
     pin_update: bool
     pins_dir: Path
     thresholds: Thresholds
     hardware_override: str | None
-    fail_on_improvement: bool
     report_path: Path | None
     mixed_precision_default: bool
     census: bool
@@ -41,142 +321,38 @@ class Settings:
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
+        try:
+            values = {option.name: resolve(config, option) for option in OPTIONS}
+        except OptionError as error:
+            raise pytest.UsageError(str(error)) from None
+        return cls.from_values(values)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> Settings:
+        required: dict[str, str | None] = {}
+        for line in values["compile_required_xla_flags"] or ():
+            required.update(parse_xla_flags(line))
+        thresholds = Thresholds(**{
+            option.threshold: values[option.name]
+            for option in THRESHOLD_OPTIONS
+            if option.threshold is not None and values[option.name] is not None
+        })
         return cls(
-            pin_update=bool(config.getoption("compile_pin_update")),
-            pins_dir=_path(config, "compile_pins_dir", "compile_pins_dir", default="pins"),
-            thresholds=Thresholds(
-                tolerance=_number(config, "compile_tolerance", DEFAULT_TOLERANCE),
-                floor_s=_number(config, "compile_floor", DEFAULT_FLOOR_S),
-                max_ops_growth=_optional_number(config, "compile_max_ops_growth"),
-                time_advisory=_flag(config, "compile_time_advisory"),
-                expect_warm=_flag(config, "compile_expect_warm"),
-                metric=_metric(config),
-                max_load=_number(config, "compile_max_load", DEFAULT_MAX_LOAD),
-                strict=_flag(config, "compile_strict"),
+            pin_update=bool(values["compile_pin_update"]),
+            pins_dir=values["compile_pins_dir"],
+            thresholds=thresholds,
+            hardware_override=values["compile_hardware"] or None,
+            report_path=values["compile_report"],
+            mixed_precision_default=bool(values["compile_mixed_precision"]),
+            census=bool(values["compile_census"]),
+            trace_profile=bool(values["compile_trace_profile"]),
+            requirements=Requirements(
+                xla_flags=required,
+                cache=bool(values["compile_require_cache"]),
+                cacheable=bool(values["compile_require_cacheable"]),
+                platform=PLATFORM_ALIASES.get(values["compile_expected_platform"] or ""),
             ),
-            hardware_override=(
-                config.getoption("compile_hardware")
-                or os.environ.get(HARDWARE_ENV)
-                or str(config.getini("compile_hardware") or "").strip()
-                or None
-            ),
-            fail_on_improvement=_flag(config, "compile_fail_on_improvement"),
-            report_path=_optional_path(config, "compile_report"),
-            mixed_precision_default=bool(config.getini("compile_mixed_precision")),
-            census=_flag(config, "compile_census"),
-            trace_profile=bool(config.getoption("compile_trace_profile")),
-            requirements=_requirements(config),
-            repeat=_repeat(config),
-            record_dir=_optional_path(config, "compile_record_dir"),
-            github=_choice(config, "compile_github", GITHUB_MODES, default="auto"),
+            repeat=int(values["compile_repeat"]),
+            record_dir=values["compile_record_dir"],
+            github=str(values["compile_github"]),
         )
-
-    @property
-    def gate(self) -> GateSettings:
-        return GateSettings(
-            thresholds=self.thresholds,
-            pin_update=self.pin_update,
-            fail_on_improvement=self.fail_on_improvement,
-        )
-
-
-def _choice(config: pytest.Config, name: str, choices: tuple[str, ...], default: str) -> str:
-    """CLI value (argparse checked it), else ini value, else the default."""
-    cli = config.getoption(name)
-    if cli is not None:
-        return str(cli)
-    raw = str(config.getini(name) or "").strip()
-    if not raw:
-        return default
-    if raw not in choices:
-        raise pytest.UsageError(
-            f"ini option {name} = {raw!r} must be one of {', '.join(choices)}"
-        )
-    return raw
-
-
-def _metric(config: pytest.Config) -> str:
-    value = str(config.getoption("compile_metric") or config.getini("compile_metric") or "")
-    value = value.strip() or METRIC_WALL
-    if value not in (METRIC_WALL, METRIC_CPU):
-        raise pytest.UsageError(f"compile_metric = {value!r}: expected 'wall' or 'cpu'")
-    return value
-
-
-def _repeat(config: pytest.Config) -> int:
-    cli = config.getoption("compile_repeat")
-    raw = str(cli if cli is not None else config.getini("compile_repeat") or "1").strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise pytest.UsageError(f"compile_repeat = {raw!r}: expected a whole number >= 1")
-    return value
-
-
-def _requirements(config: pytest.Config) -> Requirements:
-    try:
-        return Requirements.from_ini(
-            flags=config.getini("compile_required_xla_flags"),
-            cache=bool(config.getini("compile_require_cache")),
-            cacheable=bool(config.getini("compile_require_cacheable")),
-            platform=str(config.getini("compile_expected_platform") or ""),
-        )
-    except ValueError as error:
-        raise pytest.UsageError(f"ini option {error}") from None
-
-
-def _flag(config: pytest.Config, name: str) -> bool:
-    return bool(config.getoption(name) or config.getini(name))
-
-
-def _number(config: pytest.Config, name: str, default: float) -> float:
-    """CLI value, else ini value, else the default; a bad value names its source."""
-    value = _optional_number(config, name)
-    return default if value is None else value
-
-
-def _optional_number(config: pytest.Config, name: str) -> float | None:
-    cli = config.getoption(name)
-    if cli is not None:
-        return float(cli)  # argparse already validated it
-    raw = str(config.getini(name) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise pytest.UsageError(f"ini option {name} = {raw!r} is not a number") from None
-    if value < 0:
-        raise pytest.UsageError(f"ini option {name} = {raw!r} must not be negative")
-    return value
-
-
-def _path(config: pytest.Config, option: str, ini: str, default: str) -> Path:
-    cli = config.getoption(option)
-    if cli:
-        return Path(config.invocation_params.dir, cli).resolve()
-    raw = str(config.getini(ini) or "").strip() or default
-    return Path(config.rootpath, raw).resolve()
-
-
-def _optional_path(config: pytest.Config, name: str) -> Path | None:
-    cli = config.getoption(name)
-    if cli:
-        return Path(config.invocation_params.dir, cli).resolve()
-    raw = str(config.getini(name) or "").strip()
-    return Path(config.rootpath, raw).resolve() if raw else None
-
-
-def non_negative_float(text: str) -> float:
-    """argparse type for the numeric options."""
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value

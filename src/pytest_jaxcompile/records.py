@@ -1,16 +1,26 @@
-"""Compile records: one row per measured transform, and the key rows are compared under."""
+"""Compile records: one row per measured transform, and the key rows are compared under.
+
+This module is the one home of the record's shape: its fields, the comparability key it
+is judged under, and `check_record_data`, the one validation every reader (JSON reports,
+the records corpus) applies to a record that comes from a file.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
+REPORT_KIND = "jaxcompile_report"  # the JSON report (output/json_report.py) holding records
 SCHEMA_VERSION = 1
-RESIDUAL_NAME = "execute_and_python_s"
+RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile phase
+FRAMEWORKS = ("jax", "torch")
+# Where each framework's version is stored in records and pin keys (JAX's always was).
+VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
 
 
 class CacheState(str, Enum):
@@ -28,28 +38,37 @@ class CacheState(str, Enum):
         return self not in (CacheState.MEMORY, CacheState.UNKNOWN)
 
 
+STATES = frozenset(state.value for state in CacheState)
+
+
 @dataclass(frozen=True, order=True)
 class ComparabilityKey:
     """Rows and pins are only ever compared under exactly the same key."""
 
     hardware: str
-    jax_version: str  # the framework's version: jax's, or torch's for torch rows
+    framework_version: str  # jax's version for JAX rows, torch's for torch rows
     mixed_precision: bool
     cache_state: str
     framework: str = "jax"  # "jax" or "torch": rows of the two are never compared
 
     @property
     def version_label(self) -> str:
-        return f"{self.framework} {self.jax_version}"
+        return f"{self.framework} {self.framework_version}"
 
     def describe(self) -> str:
         precision = "mixed precision" if self.mixed_precision else "full precision"
         return f"{self.hardware} | {self.version_label} | {precision} | {self.cache_state}"
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        if self.framework == "jax":  # the layout JAX keys always had
-            del data["framework"]
+        """JAX keys in the layout they always had; other frameworks name themselves."""
+        data: dict[str, Any] = {
+            "hardware": self.hardware,
+            VERSION_FIELDS[self.framework]: self.framework_version,
+            "mixed_precision": self.mixed_precision,
+            "cache_state": self.cache_state,
+        }
+        if self.framework != "jax":
+            data = {"framework": self.framework, **data}
         return data
 
 
@@ -84,8 +103,8 @@ class CompileRecord:
     cell: str
     transform: str
     hardware: str
-    jax_version: str
-    jaxlib_version: str
+    jax_version: str  # JAX rows; empty on torch rows
+    jaxlib_version: str  # JAX rows; empty on torch rows
     mixed_precision: bool
     cache_state: str
     compile_s: float  # wall seconds; with repeats, the fastest
@@ -114,18 +133,23 @@ class CompileRecord:
     outcome: str | None = None  # the test's outcome, filled in after the call
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
-    phases: dict[str, float] | None = None  # torch rows: dynamo / aot_autograd / inductor
+    # torch rows: the phases torch measured (dynamo, backend, inductor), and compile_other_s,
+    # the part of the frame's compile time that none of them covers
+    phases: dict[str, float] | None = None
     overlays: dict[str, float] | None = None  # inside the phases; never summed into them
     ledger: dict[str, Any] | None = None  # torch rows: the first call's partition
     record_kind: str = RECORD_KIND
     schema_version: int = SCHEMA_VERSION
 
     @property
+    def framework_version(self) -> str:
+        return (self.torch_version or "") if self.framework == "torch" else self.jax_version
+
+    @property
     def key(self) -> ComparabilityKey:
         return ComparabilityKey(
             hardware=self.hardware,
-            jax_version=(self.torch_version or "") if self.framework == "torch"
-            else self.jax_version,
+            framework_version=self.framework_version,
             mixed_precision=self.mixed_precision,
             cache_state=self.cache_state,
             framework=self.framework,
@@ -146,6 +170,10 @@ class CompileRecord:
         """Rebuild a record from `to_dict` output; unknown fields are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {name: value for name, value in data.items() if name in known}
+        for name in ("jax_version", "jaxlib_version", "timestamp"):
+            if not isinstance(values.get(name), str):
+                values[name] = ""
+        values.setdefault("mixed_precision", False)  # corpora from before it was recorded
         values["cache"] = CacheDetails(**_only_fields(CacheDetails, values.get("cache") or {}))
         values["host_state"] = HostState(
             **_only_fields(HostState, values.get("host_state") or {})
@@ -153,6 +181,120 @@ class CompileRecord:
         location = values.get("location")
         values["location"] = tuple(location) if location else None
         return cls(**values)
+
+
+class RecordDataError(ValueError):
+    """A record read from a file is not a valid compile record; the message says why."""
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    )
+
+
+def _required_string(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        if name not in data:
+            raise RecordDataError(f"compile record has no {name!r}")
+        raise RecordDataError(f"{name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
+    """The fields every reader needs of a record, checked; returns the record's key.
+
+    Cheap enough for every row of a large corpus; `check_record_data` adds the rest.
+    """
+    framework = data.get("framework") or "jax"
+    if framework not in FRAMEWORKS:
+        raise RecordDataError(
+            f"'framework' {framework!r} is not one of {', '.join(FRAMEWORKS)}"
+        )
+    _required_string(data, "transform")
+    hardware = _required_string(data, "hardware")
+    version = _required_string(data, VERSION_FIELDS[framework])
+    state = data.get("cache_state")
+    if state is None:
+        raise RecordDataError(
+            "compile record has no cache_state (written before cache_state existed?); "
+            "migrate the corpus first: pytest-jaxcompile backfill --check PATH"
+        )
+    if state not in STATES:
+        raise RecordDataError(
+            f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}"
+        )
+    compile_s = data.get("compile_s")
+    if not (_is_number(compile_s) and compile_s >= 0):
+        raise RecordDataError(f"'compile_s' must be a non-negative number, got {compile_s!r}")
+    mixed = data.get("mixed_precision", False)
+    if not isinstance(mixed, bool):
+        raise RecordDataError(f"'mixed_precision' must be true or false, got {mixed!r}")
+    return ComparabilityKey(hardware, version, mixed, state, framework)
+
+
+# Optional fields that verdicts, pins or the summary compute with: (name, kind). A present
+# value of another type is an error naming the record, not a crash later. Dotted names
+# reach into objects.
+_OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("tolerance", "number"), ("max_ops_growth", "number"), ("compile_cpu_s", "number"),
+    ("compile_spread_s", "number"), ("trace_s", "number"), ("lower_s", "number"),
+    ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
+    ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
+    ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
+    ("timestamp", "text"), ("location", "location"),
+    ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
+    ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
+    ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
+)
+
+
+def field_value(data: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    """(present, value) of a possibly dotted field name."""
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def check_record_data(data: dict[str, Any]) -> None:
+    """Every field a compile record read from a file must have right, or RecordDataError.
+
+    The key fields as `check_key_data`; optional fields may be absent or null, and are
+    otherwise of their kind (numbers finite and non-negative: ``nan`` and ``inf`` never
+    reach a verdict).
+    """
+    check_key_data(data)
+    _required_string(data, "cell")
+    for name, kind in _OPTIONAL_FIELDS:
+        present, value = field_value(data, name)
+        if not present or value is None:
+            continue
+        if kind == "text":
+            ok, expected = isinstance(value, str), "a string"
+        elif kind == "object":
+            ok, expected = isinstance(value, dict), "an object"
+        elif kind == "location":
+            ok = (
+                isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+                and isinstance(value[1], int) and not isinstance(value[1], bool)
+            )
+            expected = "[file, line]"
+        elif kind == "list":
+            ok = isinstance(value, list) and all(
+                _is_number(item) and item >= 0 for item in value
+            )
+            expected = "a list of non-negative numbers"
+        elif kind == "count":
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            expected = "a non-negative integer"
+        else:
+            ok, expected = _is_number(value) and value >= 0, "a non-negative number"
+        if not ok:
+            raise RecordDataError(f"{name!r} must be {expected} or null, got {value!r}")
 
 
 def _only_fields(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
@@ -165,27 +307,70 @@ class CallLedger:
     """One test call's wall time, partitioned honestly into compile and a named residual.
 
     ``wall_s = compile_s + execute_and_python_s``. ``compile_s`` is the time covered by
-    JAX's trace, lowering and backend-compile events (nested ones counted once);
-    the phase figures and the overlays are reported beside it and never summed into it.
+    the backend's measured compile phases (JAX: its trace, lowering and backend-compile
+    events, nested ones counted once); the phase figures and the overlays are reported
+    beside it and never summed into it. A phase the backend does not measure is None;
+    compile time no measured phase covers is ``compile_other_s``, never put under a
+    measured phase's name.
     """
 
     cell: str
     wall_s: float | None
     compile_s: float
-    trace_s: float
-    lower_s: float
+    trace_s: float | None
+    lower_s: float | None
     backend_compile_s: float
     execute_and_python_s: float | None
     compile_fraction: float | None  # omitted (None) when the wall could not be measured
     compiles: int  # backend compiles (XLA compiles and persistent-cache hits)
     persistent_cache_hits: int
-    modules: dict[str, int] = field(default_factory=dict)  # compiles per JAX function name
+    modules: dict[str, int] = field(default_factory=dict)  # compiles per function name
     overlays: dict[str, float] = field(default_factory=dict)
     outcome: str | None = None
-    # "torch": trace_s, lower_s and backend_compile_s hold dynamo, AOTAutograd and inductor.
     framework: str = "jax"
+    compile_other_s: float | None = None  # compile time outside every measured phase
     record_kind: str = LEDGER_KIND
     schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def partition(
+        cls,
+        cell: str,
+        wall_s: float | None,
+        compile_s: float,
+        *,
+        trace_s: float | None,
+        lower_s: float | None,
+        backend_compile_s: float,
+        compiles: int,
+        persistent_cache_hits: int,
+        modules: dict[str, int],
+        overlays: dict[str, float],
+        framework: str = "jax",
+        compile_other_s: float | None = None,
+    ) -> CallLedger:
+        """The one ledger builder: compile is capped at the wall (the phases and the wall
+        come from different clocks), and the rest of the wall is the residual."""
+        measured = wall_s is not None and wall_s > 0
+        if measured and wall_s is not None:
+            compile_s = min(compile_s, wall_s)
+        return cls(
+            cell=cell,
+            wall_s=wall_s if measured else None,
+            compile_s=compile_s,
+            trace_s=trace_s,
+            lower_s=lower_s,
+            backend_compile_s=backend_compile_s,
+            execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None
+            else None,
+            compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
+            compiles=compiles,
+            persistent_cache_hits=persistent_cache_hits,
+            modules=modules,
+            overlays=overlays,
+            framework=framework,
+            compile_other_s=compile_other_s,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,1 +1,147 @@
+"""Measurement backends: what each framework contributes, and what every backend shares.
 
+A backend (``backends/jax``, ``backends/torch``) detects its environment, measures compiles
+and turns each into a `CompileRecord` through `new_record`, the one record builder. `Backend`
+says which of the gate's rules apply to its rows: XLA's settings guard (required flags,
+clobbered ``XLA_FLAGS``) judges only rows of backends that compile with XLA.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_jaxcompile.backends.hardware import Hardware, usable_cpu_count
+from pytest_jaxcompile.records import CacheDetails, CompileRecord, HostState
+
+LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What the gate needs to know about a framework's rows."""
+
+    framework: str
+    xla_rules: bool  # required XLA flags and XLA_FLAGS clobbers apply to its rows
+    device: str  # what ran the compile, in messages: "JAX's default backend"
+
+
+BACKENDS: dict[str, Backend] = {
+    "jax": Backend("jax", xla_rules=True, device="JAX's default backend"),
+    "torch": Backend("torch", xla_rules=False, device="torch's device"),
+}
+
+
+def backend_of(record: CompileRecord) -> Backend:
+    return BACKENDS[record.framework]
+
+
+class Environment(Protocol):
+    """A backend's facts about the install, read once per session."""
+
+    @property
+    def hardware(self) -> Hardware: ...
+
+    @property
+    def framework(self) -> str: ...
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """The record fields naming versions: jax_version and jaxlib_version, ..."""
+        ...
+
+
+class DuplicateTransformError(ValueError):
+    """The same transform name was measured twice in one test."""
+
+
+@dataclass(frozen=True)
+class MeasureContext:
+    """What the test declared (cell, precision, tolerance) and how to measure it."""
+
+    cell: str
+    mixed_precision: bool
+    tolerance: float | None
+    location: tuple[str, int] | None
+    max_ops_growth: float | None = None
+    project_root: Path | None = None
+    trace_profile: bool = False
+    repeat: int = 1
+
+
+@dataclass
+class Measured:
+    """What a backend measured of one compile, before it becomes a record."""
+
+    transform: str
+    cache_state: str
+    compile_s: float
+    cache: CacheDetails
+    host_state: HostState
+    source: str = "fixture"
+    mixed_precision: bool | None = None  # None: the test's
+    figures: dict[str, Any] = field(default_factory=dict)  # any other CompileRecord field
+
+
+def new_record(
+    context: MeasureContext, environment: Environment, measured: Measured
+) -> CompileRecord:
+    """The one place a CompileRecord is made, for fixture, census and torch rows alike."""
+    mixed = measured.mixed_precision
+    versions = environment.versions
+    return CompileRecord(
+        cell=context.cell,
+        transform=measured.transform,
+        framework=environment.framework,
+        hardware=environment.hardware.name,
+        hardware_detail=environment.hardware.detail(),
+        jax_version=versions.get("jax_version", ""),
+        jaxlib_version=versions.get("jaxlib_version", ""),
+        torch_version=versions.get("torch_version"),
+        mixed_precision=context.mixed_precision if mixed is None else mixed,
+        cache_state=measured.cache_state,
+        compile_s=measured.compile_s,
+        cache=measured.cache,
+        host_state=measured.host_state,
+        source=measured.source,
+        tolerance=context.tolerance,
+        max_ops_growth=context.max_ops_growth,
+        location=context.location,
+        timestamp=utc_now(),
+        **measured.figures,
+    )
+
+
+def host_state(process_cpu_s: float | None = None) -> HostState:
+    """Cores, load and the process's CPU seconds; load per core may be set by env.
+
+    ``JAXCOMPILE_LOAD_PER_CORE`` replaces the measured load per core: for containers
+    whose load average is the host's, and to exercise the load gate on purpose.
+    """
+    cpu_count = usable_cpu_count()
+    import psutil  # only when measuring: plugin start-up does not pay for it
+
+    try:
+        load: float | None = psutil.getloadavg()[0]
+    except (OSError, AttributeError):
+        load = None
+    per_core = None if load is None else load / max(psutil.cpu_count() or cpu_count, 1)
+    override = os.environ.get(LOAD_OVERRIDE_ENV, "").strip()
+    if override:
+        try:
+            per_core = float(override)
+        except ValueError:
+            raise ValueError(f"{LOAD_OVERRIDE_ENV}={override!r} is not a number") from None
+    return HostState(
+        cpu_count=cpu_count,
+        load_avg_1m=None if load is None else round(load, 2),
+        load_per_core=None if per_core is None else round(per_core, 3),
+        process_cpu_s=None if process_cpu_s is None else round(process_cpu_s, 6),
+    )
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.cli._args import cell_fields, error
 from pytest_jaxcompile.corpus.backfill import (
     DEFAULT_CACHE_DIR_FIELDS,
@@ -15,7 +16,6 @@ from pytest_jaxcompile.corpus.backfill import (
     summary_lines,
 )
 from pytest_jaxcompile.corpus.store import CorpusError
-from pytest_jaxcompile.output.terminal import relative
 
 HELP = (
     "migrate records that have compile_s but no cache_state: none where the recorded "

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
+from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
-    add_threshold_arguments,
     corpus_from,
     error,
-    thresholds_from,
 )
-from pytest_jaxcompile.corpus.check import check_corpus, check_lines, expected_recompile
+from pytest_jaxcompile.corpus.check import check_corpus, expected_recompile
 from pytest_jaxcompile.corpus.store import CorpusError
-from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text
-from pytest_jaxcompile.output.terminal import verdict_to_dict
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.output.json_report import verdict_to_dict
+from pytest_jaxcompile.output.terminal import summary_lines
 
 HELP = (
     "judge the latest row per cell, transform and key of a records corpus against the "
@@ -29,10 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_corpus_arguments(parser)
     add_pins_argument(parser)
     add_threshold_arguments(parser)
-    parser.add_argument(
-        "--fail-on-improvement", action="store_true",
-        help="also exit 1 when a row compiled faster than its pin beyond the tolerance",
-    )
     parser.add_argument(
         "--json", type=Path, metavar="FILE",
         help="also write the verdicts as JSON (the shape of the plugin report's 'verdicts')",
@@ -49,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                 "(give the pins directory with --pins-dir)"
             )
         corpus = corpus_from(args)
-        outcome = check_corpus(corpus, store, thresholds_from(args), args.fail_on_improvement)
+        outcome = check_corpus(corpus, store, thresholds_from(args), Path.cwd())
     except (CorpusError, PinFileError) as problem:
         return error("check", problem)
     if not outcome.verdicts:
@@ -57,16 +55,17 @@ def run(args: argparse.Namespace) -> int:
             "check", f"no compile records to check in {' '.join(map(str, args.paths))} "
             f"({corpus.describe()})"
         )
-    root = Path.cwd()
-    for line in check_lines(outcome, args.verbose, root):
-        print(line)
+    root = outcome.rootdir
+    print(
+        f"checked the latest row per cell, transform and key: {len(outcome.verdicts)} row(s) "
+        f"from {corpus.describe()}"
+    )
+    for text, _markup in summary_lines(outcome, args.verbose):
+        print(text)
     if args.json is not None:
         document = {
             "gate": "fail" if outcome.failed else "pass",
-            "thresholds": {
-                "tolerance": outcome.thresholds.tolerance,
-                "floor_s": outcome.thresholds.floor_s,
-            },
+            "thresholds": dataclasses.asdict(outcome.thresholds),
             "verdicts": [
                 {
                     **verdict_to_dict(verdict, root),

@@ -16,11 +16,17 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_jaxcompile._version import __version__
+from pytest_jaxcompile.cli._args import add_pins_argument
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
+from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.verdicts import Thresholds
-from pytest_jaxcompile.options import non_negative_float
-from pytest_jaxcompile.output.github import MODES as GITHUB_MODES
+from pytest_jaxcompile.options import (
+    GITHUB_MODES,
+    THRESHOLD_OPTIONS,
+    add_threshold_arguments,
+    given_thresholds,
+)
 from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,
@@ -28,18 +34,15 @@ from pytest_jaxcompile.output.github import (
     record_path_resolver,
     step_summary,
 )
-from pytest_jaxcompile.output.report_file import (
+from pytest_jaxcompile.output.json_report import (
     LoadedReport,
     ReportError,
+    build_report,
     load_report,
     report_paths,
-)
-from pytest_jaxcompile.output.terminal import (
-    SessionOutcome,
-    build_report,
-    summary_lines,
     write_report,
 )
+from pytest_jaxcompile.output.terminal import summary_lines
 from pytest_jaxcompile.records import CompileRecord
 
 HELP = "combine the JSON reports of several CI jobs into one summary and one exit status"
@@ -54,22 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON reports written by pytest --compile-report; a directory stands for every "
         "*.json file below it",
     )
-    parser.add_argument(
-        "--pins-dir", type=Path, default=Path("pins"), metavar="DIR",
-        help="directory of pin files to judge against (default: ./pins)",
-    )
-    parser.add_argument(
-        "--tolerance", type=non_negative_float, default=None, metavar="FRACTION",
-        help="relative drift tolerance (default: the reports' own, which must agree)",
-    )
-    parser.add_argument(
-        "--floor", type=non_negative_float, default=None, metavar="SECONDS",
-        help="absolute drift floor (default: the reports' own, which must agree)",
-    )
-    parser.add_argument(
-        "--fail-on-improvement", action=argparse.BooleanOptionalAction, default=None,
-        help="also exit 1 on improved rows (default: as the reports say)",
-    )
+    add_pins_argument(parser)
+    add_threshold_arguments(parser, inherit=True)
     parser.add_argument(
         "--pin-update", action="store_true",
         help="write the reports' rows into the pins (never fails on drift)",
@@ -143,36 +132,30 @@ def _merged(reports: list[LoadedReport]) -> str:
 
 
 def _gate_settings(args: argparse.Namespace, reports: list[LoadedReport]) -> GateSettings:
-    """The command line's values; otherwise the reports', which must agree."""
-    thresholds = {report.thresholds for report in reports if report.thresholds is not None}
-    if (args.tolerance is None or args.floor is None) and len(thresholds) > 1:
+    """The command line's values; for the rest the reports', which must agree."""
+    given = given_thresholds(args)
+    judged = [(report.path, report.thresholds or Thresholds()) for report in reports]
+    differing = [
+        option for option in THRESHOLD_OPTIONS
+        if option.threshold not in given
+        and len({getattr(thresholds, str(option.threshold)) for _, thresholds in judged}) > 1
+    ]
+    if differing:
         listed = "; ".join(
-            f"{report.path}: tolerance {report.thresholds.tolerance:g}, "
-            f"floor {report.thresholds.floor_s:g} s"
-            for report in reports if report.thresholds is not None
-        )
-        raise UsageProblem(
-            f"the reports were judged with different thresholds ({listed}); "
-            "give --tolerance and --floor"
-        )
-    reported = next(iter(thresholds), Thresholds())
-    fail_on_improvement = args.fail_on_improvement
-    if fail_on_improvement is None:
-        values = {r.fail_on_improvement for r in reports if r.fail_on_improvement is not None}
-        if len(values) > 1:
-            raise UsageProblem(
-                "the reports disagree on fail_on_improvement; give --fail-on-improvement "
-                "or --no-fail-on-improvement"
+            f"{path}: " + ", ".join(
+                f"{option.threshold} {getattr(thresholds, str(option.threshold))!r}"
+                for option in differing
             )
-        fail_on_improvement = next(iter(values), False)
+            for path, thresholds in judged
+        )
+        flags = " and ".join(option.short_flag for option in differing)
+        raise UsageProblem(
+            f"the reports were judged with different thresholds ({listed}); give {flags} "
+            "to judge them all alike"
+        )
+    reported = judged[0][1] if judged else Thresholds()
     return GateSettings(
-        thresholds=dataclasses.replace(
-            reported,
-            tolerance=reported.tolerance if args.tolerance is None else args.tolerance,
-            floor_s=reported.floor_s if args.floor is None else args.floor,
-        ),
-        pin_update=args.pin_update,
-        fail_on_improvement=bool(fail_on_improvement),
+        thresholds=dataclasses.replace(reported, **given), pin_update=args.pin_update
     )
 
 
@@ -194,7 +177,7 @@ def _warn_duplicates(reports: list[LoadedReport]) -> None:
         )
 
 
-def _github(mode: str, outcome: SessionOutcome, reports: list[LoadedReport]) -> None:
+def _github(mode: str, outcome: Outcome, reports: list[LoadedReport]) -> None:
     targets = GitHubTargets.from_environment(os.environ, mode)
     if not outcome.has_news():
         return

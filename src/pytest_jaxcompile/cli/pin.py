@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
@@ -13,7 +14,6 @@ from pytest_jaxcompile.cli._args import (
 )
 from pytest_jaxcompile.corpus.store import CorpusError, latest_rows
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
-from pytest_jaxcompile.output.terminal import relative
 
 HELP = (
     "pin the most recent row per cell, transform and key of a records corpus "

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
-    add_threshold_arguments,
     corpus_from,
     error,
-    thresholds_from,
 )
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
-from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
     Trends,

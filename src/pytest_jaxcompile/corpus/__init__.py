@@ -1,1 +1,1 @@
-
+"""The results corpus: records written per session, read back, judged offline, migrated."""

@@ -33,16 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.corpus.store import (
-    LINES_SUFFIXES,
-    REPORT_KIND,
-    CorpusError,
-    corpus_files,
-    get_field,
-)
-from pytest_jaxcompile.gate.pins import atomic_write_text
-from pytest_jaxcompile.output.terminal import relative
-from pytest_jaxcompile.records import RECORD_KIND
+from pytest_jaxcompile._io import atomic_write_text, read_text, relative
+from pytest_jaxcompile.corpus.store import LINES_SUFFIXES, CorpusError, corpus_files
+from pytest_jaxcompile.records import RECORD_KIND, REPORT_KIND, field_value
 
 TAG_MARKER = re.compile(r"(?:^|[-_])(?P<state>cold|warm)\d*(?:[-_]retry\d*)?$", re.IGNORECASE)
 DEFAULT_TAG_FIELD = "tag"
@@ -95,10 +88,10 @@ def decide(value: Any, rules: Rules = Rules()) -> Decision:
         return Decision(NO_COMPILE_S)
     if value.get("cache_state") is not None:
         return Decision(HAS_CACHE_STATE)
-    present, tag = get_field(value, rules.tag_field)
+    present, tag = field_value(value, rules.tag_field)
     tag = tag if present and isinstance(tag, str) else None
     for name in rules.cache_dir_fields:
-        present, cache_dir = get_field(value, name)
+        present, cache_dir = field_value(value, name)
         if not present:
             continue
         if cache_dir is None or (isinstance(cache_dir, str) and not cache_dir.strip()):
@@ -243,12 +236,7 @@ class FilePlan:
 
 def plan_file(path: Path, rules: Rules = Rules()) -> FilePlan:
     """Decide every record of one file and build its migrated text (nothing is written)."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CorpusError(path, f"not UTF-8 text: {error}") from None
-    except OSError as error:
-        raise CorpusError(path, f"cannot read: {error.strerror or error}") from None
+    text = read_text(path, CorpusError)
     plan = FilePlan(path)
     pieces: list[str] = []
     position = 0

@@ -17,35 +17,33 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.gate.pins import atomic_write_text
+import pytest
+
+from pytest_jaxcompile._io import InputError, atomic_write_text
 from pytest_jaxcompile.records import (
     RECORD_KIND,
-    CacheState,
+    REPORT_KIND,
     ComparabilityKey,
     CompileRecord,
+    RecordDataError,
+    check_key_data,
+    check_record_data,
+    field_value,
 )
 
 LINES_SUFFIXES = (".jsonl", ".ndjson")  # streamed line by line
 RECORD_FILE_SUFFIXES = (*LINES_SUFFIXES, ".json")  # what a directory walk reads
-REPORT_KIND = "jaxcompile_report"  # the plugin's --compile-report: its "records" are read
-STATES = frozenset(state.value for state in CacheState)
 NO_TIME = -math.inf  # rows without a timestamp sort before every timestamped row
 
 
-class CorpusError(Exception):
+class CorpusError(InputError):
     """Input that cannot be read as records; names the file and, where known, the line."""
-
-    def __init__(self, path: Path, message: str, position: str | None = None) -> None:
-        self.path = path
-        self.position = position
-        where = f"{path}:{position}" if position else str(path)
-        super().__init__(f"{where}: {message}")
 
 
 # --------------------------------------------------------------------------- writing
@@ -76,6 +74,47 @@ def write_session_records(directory: Path, records: Sequence[CompileRecord]) -> 
             break
     atomic_write_text(path, text)
     return path
+
+
+class RecordDirWriter:
+    """``--compile-record-dir DIR``: registered only when asked, on the controller."""
+
+    def __init__(
+        self, config: pytest.Config, directory: Path, records: Callable[[], list[CompileRecord]]
+    ) -> None:
+        self.config = config
+        self.directory = directory
+        self.records = records
+        self.written: Path | None = None
+        self.problem: str | None = None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pytest_jaxcompile.session import fail_session, outcome_of
+
+        if outcome_of(self.config) is None:
+            return
+        try:
+            self.written = write_session_records(self.directory, self.records())
+        except OSError as error:
+            where = error.filename or self.directory
+            self.problem = f"{where}: {error.strerror or error}"
+            fail_session(session, True)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        from pytest_jaxcompile._io import relative
+        from pytest_jaxcompile.session import summary_section
+
+        if self.problem is not None:
+            summary_section(terminalreporter)
+            terminalreporter.write_line(
+                f"compile records NOT written: {self.problem}; the session fails.",
+                red=True, bold=True,
+            )
+        elif self.written is not None:
+            summary_section(terminalreporter)
+            terminalreporter.write_line(
+                f"compile records written: {relative(self.written, self.config.rootpath)}"
+            )
 
 
 # --------------------------------------------------------------------------- finding files
@@ -196,16 +235,6 @@ def parse_timestamp(text: str) -> float:
     return moment.timestamp()
 
 
-def get_field(data: dict[str, Any], dotted: str) -> tuple[bool, Any]:
-    """(present, value) of a field; ``a.b`` reaches into nested objects."""
-    value: Any = data
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return False, None
-        value = value[part]
-    return True, value
-
-
 def parse_cell_fields(text: str) -> tuple[str, ...]:
     """``--cell-fields model,dataset,backend`` -> the field names, in order."""
     names = tuple(name.strip() for name in text.split(","))
@@ -218,15 +247,13 @@ CELL_FIELD_SEPARATOR = "::"
 
 
 class Row:
-    """One compile record, validated; its data is kept for building the record later.
+    """One compile record, its key checked; its data is kept for building the record later.
 
     A row kept for long (the latest of its cell) holds its JSON line, about a fifth of the
     memory of the parsed object, and parses it again when the record is built.
     """
 
-    __slots__ = (
-        "_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "where"
-    )
+    __slots__ = ("_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "where")
 
     def __init__(
         self,
@@ -234,9 +261,7 @@ class Row:
         path: Path,
         where: str,
         cell: str,
-        key: tuple[str, str, bool, str],
-        transform: str,
-        compile_s: float,
+        key: ComparabilityKey,
         time: float,
     ) -> None:
         self._data: dict[str, Any] | None = data
@@ -245,8 +270,8 @@ class Row:
         self.where = where
         self.cell = cell
         self.key = key
-        self.transform = transform
-        self.compile_s = compile_s
+        self.transform: str = data["transform"]
+        self.compile_s = float(data["compile_s"])
         self.time = time
 
     @property
@@ -263,134 +288,32 @@ class Row:
             self._line = line
             self._data = None
 
-    @property
-    def comparability_key(self) -> ComparabilityKey:
-        return ComparabilityKey(*self.key)
-
-    @property
-    def cache_state(self) -> str:
-        return self.key[3]
-
-    @property
-    def jax_version(self) -> str:
-        return self.key[1]
-
     def record(self) -> CompileRecord:
         """The CompileRecord this row stands for (cell as mapped by --cell-fields).
 
         Every field of the record is kept; fields the record does not know are dropped.
-        The optional fields that verdicts and pins compute with are type-checked here, for
-        the rows actually used (checking every row read would double the time of a read);
-        a bad one is a CorpusError naming the file and line.
+        The whole record is validated here (`records.check_record_data`), for the rows
+        actually used: checking every row read would double the time of a read. A bad one
+        is a CorpusError naming the file and line.
         """
         values = dict(self.data)
-        _check_optional(values, self.path, self.where)
-        values.update(
-            cell=self.cell,
-            transform=self.transform,
-            hardware=self.key[0],
-            jax_version=self.key[1],
-            mixed_precision=self.key[2],
-            cache_state=self.key[3],
-            compile_s=self.compile_s,
-        )
-        for name in ("jaxlib_version", "timestamp"):
-            if not isinstance(values.get(name), str):
-                values[name] = ""
-        for name in ("cache", "host_state"):
-            if not isinstance(values.get(name), dict):
-                values[name] = {}
-        location = values.get("location")
-        if not (
-            isinstance(location, list) and len(location) == 2 and isinstance(location[1], int)
-        ):
-            values["location"] = None
+        values["cell"] = self.cell
+        try:
+            check_record_data(values)
+        except RecordDataError as error:
+            raise CorpusError(self.path, str(error), self.where) from None
         return CompileRecord.from_dict(values)
-
-
-# Optional fields that verdicts, pins or the summary compute with: (name, kind). A present
-# value of another type is an error naming the record, not a crash later. Dotted names
-# reach into objects.
-_OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
-    ("tolerance", "number"), ("max_ops_growth", "number"), ("compile_cpu_s", "number"),
-    ("compile_spread_s", "number"), ("trace_s", "number"), ("lower_s", "number"),
-    ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
-    ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
-    ("outcome", "text"), ("compile_samples_s", "list"),
-    ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
-    ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
-)
-
-
-def _check_optional(data: dict[str, Any], path: Path, where: str) -> None:
-    for name, kind in _OPTIONAL_FIELDS:
-        present, value = get_field(data, name)
-        if not present or value is None:
-            continue
-        if kind == "text":
-            ok, expected = isinstance(value, str), "a string"
-        elif kind == "list":
-            ok = isinstance(value, list) and all(_is_number(item) for item in value)
-            expected = "a list of numbers"
-        elif kind == "count":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-            expected = "a non-negative integer"
-        else:
-            ok, expected = _is_number(value) and value >= 0, "a non-negative number"
-        if not ok:
-            raise CorpusError(path, f"{name!r} must be {expected} or null, got {value!r}", where)
-
-
-def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    )
-
-
-def _string(data: dict[str, Any], name: str, path: Path, where: str) -> str:
-    value = data.get(name)
-    if not isinstance(value, str) or not value:
-        if name not in data:
-            raise CorpusError(path, f"compile record has no {name!r}", where)
-        raise CorpusError(path, f"{name!r} must be a non-empty string, got {value!r}", where)
-    return value
 
 
 def make_row(
     data: dict[str, Any], path: Path, where: str, cell_fields: tuple[str, ...] = ()
 ) -> Row:
-    """Validate one compile record; any problem is a CorpusError naming file and line."""
+    """Check one compile record's key; any problem is a CorpusError naming file and line."""
     cell = _cell(data, path, where, cell_fields)
-    transform = _string(data, "transform", path, where)
-    hardware = _string(data, "hardware", path, where)
-    jax_version = _string(data, "jax_version", path, where)
-    if data.get("framework") == "torch":  # torch rows carry their version beside it
-        jax_version = _string(data, "torch_version", path, where)
-    state = data.get("cache_state")
-    if state is None:
-        raise CorpusError(
-            path,
-            "compile record has no cache_state (written before cache_state existed?); "
-            "migrate the corpus first: pytest-jaxcompile backfill --check PATH",
-            where,
-        )
-    if state not in STATES:
-        raise CorpusError(
-            path, f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}", where
-        )
-    compile_s = data.get("compile_s")
-    if (
-        isinstance(compile_s, bool)
-        or not isinstance(compile_s, (int, float))
-        or not compile_s >= 0
-        or math.isinf(compile_s)
-    ):
-        raise CorpusError(
-            path, f"'compile_s' must be a non-negative number, got {compile_s!r}", where
-        )
-    mixed = data.get("mixed_precision", False)
-    if not isinstance(mixed, bool):
-        raise CorpusError(path, f"'mixed_precision' must be true or false, got {mixed!r}", where)
+    try:
+        key = check_key_data(data)
+    except RecordDataError as error:
+        raise CorpusError(path, str(error), where) from None
     timestamp = data.get("timestamp")
     time = NO_TIME
     if timestamp not in (None, ""):
@@ -400,16 +323,13 @@ def make_row(
             raise CorpusError(
                 path, f"'timestamp' {timestamp!r} is not an ISO 8601 time", where
             ) from None
-    return Row(
-        data, path, where, cell, (hardware, jax_version, mixed, state), transform,
-        float(compile_s), time,
-    )
+    return Row(data, path, where, cell, key, time)
 
 
 def _cell(data: dict[str, Any], path: Path, where: str, cell_fields: tuple[str, ...]) -> str:
     """The record's cell: its --cell-fields values joined by ``::``, else its ``cell``."""
     if cell_fields:
-        values = [get_field(data, name)[1] for name in cell_fields]
+        values = [field_value(data, name)[1] for name in cell_fields]
         missing = [
             name for name, value in zip(cell_fields, values, strict=True) if value in (None, "")
         ]
@@ -421,7 +341,13 @@ def _cell(data: dict[str, Any], path: Path, where: str, cell_fields: tuple[str, 
                 f"compile record has no {missing[0]!r} (from --cell-fields) and no 'cell'",
                 where,
             )
-    return _string(data, "cell", path, where)
+    value = data.get("cell")
+    if not isinstance(value, str) or not value:
+        problem = "compile record has no 'cell'" if "cell" not in data else (
+            f"'cell' must be a non-empty string, got {value!r}"
+        )
+        raise CorpusError(path, problem, where)
+    return value
 
 
 @dataclass
@@ -471,7 +397,7 @@ class Corpus:
         return text
 
 
-RowId = tuple[tuple[str, str, bool, str], str, str]  # (key, cell, transform)
+RowId = tuple[ComparabilityKey, str, str]  # (key, cell, transform)
 
 
 class LatestRows:

@@ -1,1 +1,1 @@
-
+"""The gate: pins, verdicts and the session's `Outcome`. Pure logic, no JAX, no pytest hooks."""

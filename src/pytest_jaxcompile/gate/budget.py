@@ -107,3 +107,10 @@ def over_budget(budget: CompileBudget, records: Iterable[CompileRecord]) -> list
         for record in records
         if record.compile_s > budget.seconds
     ]
+
+
+def budget_of(node: Any) -> CompileBudget:
+    """The merged ``compile_budget`` markers of a test item (closest last)."""
+    return merge_budgets(
+        parse_budget(marker.args, marker.kwargs) for marker in node.iter_markers(MARKER_NAME)
+    )

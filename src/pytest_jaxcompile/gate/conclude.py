@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.gate.verdicts import (
     Thresholds,
@@ -20,10 +21,7 @@ from pytest_jaxcompile.gate.verdicts import (
     judge_all,
     session_failed,
 )
-from pytest_jaxcompile.output.terminal import SessionOutcome
 from pytest_jaxcompile.records import CallLedger, CompileRecord
-
-Identity = tuple[str, str]  # (hardware, jax_version) a session ran under
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,6 @@ class GateSettings:
 
     thresholds: Thresholds
     pin_update: bool
-    fail_on_improvement: bool
 
 
 def ordered(records: Iterable[CompileRecord]) -> list[CompileRecord]:
@@ -54,27 +51,26 @@ def conclude(
     rootdir: Path,
     ledgers: Iterable[CallLedger] = (),
     clobbers: Iterable[Clobber] = (),
-) -> SessionOutcome:
+) -> Outcome:
     """Stale pins, the pin update (if asked), the verdicts, and whether the gate fails.
 
     `ledgers` (census'd tests) pin and check compile counts; `clobbers` that affect a
     required setting fail the gate.
     """
     rows = ordered(records)
-    outcome = SessionOutcome(
+    outcome = Outcome(
         rootdir=rootdir,
         pins_dir=store.directory,
         thresholds=settings.thresholds,
         pin_update=settings.pin_update,
-        fail_on_improvement=settings.fail_on_improvement,
     )
     ran = set(ran_cells)
     measured = {(record.cell, record.transform) for record in rows}
-    known = {(record.hardware, record.key.jax_version) for record in rows} | set(identities)
+    known = {(record.hardware, record.framework_version) for record in rows} | set(identities)
     outcome.ran_cells = sorted(ran)
     outcome.environments = sorted(known)
-    for hardware, jax_version in outcome.environments:
-        outcome.stale += find_stale(store, ran, measured, hardware, jax_version)
+    for hardware, version in outcome.environments:
+        outcome.stale += find_stale(store, ran, measured, hardware, version)
     outcome.ledgers = sorted(ledgers, key=lambda ledger: ledger.cell)
     if settings.pin_update:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
@@ -90,10 +86,7 @@ def conclude(
         or any(clobber.fails for clobber in outcome.clobbers)
         or (
             not settings.pin_update
-            and session_failed(
-                outcome.verdicts, settings.fail_on_improvement,
-                settings.thresholds.time_advisory,
-            )
+            and session_failed(outcome.verdicts, settings.thresholds)
         )
     )
     return outcome

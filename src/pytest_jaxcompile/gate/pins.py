@@ -30,9 +30,7 @@ lose nothing), and replace it atomically.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -42,7 +40,14 @@ from typing import Any
 
 import tomli_w
 
-from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
+from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
+from pytest_jaxcompile.records import (
+    FRAMEWORKS,
+    VERSION_FIELDS,
+    CacheState,
+    ComparabilityKey,
+    CompileRecord,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,14 +68,8 @@ class PinLockTimeout(Exception):
     """Another session held the pins dir's lock for longer than LOCK_TIMEOUT_S."""
 
 
-class PinFileError(Exception):
+class PinFileError(InputError):
     """A pin file that cannot be read; names the file and, where known, the line."""
-
-    def __init__(self, path: Path, message: str, line: int | None = None) -> None:
-        self.path = path
-        self.line = line
-        where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)
@@ -136,32 +135,26 @@ class PinGroup:
         return PIN_FILE_HEADER + tomli_w.dumps(document)
 
 
-FRAMEWORKS = ("jax", "torch")
-VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
-
-
 def key_table(key: ComparabilityKey) -> dict[str, Any]:
-    """The [key] table: JAX keys as they always were; torch keys name their framework."""
-    if key.framework == "jax":
-        return {
-            "hardware": key.hardware, "jax_version": key.jax_version,
-            "mixed_precision": key.mixed_precision, "cache_state": key.cache_state,
-        }
-    return {
-        "framework": key.framework, "hardware": key.hardware,
-        VERSION_FIELDS[key.framework]: key.jax_version,
-        "mixed_precision": key.mixed_precision, "cache_state": key.cache_state,
-    }
+    """The [key] table: the key's own dict (JAX keys as they always were)."""
+    return key.to_dict()
 
 
 def pin_file_name(key: ComparabilityKey) -> str:
     """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
     precision = "mixed" if key.mixed_precision else "full"
     parts = (
-        key.hardware[:80], f"{key.framework}-{key.jax_version}", precision, key.cache_state
+        key.hardware[:80], f"{key.framework}-{key.framework_version}", precision,
+        key.cache_state,
     )
     slug = "--".join(re.sub(r"[^A-Za-z0-9.]+", "-", part).strip("-").lower() for part in parts)
-    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:8]
+    # The text hashed is the key as earlier releases spelled it, so names stay stable.
+    spelled = (
+        f"ComparabilityKey(hardware={key.hardware!r}, jax_version={key.framework_version!r}, "
+        f"mixed_precision={key.mixed_precision!r}, cache_state={key.cache_state!r}, "
+        f"framework={key.framework!r})"
+    )
+    digest = hashlib.sha256(spelled.encode()).hexdigest()[:8]
     return f"{slug}--{digest}.toml"
 
 
@@ -206,7 +199,7 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
             raise PinFileError(path, f"[key] {error}", line) from None
     key = ComparabilityKey(
         hardware=fields["hardware"],
-        jax_version=fields[version_field],
+        framework_version=fields[version_field],
         mixed_precision=fields["mixed_precision"],
         cache_state=fields["cache_state"],
         framework=framework,
@@ -351,11 +344,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
 
 
 def read_pin_file(path: Path) -> PinGroup:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise PinFileError(path, f"not UTF-8 text: {error}") from None
-    return parse_pin_file(path, text)
+    return parse_pin_file(path, read_text(path, PinFileError))
 
 
 class PinStore:
@@ -461,41 +450,3 @@ def lock_path(directory: Path) -> Path:
     """One lock per pins dir, outside it, so the pins dir holds only pin files."""
     digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"pytest-jaxcompile-{digest}.lock"
-
-
-def atomic_write_text(path: Path, text: str) -> bool:
-    """Replace `path` with `text` via a temp file + rename; False if already identical."""
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _mode_for(path)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as temp:
-            temp.write(text)
-            temp.flush()
-            if hasattr(os, "fchmod"):  # not on Windows, where modes barely apply
-                os.fchmod(temp.fileno(), mode)
-            os.fsync(temp.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return True
-
-
-def _mode_for(path: Path) -> int:
-    """The permissions the written file gets: the old file's, else what open() would give.
-
-    `mkstemp` creates its file readable by its owner only; without this, every rewrite
-    would make a shared pin file, README or results file private.
-    """
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except OSError:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        return 0o666 & ~umask

@@ -22,19 +22,46 @@ DEFAULT_FLOOR_S = 0.25
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
+METRICS = (METRIC_WALL, METRIC_CPU)
+
+
+class Tone(str, Enum):
+    """How a status reads wherever it is shown (colour, annotation level, headline)."""
+
+    BAD = "bad"  # a regression: fails the gate (DRIFT only unless time-advisory)
+    GOOD = "good"  # better than pinned
+    WARN = "warn"  # needs a look: not judged as asked, or nothing to judge against
+    PLAIN = "plain"
 
 
 class Status(str, Enum):
-    """Verdicts, in the order the summary lists them (failing ones first)."""
+    """Verdicts. Their order is their severity, most severe first: every output lists
+    rows in this order and counts them in it."""
 
     MISS = "MISS"  # --compile-expect-warm: an unchanged module compiled cold; always fails
     GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
-    DRIFT = "DRIFT"
+    DRIFT = "DRIFT"  # slower than the pin beyond tolerance and floor
     IMPROVED = "improved"
     UNPINNED = "unpinned"
-    NOISY = "noisy"  # measured above compile_max_load: reported, judged only when strict
+    NOISY = "noisy"  # measured above compile_max_load and within tolerance on CPU seconds
     NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
     OK = "ok"
+
+    @property
+    def severity(self) -> int:
+        """0 for the most severe; sorts rows failing-first."""
+        return list(Status).index(self)
+
+    @property
+    def tone(self) -> Tone:
+        return _TONES[self]
+
+
+_TONES = {
+    Status.MISS: Tone.BAD, Status.GREW: Tone.BAD, Status.DRIFT: Tone.BAD,
+    Status.IMPROVED: Tone.GOOD, Status.UNPINNED: Tone.WARN, Status.NOISY: Tone.WARN,
+    Status.NOT_JUDGED: Tone.PLAIN, Status.OK: Tone.PLAIN,
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +74,23 @@ class Thresholds:
     metric: str = METRIC_WALL  # what verdicts compare: wall or process CPU seconds
     max_load: float | None = DEFAULT_MAX_LOAD  # load per core; None: never noisy
     strict: bool = False  # judge noisy rows too
+    fail_on_improvement: bool = False  # an improved row fails the gate too
+
+
+def row_fails(status: Status, thresholds: Thresholds) -> bool:
+    """Whether a row with this status fails the gate: the one rule every output shows.
+
+    MISS and GREW are deterministic and always fail; time verdicts fail unless
+    time-advisory; an improvement fails only when asked. Noisy rows never fail: a loaded
+    row that drifted on CPU seconds too is DRIFT, not noisy.
+    """
+    if status in (Status.MISS, Status.GREW):
+        return True
+    if thresholds.time_advisory:
+        return False
+    return status is Status.DRIFT or (
+        status is Status.IMPROVED and thresholds.fail_on_improvement
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +103,9 @@ class Verdict:
     note: str | None = None
 
     metric: str = METRIC_WALL
+
+    def fails(self, thresholds: Thresholds) -> bool:
+        return row_fails(self.status, thresholds)
 
     @property
     def ratio(self) -> float | None:
@@ -211,9 +258,9 @@ def bumped_from(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> list[s
     """
     return sorted(
         {
-            other.jax_version
+            other.framework_version
             for other in pinned
-            if other.jax_version != key.jax_version
+            if other.framework_version != key.framework_version
             and (other.hardware, other.mixed_precision, other.cache_state, other.framework)
             == (key.hardware, key.mixed_precision, key.cache_state, key.framework)
         }
@@ -234,8 +281,8 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
         {
             other.cache_state
             for other in pinned
-            if (other.hardware, other.jax_version, other.mixed_precision, other.framework)
-            == (key.hardware, key.jax_version, key.mixed_precision, key.framework)
+            if (other.hardware, other.framework_version, other.mixed_precision, other.framework)
+            == (key.hardware, key.framework_version, key.mixed_precision, key.framework)
         }
     )
     if states:
@@ -290,12 +337,12 @@ def find_stale(
     ran_cells: set[str],
     measured: set[tuple[str, str]],
     hardware: str,
-    jax_version: str,
+    framework_version: str,
 ) -> list[StalePin]:
-    """Pins, for this hardware and jax version, of tests that ran but measured nothing."""
+    """Pins, for this hardware and version, of tests that ran but measured nothing."""
     stale = []
     for group in store.groups():
-        if (group.key.hardware, group.key.jax_version) != (hardware, jax_version):
+        if (group.key.hardware, group.key.framework_version) != (hardware, framework_version):
             continue
         for cell, transform in sorted(group.pins):
             if cell in ran_cells and (cell, transform) not in measured:
@@ -303,15 +350,26 @@ def find_stale(
     return stale
 
 
-def session_failed(
-    verdicts: Iterable[Verdict], fail_on_improvement: bool, time_advisory: bool = False
-) -> bool:
-    failing = {Status.GREW, Status.MISS}
-    if not time_advisory:
-        failing.add(Status.DRIFT)
-        if fail_on_improvement:
-            failing.add(Status.IMPROVED)
-    return any(verdict.status in failing for verdict in verdicts)
+def session_failed(verdicts: Iterable[Verdict], thresholds: Thresholds) -> bool:
+    return any(verdict.fails(thresholds) for verdict in verdicts)
+
+
+def by_key(verdicts: Iterable[Verdict]) -> list[tuple[ComparabilityKey, list[Verdict]]]:
+    """Verdicts grouped by comparability key (keys sorted), each group most severe first.
+
+    The one grouping every output uses: rows are never ranked across keys.
+    """
+    groups: dict[ComparabilityKey, list[Verdict]] = {}
+    for verdict in verdicts:
+        groups.setdefault(verdict.record.key, []).append(verdict)
+    return [
+        (key, sorted(groups[key], key=severity_order))
+        for key in sorted(groups)
+    ]
+
+
+def severity_order(verdict: Verdict) -> tuple[int, str, str]:
+    return (verdict.status.severity, verdict.record.cell, verdict.record.transform)
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,1 @@
-
+"""Outputs: each renders an `Outcome` (terminal, JSON report, JUnit, GitHub, dashboard)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_jaxcompile._io import InputError, read_text
 from pytest_jaxcompile.corpus.check import verdict_label
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
 from pytest_jaxcompile.gate.pins import Pin, PinStore
@@ -35,12 +36,8 @@ END_MARKER = "<!-- END jaxcompile -->"
 NOT_MEASURED = "not measured"  # a pin with no row in the corpus
 
 
-class DashboardError(Exception):
+class DashboardError(InputError):
     """A file the dashboard cannot update; names the file."""
-
-    def __init__(self, path: Path, message: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {message}")
 
 
 # --------------------------------------------------------------------------- table rows
@@ -185,14 +182,7 @@ def replace_region(text: str, content: str, path: Path) -> str:
 
 def read_text_exact(path: Path) -> str:
     """The file's text with its line endings as they are (no newline translation)."""
-    try:
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise DashboardError(path, "no such file") from None
-    except UnicodeDecodeError as error:
-        raise DashboardError(path, f"not UTF-8 text: {error}") from None
-    except OSError as error:
-        raise DashboardError(path, f"cannot read: {error.strerror or error}") from None
+    return read_text(path, DashboardError)
 
 
 # --------------------------------------------------------------------------- trends
@@ -248,7 +238,7 @@ class Series:
         return [self.buckets[index] for index in sorted(self.buckets)]
 
 
-ChartId = tuple[str, bool, str, str]  # hardware, mixed_precision, cell, transform
+ChartId = tuple[str, str, bool, str, str]  # framework, hardware, mixed_precision, cell, transform
 
 
 @dataclass
@@ -265,14 +255,15 @@ class Trends:
         self.untimed = 0  # rows without a timestamp cannot be placed on a time axis
 
     def add(self, row: Row) -> None:
-        state = row.cache_state
+        state = row.key.cache_state
         if state not in TREND_STATES:
             return
         if row.time == NO_TIME:
             self.untimed += 1
             return
-        hardware, jax_version, mixed, _ = row.key
-        chart_id = (hardware, mixed, row.cell, row.transform)
+        key = row.key
+        version = key.framework_version
+        chart_id = (key.framework, key.hardware, key.mixed_precision, row.cell, row.transform)
         chart = self.charts.get(chart_id)
         if chart is None:
             chart = self.charts[chart_id] = Chart()
@@ -280,9 +271,9 @@ class Trends:
         if series is None:
             series = chart.series[state] = Series()
         series.add(row.time, row.compile_s)
-        span = chart.versions.get(jax_version)
+        span = chart.versions.get(version)
         if span is None:
-            chart.versions[jax_version] = [row.time, row.time]
+            chart.versions[version] = [row.time, row.time]
         else:
             span[0] = min(span[0], row.time)
             span[1] = max(span[1], row.time)
@@ -305,7 +296,7 @@ def _f(value: float) -> str:
 
 def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
     """compile_s over time: a series per cache state, pins as lines, jax bumps marked."""
-    hardware, mixed, cell, transform = chart_id
+    framework, hardware, mixed, cell, transform = chart_id
     versions = sorted(chart.versions.items(), key=lambda item: (item[1][0], item[0]))
     t_min = min(span[0] for _, span in versions)
     t_max = max(span[1] for _, span in versions)
@@ -318,7 +309,8 @@ def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
         for state in TREND_STATES:
             if state not in chart.series:
                 continue
-            pin = store.get(ComparabilityKey(hardware, version, mixed, state), cell, transform)
+            key = ComparabilityKey(hardware, version, mixed, state, framework)
+            pin = store.get(key, cell, transform)
             if pin is not None:
                 pins.append((state, version, span[0], until, pin))
 
@@ -495,13 +487,13 @@ def html_page(
         out.append(f"<p>{trends.untimed} row(s) without a timestamp are not charted.</p>")
     if not trends.charts:
         out.append("<p>No timestamped cold, warm or none rows to chart.</p>")
-    section: tuple[str, bool] | None = None
+    section: tuple[str, str, bool] | None = None
     for chart_id in sorted(trends.charts):
-        hardware, mixed, cell, transform = chart_id
-        if section != (hardware, mixed):
-            section = (hardware, mixed)
+        framework, hardware, mixed, cell, transform = chart_id
+        if section != (framework, hardware, mixed):
+            section = (framework, hardware, mixed)
             precision = "mixed precision" if mixed else "full precision"
-            out.append(f"<h3>{html.escape(hardware)} | {precision}</h3>")
+            out.append(f"<h3>{html.escape(hardware)} | {framework} | {precision}</h3>")
         chart = trends.charts[chart_id]
         out.append(
             f"<figure><figcaption><code>{html.escape(cell)}</code> "

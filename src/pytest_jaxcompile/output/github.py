@@ -1,6 +1,6 @@
 """GitHub Actions output: the job's step summary (Markdown) and workflow-command annotations.
 
-Pure functions of a `SessionOutcome` and the environment mapping; the plugin writes the
+Pure functions of a `Outcome` and the environment mapping; the plugin writes the
 step summary in ``pytest_sessionfinish`` (controller only) and prints the annotations in
 its terminal summary; ``pytest-jaxcompile merge`` does the same for merged reports.
 
@@ -15,19 +15,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import pin_line
-from pytest_jaxcompile.gate.verdicts import StalePin, Status, Verdict
-from pytest_jaxcompile.output.terminal import SessionOutcome, relative, repin_command
+from pytest_jaxcompile.gate.verdicts import (
+    StalePin,
+    Status,
+    Tone,
+    Verdict,
+    by_key,
+    severity_order,
+)
+from pytest_jaxcompile.output.terminal import advice, comparison, status_sentence
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.session import outcome_of, summary_section
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 ENV_ACTIONS = "GITHUB_ACTIONS"
 ENV_WORKSPACE = "GITHUB_WORKSPACE"
-MODES = ("auto", "off")
 MAX_LISTED_ROWS = 500  # per table of the step summary
 SUMMARY_BUDGET = 900_000  # bytes; GitHub refuses a step summary over 1 MiB
-
-SEVERITY = [Status.DRIFT, Status.IMPROVED, Status.UNPINNED, Status.NOT_JUDGED, Status.OK]
 
 # Where a record's test lives, as a path relative to the repository root, or None.
 PathOf = Callable[[CompileRecord], str | None]
@@ -40,6 +49,10 @@ class GitHubTargets:
     step_summary: Path | None
     annotations: bool
     workspace: Path | None
+
+    @property
+    def active(self) -> bool:
+        return self.step_summary is not None or self.annotations
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], mode: str = "auto") -> GitHubTargets:
@@ -106,17 +119,17 @@ def record_path_resolver(rootdir: Path, workspace: Path | None) -> PathOf:
 
 
 def annotation_commands(
-    outcome: SessionOutcome, path_of: PathOf, workspace: Path | None
+    outcome: Outcome, path_of: PathOf, workspace: Path | None
 ) -> list[str]:
-    """``::error`` for DRIFT rows (and improved ones when they fail the gate), ``::warning``
-    for improved rows and stale pins, each at the test function or the pin."""
+    """``::error`` for the rows that fail the gate, ``::warning`` for the other regressed
+    and improved rows and for stale pins, each at the test function or the pin."""
     if outcome.pin_update:
         lines = []
     else:
         lines = [
             _row_annotation(verdict, outcome, path_of)
-            for verdict in sorted(outcome.verdicts, key=_row_order)
-            if verdict.status in (Status.DRIFT, Status.IMPROVED)
+            for verdict in sorted(outcome.verdicts, key=severity_order)
+            if verdict.status.tone in (Tone.BAD, Tone.GOOD)
         ]
     lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
     if outcome.pin_error is not None:
@@ -132,25 +145,19 @@ def annotation_commands(
     return lines
 
 
-def _row_order(verdict: Verdict) -> tuple[int, str, str]:
-    return (SEVERITY.index(verdict.status), verdict.record.cell, verdict.record.transform)
-
-
-def _row_annotation(verdict: Verdict, outcome: SessionOutcome, path_of: PathOf) -> str:
+def _row_annotation(verdict: Verdict, outcome: Outcome, path_of: PathOf) -> str:
     record = verdict.record
-    failing = verdict.status is Status.DRIFT or outcome.fail_on_improvement
-    what = "slower" if verdict.status is Status.DRIFT else "faster"
+    failing = verdict.fails(outcome.thresholds)
     message = (
-        f"{record.cell} [{record.transform}] compiled in {record.compile_s:.3f} s, "
-        f"pin {_pin_seconds(verdict)}{_ratio(verdict)}: {what} than its pin beyond the "
-        f"tolerance, under {record.key.describe()}."
+        f"{record.cell} [{record.transform}] compiled in {comparison(verdict)}, under "
+        f"{record.key.describe()}: "
+        + status_sentence(verdict.status, 1, outcome.thresholds).split(": ", 1)[1]
     )
     if verdict.note:
         message += f"\n{verdict.note}"
-    message += (
-        "\nIf this is intended, re-pin and commit the pin files: "
-        + repin_command([record.cell])
-    )
+    what = advice(verdict.status, [verdict])
+    if what is not None:
+        message += "\n" + " ".join(what)
     title = f"jax compile {verdict.status.value}: {record.cell.rsplit('::', 1)[-1]} " \
             f"[{record.transform}]"
     line = record.location[1] if record.location is not None else None
@@ -161,7 +168,7 @@ def _row_annotation(verdict: Verdict, outcome: SessionOutcome, path_of: PathOf) 
     )
 
 
-def _stale_annotation(stale: StalePin, outcome: SessionOutcome, workspace: Path | None) -> str:
+def _stale_annotation(stale: StalePin, outcome: Outcome, workspace: Path | None) -> str:
     message = (
         f"stale pin: {stale.cell} [{stale.transform}] ran in this session but measured "
         f"nothing for this transform, under {stale.key.describe()}. Delete it from the pin "
@@ -179,23 +186,10 @@ def _stale_annotation(stale: StalePin, outcome: SessionOutcome, workspace: Path 
     )
 
 
-def _pin_seconds(verdict: Verdict) -> str:
-    return "-" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
-
-
-def _ratio(verdict: Verdict) -> str:
-    if verdict.ratio is None:
-        return ""
-    text = f" ({verdict.ratio:.2f}x"
-    if verdict.tolerance is not None:
-        text += f", tolerance {verdict.tolerance:.0%}"
-    return text + ")"
-
-
 # --- step summary ---------------------------------------------------------------------
 
 
-def step_summary(outcome: SessionOutcome, title: str = "jax compile times") -> str:
+def step_summary(outcome: Outcome, title: str = "jax compile times") -> str:
     """The Markdown appended to the job summary: the verdict first, then one table per key.
 
     Kept under GitHub's size limit: `ok` rows are dropped first, then the end is cut.
@@ -209,11 +203,9 @@ def step_summary(outcome: SessionOutcome, title: str = "jax compile times") -> s
     return text
 
 
-def _step_summary(outcome: SessionOutcome, title: str, with_ok: bool) -> str:
+def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
     lines = [f"## {title}: {_headline(outcome)}", ""]
-    counts = ", ".join(
-        f"{outcome.count(status)} {status.value}" for status in SEVERITY if outcome.count(status)
-    )
+    counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
     if counts:
         lines += [f"Compile rows: {counts}.", ""]
     lines += _action_lines(outcome)
@@ -238,22 +230,20 @@ def _step_summary(outcome: SessionOutcome, title: str, with_ok: bool) -> str:
     return "\n".join(lines).rstrip("\n") + "\n\n"
 
 
-def _headline(outcome: SessionOutcome) -> str:
+def _headline(outcome: Outcome) -> str:
     if outcome.pin_error is not None:
         return "pins NOT updated"
     if outcome.pin_update:
         return "pins updated"
-    drift = outcome.count(Status.DRIFT)
-    improved = outcome.count(Status.IMPROVED)
     if outcome.failed:
-        parts = [f"{drift} DRIFT"] if drift else []
-        if outcome.fail_on_improvement and improved:
-            parts.append(f"{improved} improved")
-        return "FAIL (" + ", ".join(parts) + ")"
+        failing = [v.status for v in outcome.failing()]
+        parts = [f"{failing.count(status)} {status.value}" for status in Status
+                 if status in failing]
+        return "FAIL (" + ", ".join(parts) + ")" if parts else "FAIL"
     return "pass"
 
 
-def _action_lines(outcome: SessionOutcome) -> list[str]:
+def _action_lines(outcome: Outcome) -> list[str]:
     lines: list[str] = []
     for lost in outcome.lost:
         lines += [f"> [!WARNING]\n> Compile rows missing: {_text(lost)}", ""]
@@ -267,28 +257,25 @@ def _action_lines(outcome: SessionOutcome) -> list[str]:
             if written else ["Pins updated: nothing changed.", ""]
         )
         return lines
-    for status, advice in (
-        (Status.DRIFT, "If the slowdown is intended, re-pin and commit the pin files:"),
-        (Status.IMPROVED, "Re-pin to lock the improvement in:"),
-        (Status.UNPINNED, "Pin the unpinned rows with:"),
-    ):
-        cells = [v.record.cell for v in outcome.verdicts if v.status is status]
-        if cells:
-            lines += [advice, "", "```bash", repin_command(cells), "```", ""]
+    for status, rows in outcome.counts():
+        if status in (Status.OK, Status.NOT_JUDGED):
+            continue
+        lines += [_text(status_sentence(status, rows, outcome.thresholds)), ""]
+        what = advice(status, outcome.with_status(status))
+        if what is not None:
+            sentence, command = what
+            lines += [sentence, "", "```bash", command, "```", ""]
     return lines
 
 
-def _groups(outcome: SessionOutcome) -> list[tuple[ComparabilityKey, list[Verdict]]]:
+def _groups(outcome: Outcome) -> list[tuple[ComparabilityKey, list[Verdict]]]:
     """Groups by key; the groups holding the most severe verdicts come first."""
-    by_key: dict[ComparabilityKey, list[Verdict]] = {}
-    for verdict in outcome.verdicts:
-        by_key.setdefault(verdict.record.key, []).append(verdict)
-    groups = [(key, sorted(verdicts, key=_row_order)) for key, verdicts in by_key.items()]
-    return sorted(groups, key=lambda group: (_row_order(group[1][0])[0], group[0]))
+    groups = by_key(outcome.verdicts)
+    return sorted(groups, key=lambda group: (group[1][0].status.severity, group[0]))
 
 
 def _group_lines(
-    key: ComparabilityKey, verdicts: list[Verdict], outcome: SessionOutcome, with_ok: bool
+    key: ComparabilityKey, verdicts: list[Verdict], outcome: Outcome, with_ok: bool
 ) -> list[str]:
     lines = [f"### {_text(key.describe())}", ""]
     pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
@@ -322,7 +309,7 @@ def _table(verdicts: list[Verdict]) -> list[str]:
         pin = "" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
         ratio = "" if verdict.ratio is None else f"{verdict.ratio:.2f}x"
         tolerance = "" if verdict.tolerance is None else f"{verdict.tolerance:.0%}"
-        status = f"**{verdict.status.value}**" if verdict.status is Status.DRIFT else (
+        status = f"**{verdict.status.value}**" if verdict.status.tone is Tone.BAD else (
             verdict.status.value
         )
         note = verdict.note or ""
@@ -359,3 +346,34 @@ def append_step_summary(path: Path, markdown: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8", newline="\n") as handle:
         handle.write(markdown)
+
+
+class GitHubOutput:
+    """GitHub Actions output of a session: registered only when GitHub's variables ask for
+    it (and ``--compile-github`` is not ``off``), on the controller."""
+
+    def __init__(self, config: pytest.Config, targets: GitHubTargets) -> None:
+        self.config = config
+        self.targets = targets
+        self.problem: str | None = None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        outcome = outcome_of(self.config)
+        if outcome is None or self.targets.step_summary is None or not outcome.has_news():
+            return
+        try:
+            append_step_summary(self.targets.step_summary, step_summary(outcome))
+        except OSError as error:
+            self.problem = f"GitHub step summary not written: {error}"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        outcome = outcome_of(self.config)
+        if self.problem is not None:
+            summary_section(terminalreporter)
+            terminalreporter.write_line(self.problem, yellow=True)
+        if outcome is None or not self.targets.annotations or not outcome.has_news():
+            return
+        path_of = record_path_resolver(self.config.rootpath, self.targets.workspace)
+        for command in annotation_commands(outcome, path_of, self.targets.workspace):
+            terminalreporter.write_line(command)  # a workflow command: no markup

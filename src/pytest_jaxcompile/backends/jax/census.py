@@ -6,15 +6,10 @@ import dataclasses
 import os
 from collections import Counter
 
+from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
-from pytest_jaxcompile.backends.jax.measure import (
-    CacheSettings,
-    JaxEnvironment,
-    MeasureContext,
-    host_state,
-    utc_now,
-)
+from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_RETRIEVAL,
@@ -67,41 +62,31 @@ def census_records(
                 skip_reasons=tuple(module.skip_reasons),
             )
         )
-        records.append(
-            CompileRecord(
-                cell=context.cell,
-                transform=name,
-                hardware=environment.hardware.name,
-                hardware_detail=environment.hardware.detail(),
-                jax_version=environment.jax_version,
-                jaxlib_version=environment.jaxlib_version,
-                mixed_precision=context.mixed_precision,
-                cache_state=verdict.cache_state.value,
-                compile_s=module.backend_compile_s,
+        records.append(new_record(context, environment, Measured(
+            transform=name,
+            cache_state=verdict.cache_state.value,
+            compile_s=module.backend_compile_s,
+            cache=CacheDetails(
+                dir=cache.dir,
+                enabled=cache.enabled,
+                persisted=verdict.persisted,
+                reason=verdict.reason,
+                reason_detail=verdict.detail,
+                notes=list(verdict.notes),
+            ),
+            host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
+            source=CENSUS_SOURCE,
+            figures=dict(
                 trace_s=module.trace_s or None,
                 lower_s=module.lower_s or None,
                 backend_compile_s=module.backend_compile_s,
                 cache_retrieval_s=module.cache_retrieval_s,
-                cache=CacheDetails(
-                    dir=cache.dir,
-                    enabled=cache.enabled,
-                    persisted=verdict.persisted,
-                    reason=verdict.reason,
-                    reason_detail=verdict.detail,
-                    notes=list(verdict.notes),
-                ),
-                host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
                 module_name=module.module_name,
                 fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
                 xla_flags=xla_flags,
                 settings=in_force,
-                source=CENSUS_SOURCE,
-                tolerance=context.tolerance,
-                max_ops_growth=context.max_ops_growth,
-                location=context.location,
-                timestamp=utc_now(),
-            )
-        )
+            ),
+        )))
     return records
 
 
@@ -122,9 +107,7 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
         lower_s = log.total(EVENT_LOWER) or 0.0
         backend_s = log.total(EVENT_BACKEND_COMPILE) or 0.0
         compile_s = trace_s + lower_s + backend_s
-    measured = wall_s is not None and wall_s > 0
-    if measured:
-        assert wall_s is not None
+    if wall_s is not None and wall_s > 0:
         compile_s = min(compile_s, wall_s)  # spans and wall come from different clocks
     overlays = {}
     retrieval = log.total(EVENT_CACHE_RETRIEVAL)
@@ -133,15 +116,13 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
     overlap = trace_s + lower_s + backend_s - compile_s
     if overlap > 1e-6:
         overlays["phase_overlap_s"] = overlap
-    return CallLedger(
-        cell=cell,
-        wall_s=wall_s if measured else None,
-        compile_s=compile_s,
+    return CallLedger.partition(
+        cell,
+        wall_s,
+        compile_s,
         trace_s=trace_s,
         lower_s=lower_s,
         backend_compile_s=backend_s,
-        execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None else None,
-        compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
         compiles=len(compiles),
         persistent_cache_hits=sum(1 for module in compiles if module.cache_hits),
         modules=dict(sorted(Counter(module.fun_name for module in compiles).items())),

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_jaxcompile.backends import backend_of
 from pytest_jaxcompile.backends.jax.classify import REASON_UNEXPLAINED
 from pytest_jaxcompile.records import CacheState, CompileRecord
 
@@ -70,26 +71,7 @@ class Requirements:
     xla_flags: dict[str, str | None] = field(default_factory=dict)
     cache: bool = False
     cacheable: bool = False
-    platform: str | None = None
-
-    @classmethod
-    def from_ini(
-        cls, flags: Iterable[str], cache: bool, cacheable: bool, platform: str
-    ) -> Requirements:
-        required: dict[str, str | None] = {}
-        for line in flags:
-            required.update(parse_xla_flags(line))
-        name = platform.strip().lower()
-        if name and name not in PLATFORM_ALIASES:
-            raise ValueError(
-                f"compile_expected_platform = {platform!r}: expected one of gpu, tpu, cpu"
-            )
-        return cls(
-            xla_flags=required,
-            cache=cache,
-            cacheable=cacheable,
-            platform=PLATFORM_ALIASES[name] if name else None,
-        )
+    platform: str | None = None  # gpu, tpu or cpu
 
 
 def missing_flags(
@@ -106,9 +88,15 @@ def missing_flags(
 
 
 def settings_problems(record: CompileRecord, requirements: Requirements) -> list[str]:
-    """Why this compile ran without a required setting; empty when all applied."""
+    """Why this compile ran without a required setting; empty when all applied.
+
+    XLA flags are checked on the rows of backends that compile with XLA only.
+    """
     problems = []
-    missing = missing_flags(requirements.xla_flags, parse_xla_flags(record.xla_flags))
+    missing = (
+        missing_flags(requirements.xla_flags, parse_xla_flags(record.xla_flags))
+        if backend_of(record).xla_rules else []
+    )
     if missing:
         problems.append(
             f"transform {record.transform!r} compiled without the required XLA flag(s) "
@@ -139,14 +127,15 @@ def uncacheable_reason(record: CompileRecord) -> str | None:
     return None
 
 
-def platform_problem(expected: str | None, actual: str) -> str | None:
+def platform_problem(expected: str | None, actual: str, device: str) -> str | None:
+    """`device` names what ran the compile, e.g. "JAX's default backend"."""
     if expected is None:
         return None
     normalized = PLATFORM_ALIASES.get(actual.lower(), actual.lower())
     if normalized == expected:
         return None
     return (
-        f"compile_expected_platform = {expected}, but JAX's default backend is {actual}: "
+        f"compile_expected_platform = {expected}, but {device} is {actual}: "
         f"the job silently fell back (check the jaxlib/plugin install, JAX_PLATFORMS and "
         "that the accelerator is visible); no compile rows were recorded"
     )
@@ -178,11 +167,16 @@ class Clobber:
 def find_clobbers(
     start: Mapping[str, Any], records: Iterable[CompileRecord]
 ) -> list[Clobber]:
-    """The first compile under different XLA_FLAGS or cache settings than at start."""
+    """The first compile under different XLA_FLAGS or cache settings than at start.
+
+    Only rows of backends that compile with XLA carry these settings.
+    """
     clobbers: dict[str, Clobber] = {}
     start_flags: Mapping[str, str | None] = start.get("xla_flags", {})
     start_cache: Mapping[str, Any] = start.get("cache", {})
     for record in records:
+        if not backend_of(record).xla_rules:
+            continue
         settings = record.settings or {}
         flags = settings.get("xla_flags", {})
         if "XLA_FLAGS" not in clobbers and flags != start_flags:

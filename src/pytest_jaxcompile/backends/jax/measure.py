@@ -9,14 +9,20 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import psutil
 
-from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware, usable_cpu_count
+from pytest_jaxcompile.backends import (
+    DuplicateTransformError,
+    MeasureContext,
+    Measured,
+    host_state,
+    new_record,
+)
+from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
 from pytest_jaxcompile.backends.jax.monitor import (
@@ -27,14 +33,10 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_CACHE_WRITE,
     CompileMonitor,
 )
-from pytest_jaxcompile.records import CacheDetails, CacheState, CompileRecord, HostState
+from pytest_jaxcompile.records import CacheDetails, CacheState, CompileRecord
 
 CACHE_ENTRY_SUFFIX = "-cache"  # jax/_src/lru_cache.py names entries "<key>-cache"
 _MODULE_NAME = re.compile(r"module @([\w.$-]+)")
-
-
-class DuplicateTransformError(ValueError):
-    """The same transform name was measured twice in one test."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class JaxEnvironment:
     hardware: Hardware
     jax_version: str
     jaxlib_version: str
+    framework: str = "jax"
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return {"jax_version": self.jax_version, "jaxlib_version": self.jaxlib_version}
 
     @classmethod
     def detect(cls, hardware_override: str | None) -> JaxEnvironment:
@@ -113,27 +120,13 @@ def transform_from_module(module_name: str | None) -> str:
     return module_name[4:] if module_name.startswith("jit_") else module_name
 
 
-@dataclass(frozen=True)
-class MeasureContext:
-    """What the test declared (cell, precision, tolerance) and how to measure it."""
-
-    cell: str
-    mixed_precision: bool
-    tolerance: float | None
-    location: tuple[str, int] | None
-    max_ops_growth: float | None = None
-    project_root: Path | None = None
-    trace_profile: bool = False
-    repeat: int = 1
-
-
 class JaxCompile:
     """The `jax_compile` fixture's value: measure a compile, return the Compiled."""
 
     def __init__(
         self,
         monitor: CompileMonitor,
-        environment: Callable[[], JaxEnvironment],
+        environment: JaxEnvironment,
         context: MeasureContext,
         sink: Callable[[CompileRecord], None],
     ) -> None:
@@ -209,7 +202,7 @@ class JaxCompile:
                 "give each jax_compile call its own transform= name"
             )
 
-        environment = self._environment()
+        environment = self._environment
         settings = CacheSettings.current()
         in_force = snapshot_settings()
         import psutil  # only when measuring: plugin start-up does not pay for it
@@ -244,25 +237,10 @@ class JaxCompile:
             bypass = verdict.cache_state is CacheState.COLD and settings.configured
             samples += self._repeat(lowered, self._context.repeat - 1, bypass, process)
         walls = [wall for wall, _ in samples]
-        record = CompileRecord(
-            cell=self._context.cell,
+        record = new_record(self._context, environment, Measured(
             transform=name,
-            hardware=environment.hardware.name,
-            hardware_detail=environment.hardware.detail(),
-            jax_version=environment.jax_version,
-            jaxlib_version=environment.jaxlib_version,
-            mixed_precision=(
-                self._context.mixed_precision if mixed_precision is None else mixed_precision
-            ),
             cache_state=verdict.cache_state.value,
             compile_s=min(walls),
-            compile_cpu_s=round(min(cpu for _, cpu in samples), 6),
-            compile_samples_s=walls if len(walls) > 1 else None,
-            compile_spread_s=(max(walls) - min(walls)) if len(walls) > 1 else None,
-            trace_s=trace_s,
-            lower_s=lower_s,
-            backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
-            cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
             cache=CacheDetails(
                 dir=settings.dir,
                 enabled=settings.enabled,
@@ -274,17 +252,23 @@ class JaxCompile:
                 notes=list(verdict.notes),
             ),
             host_state=host_state(cpu_after - cpu_before),
-            module_name=module_name,
-            fingerprint=fingerprint_module(module_text),
-            op_count=count_ops(module_text),
-            trace_profile=trace_profile,
-            xla_flags=os.environ.get(XLA_FLAGS_ENV),
-            settings=in_force,
-            tolerance=self._context.tolerance,
-            max_ops_growth=self._context.max_ops_growth,
-            location=self._context.location,
-            timestamp=utc_now(),
-        )
+            mixed_precision=mixed_precision,
+            figures=dict(
+                compile_cpu_s=round(min(cpu for _, cpu in samples), 6),
+                compile_samples_s=walls if len(walls) > 1 else None,
+                compile_spread_s=(max(walls) - min(walls)) if len(walls) > 1 else None,
+                trace_s=trace_s,
+                lower_s=lower_s,
+                backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
+                cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
+                module_name=module_name,
+                fingerprint=fingerprint_module(module_text),
+                op_count=count_ops(module_text),
+                trace_profile=trace_profile,
+                xla_flags=os.environ.get(XLA_FLAGS_ENV),
+                settings=in_force,
+            ),
+        ))
         self.records.append(record)
         self._sink(record)
         return compiled
@@ -336,39 +320,3 @@ def _writes_suppressed(active: bool) -> Iterator[None]:
 def _cpu_seconds(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
-
-
-LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
-
-
-def host_state(process_cpu_s: float | None = None) -> HostState:
-    """Cores, load and the process's CPU seconds; load per core may be set by env.
-
-    ``JAXCOMPILE_LOAD_PER_CORE`` replaces the measured load per core: for containers
-    whose load average is the host's, and to exercise the load gate on purpose.
-    """
-    cpu_count = usable_cpu_count()
-    import psutil
-
-    try:
-        load: float | None = psutil.getloadavg()[0]
-    except (OSError, AttributeError):
-        load = None
-    per_core = None if load is None else load / max(psutil.cpu_count() or cpu_count, 1)
-    override = os.environ.get(LOAD_OVERRIDE_ENV, "").strip()
-    if override:
-        try:
-            per_core = float(override)
-        except ValueError:
-            raise ValueError(f"{LOAD_OVERRIDE_ENV}={override!r} is not a number") from None
-    return HostState(
-        cpu_count=cpu_count,
-        load_avg_1m=None if load is None else round(load, 2),
-        load_per_core=None if per_core is None else round(per_core, 3),
-        process_cpu_s=None if process_cpu_s is None else round(process_cpu_s, 6),
-    )
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-

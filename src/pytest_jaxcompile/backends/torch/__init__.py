@@ -1,1 +1,1 @@
-
+"""The torch backend: ``torch.compile`` frames from torch's own compilation metrics."""

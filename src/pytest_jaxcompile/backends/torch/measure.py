@@ -9,12 +9,20 @@ and the recompile reason.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_jaxcompile.backends import (
+    DuplicateTransformError,
+    MeasureContext,
+    Measured,
+    host_state,
+    new_record,
+)
 from pytest_jaxcompile.backends.hardware import (
     Hardware,
     hardware_name,
@@ -22,22 +30,20 @@ from pytest_jaxcompile.backends.hardware import (
     usable_cpu_count,
 )
 from pytest_jaxcompile.backends.jax.classify import Classification
-from pytest_jaxcompile.backends.jax.measure import (
-    DuplicateTransformError,
-    MeasureContext,
-    host_state,
-    utc_now,
-)
 from pytest_jaxcompile.records import CacheDetails, CacheState, CallLedger, CompileRecord
 
 FRAMEWORK = "torch"
-RESIDUAL_NAME = "first_call_execute_s"
 
 
 @dataclass(frozen=True)
 class TorchEnvironment:
     hardware: Hardware
     torch_version: str
+    framework: str = FRAMEWORK
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return {"torch_version": self.torch_version}
 
     @classmethod
     def detect(cls, hardware_override: str | None) -> TorchEnvironment:
@@ -60,13 +66,18 @@ class TorchEnvironment:
 
 @dataclass(frozen=True)
 class FrameCompile:
-    """One dynamo frame compile, as torch measured it."""
+    """One dynamo frame compile, as torch measured it.
+
+    torch measures nested spans: the whole frame compile, inside it the backend compile
+    (AOTAutograd and inductor), inside that inductor, inside that its code generation.
+    Only those are named; the frame's time outside the backend compile (dynamo's tracing,
+    guards and the rest) is ``compile_other_s``.
+    """
 
     name: str
     location: str
     compile_s: float
-    dynamo_s: float
-    aot_autograd_s: float
+    backend_compile_s: float
     inductor_s: float
     code_gen_s: float  # inside inductor: code load/build, where a JIT compile spends its time
     triton_s: float
@@ -96,8 +107,7 @@ class FrameCompile:
             location=f"{getattr(metrics, 'co_filename', '?')}:"
             f"{getattr(metrics, 'co_firstlineno', '?')}",
             compile_s=whole,
-            dynamo_s=max(whole - backend, 0.0),
-            aot_autograd_s=max(backend - inductor, 0.0),
+            backend_compile_s=backend,
             inductor_s=inductor,
             code_gen_s=seconds("code_gen_time_s"),
             triton_s=count("triton_compile_time_us") / 1e6,
@@ -116,11 +126,24 @@ class FrameCompile:
         )
 
     @property
+    def compile_other_s(self) -> float:
+        return max(self.compile_s - self.backend_compile_s, 0.0)
+
+    @property
     def phases(self) -> dict[str, float]:
+        """A partition of compile_s: the measured backend compile and the rest."""
         return {
-            "dynamo_s": self.dynamo_s,
-            "aot_autograd_s": self.aot_autograd_s,
+            "backend_compile_s": self.backend_compile_s,
+            "compile_other_s": self.compile_other_s,
+        }
+
+    @property
+    def overlays(self) -> dict[str, float]:
+        """Measured spans inside the backend compile; never summed into it."""
+        return {
             "inductor_s": self.inductor_s,
+            "inductor_code_gen_s": self.code_gen_s,
+            "triton_s": self.triton_s,
         }
 
 
@@ -199,38 +222,25 @@ def frame_records(
         notes = [f"recompile: {frame.recompile_reason}"] if frame.recompile_reason else []
         if frame.fail_reason:
             notes.append(f"compile failed: {frame.fail_reason}")
-        records.append(
-            CompileRecord(
-                cell=context.cell,
-                transform=name,
-                framework=FRAMEWORK,
-                torch_version=environment.torch_version,
-                hardware=environment.hardware.name,
-                hardware_detail=environment.hardware.detail(),
-                jax_version="",
-                jaxlib_version="",
-                mixed_precision=context.mixed_precision,
-                cache_state=verdict.cache_state.value,
-                compile_s=frame.compile_s,
-                trace_s=frame.dynamo_s,
-                backend_compile_s=frame.inductor_s,
+        records.append(new_record(context, environment, Measured(
+            transform=name,
+            cache_state=verdict.cache_state.value,
+            compile_s=frame.compile_s,
+            cache=CacheDetails(
+                dir=directory, enabled=enabled, reason=verdict.reason,
+                reason_detail=verdict.detail, notes=notes,
+            ),
+            host_state=host_state(),
+            source=source,
+            figures=dict(
+                backend_compile_s=frame.backend_compile_s,
                 phases=frame.phases,
-                overlays={"inductor_code_gen_s": frame.code_gen_s, "triton_s": frame.triton_s},
+                overlays=frame.overlays,
                 ledger=ledger,
-                cache=CacheDetails(
-                    dir=directory, enabled=enabled, reason=verdict.reason,
-                    reason_detail=verdict.detail, notes=notes,
-                ),
-                host_state=host_state(),
                 module_name=frame.location,
                 op_count=frame.graph_op_count,
-                source=source,
-                tolerance=context.tolerance,
-                max_ops_growth=context.max_ops_growth,
-                location=context.location,
-                timestamp=utc_now(),
-            )
-        )
+            ),
+        )))
     return records
 
 
@@ -239,7 +249,7 @@ class TorchCompile:
 
     def __init__(
         self,
-        environment: Callable[[], TorchEnvironment],
+        environment: TorchEnvironment,
         context: MeasureContext,
         sink: Callable[[CompileRecord], None],
     ) -> None:
@@ -273,7 +283,7 @@ class TorchCompile:
                 f"transform {base!r} was already measured in {self._context.cell}; "
                 "give each torch_compile call its own transform= name"
             )
-        environment = self._environment()
+        environment = self._environment
         compiled: Any = torch.compile(model_or_fn, **compile_kwargs)
         started_us = now_us()
         start = time.perf_counter()
@@ -290,22 +300,11 @@ class TorchCompile:
         self, frames: list[FrameCompile], base: str, wall_s: float,
         environment: TorchEnvironment, mixed_precision: bool | None,
     ) -> None:
-        compile_s = sum(frame.compile_s for frame in frames)
-        ledger = {
-            "first_call_wall_s": wall_s,
-            "compile_s": compile_s,
-            RESIDUAL_NAME: wall_s - compile_s,
-            "compile_fraction": compile_s / wall_s if wall_s > 0 else None,
-            "frames": len(frames),
-        }
+        ledger = build_ledger(frames, self._context.cell, wall_s).to_dict()
         names = [base if index == 0 else f"{base}#{index + 1}" for index in range(len(frames))]
         context = self._context
         if mixed_precision is not None:
-            context = MeasureContext(
-                cell=context.cell, mixed_precision=mixed_precision,
-                tolerance=context.tolerance, location=context.location,
-                max_ops_growth=context.max_ops_growth,
-            )
+            context = dataclasses.replace(context, mixed_precision=mixed_precision)
         for record in frame_records(frames, names, context, environment, "fixture", ledger):
             self.records.append(record)
             self._sink(record)
@@ -326,21 +325,16 @@ def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> 
 
 
 def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) -> CallLedger:
-    """A census'd test's partition when torch compiled in it: wall = compile + residual."""
-    compile_s = sum(frame.compile_s for frame in frames)
-    measured = wall_s is not None and wall_s > 0
-    if measured and wall_s is not None:
-        compile_s = min(compile_s, wall_s)
+    """The partition of a call in which torch compiled: wall = compile + residual."""
     names = [frame.name for frame in frames]
-    return CallLedger(
-        cell=cell,
-        wall_s=wall_s if measured else None,
-        compile_s=compile_s,
-        trace_s=sum(frame.dynamo_s for frame in frames),
-        lower_s=sum(frame.aot_autograd_s for frame in frames),
-        backend_compile_s=sum(frame.inductor_s for frame in frames),
-        execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None else None,
-        compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
+    return CallLedger.partition(
+        cell,
+        wall_s,
+        sum(frame.compile_s for frame in frames),
+        trace_s=None,
+        lower_s=None,
+        backend_compile_s=sum(frame.backend_compile_s for frame in frames),
+        compile_other_s=sum(frame.compile_other_s for frame in frames),
         compiles=len(frames),
         persistent_cache_hits=sum(
             1 for frame in frames if frame.fx_cache_hits + frame.autograd_cache_hits
@@ -348,8 +342,8 @@ def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) ->
         ),
         modules={name: names.count(name) for name in sorted(set(names))},
         overlays={
-            "inductor_code_gen_s": sum(frame.code_gen_s for frame in frames),
-            "triton_s": sum(frame.triton_s for frame in frames),
+            name: sum(frame.overlays[name] for frame in frames)
+            for name in ("inductor_s", "inductor_code_gen_s", "triton_s")
         },
         framework=FRAMEWORK,
     )

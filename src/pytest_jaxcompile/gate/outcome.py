@@ -1,0 +1,70 @@
+"""`Outcome`: what the gate concluded. Every output renders it; none re-derives it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.gate.verdicts import (
+    CompileCountChange,
+    StalePin,
+    Status,
+    Thresholds,
+    Verdict,
+)
+from pytest_jaxcompile.records import CallLedger
+
+Identity = tuple[str, str]  # (hardware, framework version) a session ran under
+
+
+@dataclass
+class Outcome:
+    """The verdicts of a session (or of merged reports, or of a records corpus)."""
+
+    rootdir: Path
+    pins_dir: Path
+    thresholds: Thresholds
+    pin_update: bool
+    verdicts: list[Verdict] = field(default_factory=list)
+    stale: list[StalePin] = field(default_factory=list)
+    ledgers: list[CallLedger] = field(default_factory=list)
+    compile_count_changes: list[CompileCountChange] = field(default_factory=list)
+    clobbers: list[Clobber] = field(default_factory=list)
+    pins_written: list[Path] = field(default_factory=list)
+    pin_error: str | None = None  # the pin update could not be written
+    failed: bool = False
+    ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran
+    environments: list[Identity] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
+
+    @property
+    def fail_on_improvement(self) -> bool:
+        return self.thresholds.fail_on_improvement
+
+    def count(self, status: Status) -> int:
+        return sum(1 for verdict in self.verdicts if verdict.status is status)
+
+    def counts(self) -> list[tuple[Status, int]]:
+        """(status, rows) for every status present, most severe first."""
+        return [(status, n) for status in Status if (n := self.count(status))]
+
+    def with_status(self, status: Status) -> list[Verdict]:
+        return [verdict for verdict in self.verdicts if verdict.status is status]
+
+    def failing(self) -> list[Verdict]:
+        """The rows that fail the gate (none while pinning)."""
+        if self.pin_update:
+            return []
+        return [verdict for verdict in self.verdicts if verdict.fails(self.thresholds)]
+
+    def has_news(self) -> bool:
+        """Whether there is anything to show: a session that measured nothing, found no
+        stale pin and wrote no pin adds no summary anywhere."""
+        return bool(
+            self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
+            or self.ledgers or self.clobbers
+        )
+
+
+SessionOutcome = Outcome  # the name earlier releases used

@@ -1,0 +1,316 @@
+"""The JSON report (``--compile-report``, ``merge --write-report``): written and read here.
+
+Writing renders an `Outcome` with its records and ledgers; reading validates a report for
+``pytest-jaxcompile merge``, each record with `records.check_record_data` (the checks every
+reader applies). Bad input is a `ReportError` naming the file (and, where it can, the line or
+the record), never a traceback or a half-read report. The format is documented in
+docs/report-schema.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
+from pytest_jaxcompile._version import __version__
+from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict
+from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
+from pytest_jaxcompile.records import (
+    RECORD_KIND,
+    REPORT_KIND,
+    CallLedger,
+    CompileRecord,
+    RecordDataError,
+    check_record_data,
+)
+from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
+from pytest_jaxcompile.session import fail_session, outcome_of, summary_section
+
+Records = tuple[list[CompileRecord], list[CallLedger]]  # a session's rows, in report order
+
+REPORT_SCHEMA_VERSION = 1
+
+# --------------------------------------------------------------------------- writing
+
+
+def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
+    record = verdict.record
+    return {
+        "cell": record.cell,
+        "transform": record.transform,
+        "key": record.key.to_dict(),
+        "status": verdict.status.value,
+        "metric": verdict.metric,
+        "compile_s": record.compile_s,
+        "compile_cpu_s": record.compile_cpu_s,
+        "pin_compile_s": None if verdict.pin is None else verdict.pin.compile_s,
+        "pin_compile_cpu_s": None if verdict.pin is None else verdict.pin.compile_cpu_s,
+        "ratio": verdict.ratio,
+        "tolerance": verdict.tolerance,
+        "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
+        "note": verdict.note,
+    }
+
+
+def build_report(
+    outcome: Outcome,
+    records: Iterable[CompileRecord],
+    ledgers: Iterable[CallLedger],
+    plugin_version: str,
+) -> dict[str, Any]:
+    """The JSON report; its schema is documented in docs/report-schema.md."""
+    return {
+        "report_kind": REPORT_KIND,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "plugin_version": plugin_version,
+        "gate": "fail" if outcome.failed else "pass",
+        "thresholds": dataclasses.asdict(outcome.thresholds),
+        "fail_on_improvement": outcome.thresholds.fail_on_improvement,
+        "pin_update": outcome.pin_update,
+        "pin_error": outcome.pin_error,
+        "rootdir": str(outcome.rootdir),
+        "ran_cells": sorted(outcome.ran_cells),
+        "environments": [
+            {"hardware": hardware, "jax_version": version}
+            for hardware, version in sorted(set(outcome.environments))
+        ],
+        "lost": list(outcome.lost),
+        "records": [record.to_dict() for record in records],
+        "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
+        "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
+        "compile_count_changes": [
+            {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned}
+            for c in outcome.compile_count_changes
+        ],
+        "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
+        "stale": [
+            {
+                "cell": stale.cell,
+                "transform": stale.transform,
+                "key": stale.key.to_dict(),
+                "pin_file": relative(stale.pin_file, outcome.rootdir),
+            }
+            for stale in outcome.stale
+        ],
+    }
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class ReportError(InputError):
+    """A report that cannot be used; the message names the file (and line or record)."""
+
+
+@dataclass
+class LoadedReport:
+    """What one report contributes to a merge."""
+
+    path: Path
+    records: list[CompileRecord]
+    ran_cells: list[str] = field(default_factory=list)
+    environments: list[tuple[str, str]] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    thresholds: Thresholds | None = None
+    ledgers: list[CallLedger] = field(default_factory=list)
+    fail_on_improvement: bool | None = None
+    rootdir: str | None = None
+    plugin_version: str | None = None
+
+
+def report_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a directory stands for every ``*.json`` file below it, sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*.json") if p.is_file())
+            if not inside:
+                raise ReportError(path, "directory holds no *.json report")
+            found.extend(inside)
+        else:
+            found.append(path)
+    return found
+
+
+def load_report(path: Path) -> LoadedReport:
+    """Read and validate one report written by ``--compile-report`` (or by ``merge``)."""
+    text = read_text(path, ReportError)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReportError(path, f"not valid JSON: {error.msg} (column {error.colno})",
+                          error.lineno) from None
+    if not isinstance(data, dict) or data.get("report_kind") != REPORT_KIND:
+        kind = data.get("report_kind") if isinstance(data, dict) else None
+        found = f"report_kind is {kind!r}" if kind is not None else "it has no report_kind"
+        raise ReportError(
+            path, f"not a pytest-jaxcompile report ({found}; expected {REPORT_KIND!r}, "
+            "as written by pytest --compile-report)"
+        )
+    problem = _version_problem(data.get("schema_version"), REPORT_SCHEMA_VERSION, "report")
+    if problem is not None:
+        raise ReportError(path, problem)
+    raw_records = data.get("records")
+    if not isinstance(raw_records, list):
+        raise ReportError(path, "'records' must be a list of records")
+    return LoadedReport(
+        path=path,
+        records=[_record(path, index, raw) for index, raw in enumerate(raw_records)],
+        ran_cells=_strings(path, data, "ran_cells"),
+        environments=_environments(path, data.get("environments", [])),
+        lost=_strings(path, data, "lost"),
+        thresholds=_thresholds(path, data.get("thresholds"), data.get("fail_on_improvement")),
+        ledgers=_ledgers(path, data.get("ledgers", [])),
+        fail_on_improvement=_optional(path, data, "fail_on_improvement", bool),
+        rootdir=_optional(path, data, "rootdir", str),
+        plugin_version=_optional(path, data, "plugin_version", str),
+    )
+
+
+def _version_problem(version: object, supported: int, what: str) -> str | None:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return f"{what} schema_version must be a positive integer, got {version!r}"
+    if version > supported:
+        return (
+            f"{what} schema_version {version} was written by a newer pytest-jaxcompile "
+            f"(this one reads up to {supported}); upgrade pytest-jaxcompile to read it"
+        )
+    return None
+
+
+def _record(path: Path, index: int, raw: object) -> CompileRecord:
+    where = f"records[{index}]"
+    if not isinstance(raw, dict):
+        raise ReportError(path, f"{where} must be an object, got {type(raw).__name__}")
+    if isinstance(raw.get("cell"), str) and isinstance(raw.get("transform"), str):
+        where += f" ({raw['cell']} [{raw['transform']}])"
+    if raw.get("record_kind", RECORD_KIND) != RECORD_KIND:
+        raise ReportError(path, f"{where}: record_kind {raw['record_kind']!r} is not "
+                          f"{RECORD_KIND!r}")
+    if "schema_version" in raw:
+        problem = _version_problem(raw["schema_version"], RECORD_SCHEMA_VERSION, "record")
+        if problem is not None:
+            raise ReportError(path, f"{where}: {problem}")
+    try:
+        check_record_data(raw)
+        return CompileRecord.from_dict(raw)
+    except (RecordDataError, TypeError, ValueError) as error:
+        raise ReportError(path, f"{where}: {error}") from None
+
+
+def _strings(path: Path, data: dict[str, Any], name: str) -> list[str]:
+    value = data.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ReportError(path, f"{name!r} must be a list of strings")
+    return list(value)
+
+
+def _environments(path: Path, value: object) -> list[tuple[str, str]]:
+    problem = ReportError(path, "'environments' must be a list of "
+                          '{"hardware": ..., "jax_version": ...} objects')
+    if not isinstance(value, list):
+        raise problem
+    environments = []
+    for item in value:
+        if not (isinstance(item, dict) and isinstance(item.get("hardware"), str)
+                and isinstance(item.get("jax_version"), str)):
+            raise problem
+        environments.append((item["hardware"], item["jax_version"]))
+    return environments
+
+
+def _thresholds(path: Path, value: object, fail_on_improvement: object) -> Thresholds | None:
+    """The report's verdict settings, each checked by the options' own validator.
+
+    Reports of earlier releases kept ``fail_on_improvement`` beside the thresholds.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ReportError(path, "'thresholds' must be an object")
+    if value.get("fail_on_improvement") is None and fail_on_improvement is not None:
+        value = {**value, "fail_on_improvement": fail_on_improvement}
+    given: dict[str, Any] = {}
+    for option in THRESHOLD_OPTIONS:
+        assert option.threshold is not None
+        raw = value.get(option.threshold)
+        if raw is None:
+            continue
+        if option.kind == "number" and (
+            isinstance(raw, bool) or not isinstance(raw, (int, float))
+        ):
+            raise ReportError(
+                path, f"thresholds {option.threshold!r} must be a number, got {raw!r}"
+            )
+        if option.kind == "flag" and not isinstance(raw, bool):
+            raise ReportError(path, f"thresholds {option.threshold!r} must be true or false, "
+                              f"got {raw!r}")
+        try:
+            given[option.threshold] = parse_value(option, raw, "thresholds")
+        except OptionError as error:
+            message = str(error).replace(option.flag, repr(option.threshold))
+            raise ReportError(path, message) from None
+    for required in ("tolerance", "floor_s"):
+        if required not in given:
+            raise ReportError(path, f"thresholds {required!r} is missing")
+    return Thresholds(**given)
+
+
+def _ledgers(path: Path, value: object) -> list[CallLedger]:
+    if not isinstance(value, list):
+        raise ReportError(path, "'ledgers' must be a list")
+    ledgers = []
+    for index, raw in enumerate(value):
+        try:
+            ledgers.append(CallLedger.from_dict(raw))
+        except (TypeError, AttributeError) as error:
+            raise ReportError(path, f"ledgers[{index}]: {error}") from None
+    return ledgers
+
+
+def _optional(path: Path, data: dict[str, Any], name: str, kind: type) -> Any:
+    value = data.get(name)
+    if value is not None and (
+        (kind is not bool and isinstance(value, bool)) or not isinstance(value, kind)
+    ):
+        raise ReportError(path, f"{name!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+class ReportWriter:
+    """``--compile-report PATH``: registered only when asked, on the controller."""
+
+    def __init__(self, config: pytest.Config, path: Path, records: Callable[[], Records]) -> None:
+        self.config = config
+        self.path = path
+        self.records = records
+        self.problem: str | None = None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        outcome = outcome_of(self.config)
+        if outcome is None:
+            return
+        records, ledgers = self.records()
+        try:
+            write_report(self.path, build_report(outcome, records, ledgers, __version__))
+        except OSError as error:  # CI would upload nothing: that must not pass quietly
+            self.problem = f"compile report NOT written to {self.path}: {error}"
+            fail_session(session, True)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.problem is not None:
+            summary_section(terminalreporter)
+            terminalreporter.write_line(self.problem, red=True, bold=True)

@@ -1,0 +1,30 @@
+"""JUnit XML: a measured row as test properties (``<property>`` elements).
+
+The plugin appends them to the test's ``user_properties`` as soon as a row exists, so a
+test that fails later keeps them, and pytest-xdist workers carry them to the controller.
+"""
+
+from __future__ import annotations
+
+from pytest_jaxcompile.records import VERSION_FIELDS, CompileRecord
+
+JUNIT_PROPERTY_PREFIX = "jaxcompile"
+
+
+def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
+    """A measured row as test properties (JUnit XML ``<property>`` elements).
+
+    Names are ``jaxcompile.<transform>.<field>``; seconds are written in full precision.
+    """
+    prefix = f"{JUNIT_PROPERTY_PREFIX}.{record.transform}"
+    values: list[tuple[str, object]] = [
+        ("compile_s", record.compile_s),
+        ("trace_s", record.trace_s),
+        ("lower_s", record.lower_s),
+        ("cache_state", record.cache_state),
+        ("hardware", record.hardware),
+        *([] if record.framework == "jax" else [("framework", record.framework)]),
+        (VERSION_FIELDS[record.framework], record.framework_version),
+        ("mixed_precision", "true" if record.mixed_precision else "false"),
+    ]
+    return [(f"{prefix}.{name}", str(value)) for name, value in values if value is not None]

@@ -1,0 +1,169 @@
+"""Every output renders every status, and reads what the previous release wrote.
+
+One `Outcome` holding a row of each `Status` goes through every renderer: the terminal
+summary (which `merge` and `check` print too), the JSON report, JUnit properties, the GitHub
+step summary and annotations, and the dashboard's Markdown and HTML. A new status that one
+renderer does not know fails here, not in a user's CI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from corpus_helpers import cli, write_lines
+from records_factory import make_record
+
+from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Tone, Verdict, row_fails
+from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
+from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
+from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
+from pytest_jaxcompile.output.junit import junit_properties
+from pytest_jaxcompile.output.terminal import summary_lines
+
+RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
+
+
+def outcome_with(statuses: list[Status], tmp_path: Path, failed: bool = True) -> Outcome:
+    verdicts = []
+    for index, status in enumerate(statuses):
+        record = make_record(
+            cell=f"tests/t.py::test_{index}", location=("tests/t.py", index + 1),
+            compile_s=2.0,
+        )
+        pin = None if status is Status.UNPINNED else Pin(compile_s=1.0)
+        verdicts.append(Verdict(record, status, pin=pin, pin_file=tmp_path / "p.toml",
+                                tolerance=0.75, note=f"note of {status.value}"))
+    return Outcome(
+        rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(), pin_update=False,
+        verdicts=verdicts, failed=failed,
+    )
+
+
+@pytest.mark.parametrize("status", list(Status), ids=lambda status: status.name)
+def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> None:
+    outcome = outcome_with([status], tmp_path, failed=row_fails(status, Thresholds()))
+    row = next(text for text, _ in summary_lines(outcome, verbose=True)
+               if text.strip().startswith(status.value))
+    assert "tests/t.py::test_0 [vag]" in row
+
+    report = build_report(outcome, [v.record for v in outcome.verdicts], [], "0.1.0")
+    assert report["verdicts"][0]["status"] == status.value
+    write_report(tmp_path / "r.json", report)
+    assert load_report(tmp_path / "r.json").records == [outcome.verdicts[0].record]
+
+    assert ("jaxcompile.vag.compile_s", "2.0") in junit_properties(outcome.verdicts[0].record)
+
+    summary = step_summary(outcome)
+    assert f"| {status.value} |" in summary or f"| **{status.value}** |" in summary
+    headline = summary.splitlines()[0]
+    assert headline.endswith("FAIL (1 " + status.value + ")") is row_fails(status, Thresholds())
+
+    annotations = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
+    assert len(annotations) == (1 if status.tone in (Tone.BAD, Tone.GOOD) else 0)
+    if annotations:
+        level = "::error" if row_fails(status, Thresholds()) else "::warning"
+        assert annotations[0].startswith(level)
+
+
+def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
+    outcome = outcome_with(list(reversed(Status)), tmp_path)
+    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
+            if text.startswith("  ") and not text.startswith("      ")]
+    assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
+    closing = [text for text, _ in summary_lines(outcome, verbose=True)]
+    assert "compile rows: 1 ok, 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
+           "1 not judged" in closing
+    assert step_summary(outcome).splitlines()[0] == (
+        "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"
+    )
+
+
+def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path / "pins")
+    outcome = outcome_with(list(Status), tmp_path)
+    rows = table_rows([v.record for v in outcome.verdicts], store, Thresholds())
+    assert markdown(rows, Thresholds()).count("tests/t.py::test_") == len(Status)
+    page = html_page(rows, Trends(), store, Thresholds(), "a corpus")
+    assert page.count("<code>tests/t.py::test_") == len(Status)
+
+
+def test_files_written_by_the_previous_release_load_and_judge(tmp_path: Path) -> None:
+    """Pins, a JSON report and a records corpus of 0.1.0 (a JAX fixture row, census rows
+    and a torch row), read by this release."""
+    store = PinStore.load(RELEASE / "pins")
+    keys = sorted((group.key.framework, group.key.framework_version) for group in store.groups())
+    assert keys == [("jax", "0.10.2"), ("torch", "2.13.0+cpu")]
+    report = load_report(RELEASE / "report.json")
+    torch_row = next(r for r in report.records if r.framework == "torch")
+    assert torch_row.key.framework_version == "2.13.0+cpu"
+    assert torch_row.jax_version == ""  # no JAX-named field holds torch's version
+    assert report.thresholds == Thresholds()
+    shutil.copytree(RELEASE, tmp_path / "release")
+    result = cli(tmp_path / "release", "check", "records", "-v")
+    assert result.returncode in (0, 1), result.stderr
+    assert "torch 2.13.0+cpu" in result.stdout
+    assert result.stdout.count("unpinned") <= 1  # census rows of 0.1.0 found their pins
+
+
+def test_check_prints_the_terminals_verdict_lines(tmp_path: Path) -> None:
+    """`check` renders with the terminal's own functions: the same rows, the same lines."""
+    store = PinStore(tmp_path / "pins")
+    store.update([make_record(cell="t.py::test_a", compile_s=1.0),
+                  make_record(cell="t.py::test_b", compile_s=1.0)])
+    rows = [make_record(cell="t.py::test_a", compile_s=3.0, timestamp="2026-11-01T10:00:00Z"),
+            make_record(cell="t.py::test_b", compile_s=1.1, timestamp="2026-11-01T10:00:00Z")]
+    write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+
+    outcome = conclude(rows, (), (), PinStore.load(tmp_path / "pins"),
+                       GateSettings(Thresholds(), False), rootdir=tmp_path)
+    terminal = [text for text, _ in summary_lines(outcome, verbose=True)]
+    result = cli(tmp_path, "check", "r.jsonl", "-v")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[1:] == terminal
+
+
+def test_thresholds_in_a_report_are_validated_like_options(tmp_path: Path) -> None:
+    outcome = outcome_with([Status.OK], tmp_path, failed=False)
+    report = build_report(outcome, [v.record for v in outcome.verdicts], [], "0.1.0")
+    report["thresholds"]["tolerance"] = float("inf")
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    result = cli(tmp_path, "merge", "r.json")
+    assert result.returncode == 2
+    assert "'tolerance' = 'inf' must be a finite number >= 0" in result.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["check", "r.jsonl", "--tolerance", "nan"],
+    ["report", "r.jsonl", "--floor", "-1"],
+    ["merge", "r.json", "--tolerance", "inf"],
+    ["check", "r.jsonl", "--max-load", "abc"],
+])
+def test_bad_numbers_are_usage_errors_naming_the_option(
+    command: list[str], tmp_path: Path
+) -> None:
+    result = cli(tmp_path, *command)
+    assert result.returncode == 2
+    option = command[2]
+    assert f"argument {option}: " in result.stderr
+
+
+def test_merge_names_the_threshold_that_differs(tmp_path: Path) -> None:
+    outcome = outcome_with([Status.OK], tmp_path, failed=False)
+    records = [v.record for v in outcome.verdicts]
+    write_report(tmp_path / "a.json", build_report(outcome, records, [], "0.1.0"))
+    strict = dataclasses.replace(outcome, thresholds=Thresholds(strict=True))
+    write_report(tmp_path / "b.json", build_report(strict, records, [], "0.1.0"))
+    result = cli(tmp_path, "merge", "a.json", "b.json")
+    assert result.returncode == 2
+    assert "a.json: strict False" in result.stderr
+    assert "b.json: strict True" in result.stderr
+    assert "tolerance" not in result.stderr.split("(", 1)[1]
+    assert "give --strict" in result.stderr
+    assert cli(tmp_path, "merge", "a.json", "b.json", "--no-strict").returncode == 0
