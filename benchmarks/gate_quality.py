@@ -89,7 +89,8 @@ HEADINGS = {
 SESSION_TIMEOUT_S = 300.0
 BUSY_LIFETIME_S = 3600.0  # the busy loop ends by itself even if this script is killed
 DUMMY_ENTRIES = 10_000
-CPU_MIN_S = 0.05  # CPU seconds tick at 10 ms: ratios of smaller pins mean nothing
+CPU_MIN_S = 0.001  # CPU ratios of pins under a millisecond mean nothing
+TICK_S = 0.01  # the 10 ms tick that psutil's cpu_times() counts in
 NOT_RESTORED = "cache not restored, defaults"  # code unchanged: counts as a false-alarm row
 
 
@@ -539,7 +540,32 @@ def section_fidelity(sessions: list[Session]) -> None:
         "the event wraps JAX's compile_or_get_cached (backend compile, cache read and "
         "write); compile_s also holds the rest of lowered.compile() (JAX's set-up of the "
         "executable), which grows with the module",
+        "",
+        *cpu_resolution(sessions),
     ])
+
+
+def cpu_resolution(sessions: list[Session]) -> list[str]:
+    """How finely the records' CPU seconds resolve: off the 10 ms tick grid, zeros."""
+    groups: dict[str, list[float]] = {}
+    for session in sessions:
+        for data in session.records:
+            if data.get("compile_cpu_s") is not None:
+                groups.setdefault(data["cache_state"], []).append(data["compile_cpu_s"])
+    rows = []
+    for state, figures in sorted(groups.items()):
+        off = sum(1 for f in figures if abs(f / TICK_S - round(f / TICK_S)) > 1e-3)
+        rows.append([state, str(len(figures)), f"{off}/{len(figures)}",
+                     str(sum(1 for f in figures if f == 0)),
+                     f"{min(figures) * 1000:.2f} / {statistics.median(figures) * 1000:.2f} / "
+                     f"{max(figures) * 1000:.1f}"])
+    return [
+        "compile_cpu_s (process CPU clock, every thread) of the same records: how many are "
+        "off the 10 ms tick grid that psutil's cpu_times() counts in, how many read zero",
+        "",
+        *table(["cache_state", "rows", "off the 10 ms grid", "zero",
+                "compile_cpu_s ms min / median / max"], rows),
+    ]
 
 
 STARTUP_TEST = '''

@@ -19,7 +19,7 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     assert any(use.startswith("actions/cache/save@") for use in uses)
     assert any(use.startswith("actions/upload-artifact@") for use in uses)
     key_step = next(step for step in steps if step.get("id") == "cache-key")["run"]
-    for part in ("runner.os", "runner.arch", "host_cpu_model()", "jax.__version__",
+    for part in ("RUNNER_OS", "RUNNER_ARCH", "host_cpu_model()", "jax.__version__",
                  "jaxlib.__version__"):
         assert part in key_step
     test_step = next(step for step in steps if step.get("name") == "Tests")["run"]

@@ -10,10 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import psutil
+from typing import Any
 
 from pytest_jaxcompile.backends import (
     DuplicateTransformError,
@@ -205,18 +202,15 @@ class JaxCompile:
         environment = self._environment
         settings = CacheSettings.current()
         in_force = snapshot_settings()
-        import psutil  # only when measuring: plugin start-up does not pay for it
-
-        process = psutil.Process()
         entries_before = count_cache_entries(settings.dir)
-        cpu_before = _cpu_seconds(process)
+        cpu_before = _cpu_seconds()
         with self._monitor.capture() as events:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
             compiled = lowered.compile(compiler_options={}) if fresh else lowered.compile()
             compile_s = time.perf_counter() - start
-        cpu_after = _cpu_seconds(process)
+        cpu_after = _cpu_seconds()
         entries_after = count_cache_entries(settings.dir)
         samples = [(compile_s, cpu_after - cpu_before)]
 
@@ -235,7 +229,7 @@ class JaxCompile:
         )
         if fresh and self._context.repeat > 1 and verdict.cache_state is not CacheState.MEMORY:
             bypass = verdict.cache_state is CacheState.COLD and settings.configured
-            samples += self._repeat(lowered, self._context.repeat - 1, bypass, process)
+            samples += self._repeat(lowered, self._context.repeat - 1, bypass)
         walls = [wall for wall, _ in samples]
         record = new_record(self._context, environment, Measured(
             transform=name,
@@ -273,9 +267,7 @@ class JaxCompile:
         self._sink(record)
         return compiled
 
-    def _repeat(
-        self, lowered: Any, times: int, bypass_cache: bool, process: psutil.Process
-    ) -> list[tuple[float, float]]:
+    def _repeat(self, lowered: Any, times: int, bypass_cache: bool) -> list[tuple[float, float]]:
         """More fresh compiles of the same module, in the first one's cache state.
 
         After a cold compile filled the persistent cache, a plain repeat would be a hit.
@@ -289,10 +281,10 @@ class JaxCompile:
         with self._monitor.capture(), _writes_suppressed(bypass_cache):
             for _ in range(times):
                 jax.clear_caches()  # type: ignore[no-untyped-call]
-                cpu_before = _cpu_seconds(process)
+                cpu_before = _cpu_seconds()
                 start = time.perf_counter()
                 lowered.compile(compiler_options=options)
-                samples.append((time.perf_counter() - start, _cpu_seconds(process) - cpu_before))
+                samples.append((time.perf_counter() - start, _cpu_seconds() - cpu_before))
         return samples
 
 
@@ -317,6 +309,11 @@ def _writes_suppressed(active: bool) -> Iterator[None]:
         jax.config.update(name, saved)  # type: ignore[no-untyped-call]
 
 
-def _cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
+def _cpu_seconds() -> float:
+    """CPU seconds of the whole process, every thread (XLA compiles on its own threads).
+
+    ``time.process_time()`` reads the process CPU clock at its own resolution
+    (``CLOCK_PROCESS_CPUTIME_ID``: nanoseconds on Linux), where psutil's ``cpu_times()``
+    counts 10 ms ticks, too coarse for a warm compile of a few milliseconds.
+    """
+    return time.process_time()

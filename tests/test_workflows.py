@@ -1,0 +1,148 @@
+"""The workflows users copy are audited: zizmor, offline, finds nothing medium or high.
+
+The one tolerated finding is `unpinned-uses`: the examples name actions by version tag so
+that they stay readable and current; docs/github-actions.md says how to pin them to commit
+SHAs. Skipped only where zizmor is not installed (it is in the `test` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sysconfig
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = [REPO / "docs" / "examples" / "jaxcompile.yml",
+            REPO / "docs" / "examples" / "jaxcompile-repin.yml"]
+TOLERATED = {"unpinned-uses"}
+FAILING_SEVERITIES = {"medium", "high"}
+
+
+def _zizmor() -> str | None:
+    """The zizmor next to this Python (its venv's scripts), else the one on PATH."""
+    beside = Path(sysconfig.get_path("scripts")) / "zizmor"
+    return str(beside) if beside.is_file() else shutil.which("zizmor")
+
+
+ZIZMOR = _zizmor()
+needs_zizmor = pytest.mark.skipif(ZIZMOR is None, reason="zizmor is not installed")
+
+
+def workflows() -> list[Path]:
+    """Both examples and every workflow or action the repository itself has."""
+    found = list(EXAMPLES)
+    github = REPO / ".github"
+    if github.is_dir():
+        found += sorted(p for p in github.rglob("*") if p.suffix in (".yml", ".yaml"))
+    return found
+
+
+def audit(paths: list[Path]) -> list[dict[str, Any]]:
+    """zizmor's findings as JSON: offline (no GitHub API), no config file, regular persona."""
+    assert ZIZMOR is not None
+    done = subprocess.run(
+        [ZIZMOR, "--offline", "--no-config", "--no-progress", "--no-exit-codes",
+         "--format", "json", *map(str, paths)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    findings: list[dict[str, Any]] = json.loads(done.stdout)
+    return findings
+
+
+def failing(findings: list[dict[str, Any]]) -> list[str]:
+    """Medium and high findings other than the tolerated ones, one line each."""
+    lines = []
+    for finding in findings:
+        severity = str(finding["determinations"]["severity"]).lower()
+        if finding["ident"] in TOLERATED or severity not in FAILING_SEVERITIES:
+            continue
+        where = ""
+        for location in finding.get("locations", []):
+            local = location.get("symbolic", {}).get("key", {}).get("Local", {})
+            path = local.get("verbatim_path") or local.get("given_path") or ""
+            row = location.get("concrete", {}).get("location", {}).get("start_point", {})
+            where = f"{path}:{row.get('row', -1) + 1}"
+            break
+        lines.append(f"{where}: {finding['ident']} ({severity}): {finding.get('desc', '')}")
+    return lines
+
+
+@needs_zizmor
+def test_example_workflows_have_no_medium_or_high_finding() -> None:
+    paths = workflows()
+    findings = audit(paths)
+    assert failing(findings) == []
+    # The audit saw both files: each has its (tolerated) tag-pinned actions reported.
+    audited = {
+        location["symbolic"]["key"]["Local"].get("verbatim_path")
+        for finding in findings if finding["ident"] == "unpinned-uses"
+        for location in finding["locations"]
+    }
+    assert {str(path) for path in EXAMPLES} <= audited
+
+
+@needs_zizmor
+def test_the_audit_fails_an_injectable_workflow(tmp_path: Path) -> None:
+    """The filter is not vacuous: the mistakes the examples avoid are reported."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text(textwrap.dedent("""
+        name: bad
+        on:
+          pull_request:
+        jobs:
+          greet:
+            name: greet
+            runs-on: ubuntu-latest
+            steps:
+              - uses: actions/checkout@v4
+              - run: echo "${{ github.event.pull_request.title }}"
+    """))
+    found = " ".join(failing(audit([bad])))
+    for ident in ("template-injection", "artipacked", "excessive-permissions"):
+        assert ident in found, found
+
+
+def test_examples_read_only_no_persisted_credentials() -> None:
+    """What the audit relies on, stated without it (runs where zizmor is not installed)."""
+    for path in EXAMPLES:
+        workflow = yaml.safe_load(path.read_text())
+        assert workflow["permissions"] == {"contents": "read"}, path
+        for job in workflow["jobs"].values():
+            assert "permissions" not in job, path  # no job widens them
+            for step in job["steps"]:
+                if str(step.get("uses", "")).startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False, path
+                assert "${{" not in str(step.get("run", "")), (path, step.get("name"))
+
+
+def test_gate_expects_warm_exactly_when_a_cache_was_restored() -> None:
+    workflow = yaml.safe_load(EXAMPLES[0].read_text())
+    job = workflow["jobs"]["tests"]
+    steps = {step.get("id") or step.get("name"): step for step in job["steps"]}
+    assert steps["cache-restore"]["uses"].startswith("actions/cache/restore@")
+    tests = steps["Tests"]
+    assert tests["env"]["CACHE_RESTORED"] == (
+        "${{ steps.cache-restore.outputs.cache-matched-key }}"
+    )
+    script = tests["run"]
+    assert '[ -n "$CACHE_RESTORED" ]' in script and "--compile-expect-warm" in script
+
+    repin = yaml.safe_load(EXAMPLES[1].read_text())
+    # PyYAML reads the key `on` as True.
+    assert set(repin[True]) == {"workflow_dispatch"}
+    (job,) = repin["jobs"].values()
+    assert job["runs-on"] == workflow["jobs"]["tests"]["runs-on"]
+    assert job["env"] == workflow["jobs"]["tests"]["env"]
+    runs = [step.get("run", "") for step in job["steps"]]
+    assert sum("--compile-pin-update" in run and "-n 2" in run for run in runs) == 2
+    uploads = [step["with"]["path"] for step in job["steps"]
+               if str(step.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert "pins/" in uploads
