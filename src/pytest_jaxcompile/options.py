@@ -26,6 +26,7 @@ import pytest
 from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
+    DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
     METRICS,
@@ -109,6 +110,16 @@ OPTIONS: tuple[Option, ...] = (
            threshold="expect_warm"),
     Option("compile_fail_on_improvement", "flag", "also fail when a row compiles faster than "
            "its pin beyond the tolerance", threshold="fail_on_improvement"),
+    Option("compile_require_pinned", "flag", "an unpinned row fails the session (its nearest "
+           "pin under another key is named)", threshold="require_pinned"),
+    Option("compile_max_upgrade_slowdown", "number", "when rows under a new jax version are "
+           "compared with their pins under the previous one, fail if the median slowed down by "
+           "more than this fraction (0.5 = +50%)", metavar="FRACTION",
+           threshold="max_upgrade_slowdown", default_text="report only"),
+    Option("compile_loaded_accelerator_tolerance", "number", "GPU and TPU rows measured above "
+           "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
+           "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
+           metavar="FRACTION", threshold="loaded_accelerator_tolerance"),
     Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
            "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
            default_text="detected"),

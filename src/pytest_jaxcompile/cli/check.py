@@ -14,9 +14,10 @@ from pytest_jaxcompile.cli._args import (
     corpus_from,
     error,
 )
-from pytest_jaxcompile.corpus.check import check_corpus, expected_recompile
+from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import CorpusError
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.verdicts import UPGRADE
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.json_report import verdict_to_dict
 from pytest_jaxcompile.output.terminal import summary_lines
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
             "verdicts": [
                 {
                     **verdict_to_dict(verdict, root),
-                    "expected_recompile": bool(expected_recompile(verdict, store)),
+                    "expected_recompile": verdict.nearest is not None
+                    and verdict.nearest.relation == UPGRADE,
                     "timestamp": verdict.record.timestamp,
                 }
                 for verdict in outcome.verdicts

@@ -13,21 +13,14 @@ from pytest_jaxcompile.corpus.store import Corpus, latest_rows
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Verdict, bumped_from
+from pytest_jaxcompile.gate.verdicts import UPGRADE, Status, Thresholds, Verdict
 
 
-def expected_recompile(verdict: Verdict, store: PinStore) -> list[str]:
-    """For an unpinned row pinned under other versions only: those versions."""
-    if verdict.status is not Status.UNPINNED:
-        return []
-    record = verdict.record
-    return bumped_from(record.key, store.keys_pinning(record.cell, record.transform))
-
-
-def verdict_label(verdict: Verdict, store: PinStore) -> str:
-    """The status as shown in tables; a version bump is named as an expected recompile."""
-    if expected_recompile(verdict, store):
-        return f"expected recompile ({verdict.record.framework} bump)"
+def verdict_label(verdict: Verdict) -> str:
+    """The status as shown in tables; an unpinned row after an upgrade says so."""
+    nearest = verdict.nearest
+    if verdict.status is Status.UNPINNED and nearest is not None and nearest.relation == UPGRADE:
+        return f"unpinned (upgrade from {nearest.key.framework} {nearest.key.framework_version})"
     return verdict.status.value
 
 

@@ -20,6 +20,7 @@ from pytest_jaxcompile.gate.verdicts import (
     find_stale,
     judge_all,
     session_failed,
+    upgrade_reports,
 )
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
@@ -79,6 +80,8 @@ def conclude(
         except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
+    outcome.upgrades = upgrade_reports(outcome.verdicts)
+    outcome.pins_exist = next(store.groups(), None) is not None
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
     outcome.clobbers = list(clobbers)
     outcome.failed = (
@@ -86,7 +89,10 @@ def conclude(
         or any(clobber.fails for clobber in outcome.clobbers)
         or (
             not settings.pin_update
-            and session_failed(outcome.verdicts, settings.thresholds)
+            and (
+                session_failed(outcome.verdicts, settings.thresholds)
+                or any(upgrade.fails(settings.thresholds) for upgrade in outcome.upgrades)
+            )
         )
     )
     return outcome

@@ -81,6 +81,8 @@ class Pin:
     pinned_at: str | None = None
     load_avg_1m: float | None = None
     tolerance: float | None = None
+    trace_s: float | None = None  # pins of earlier releases have none: not judged
+    lower_s: float | None = None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -95,6 +97,8 @@ class Pin:
             pinned_at=record.timestamp or None,
             load_avg_1m=record.host_state.load_avg_1m,
             tolerance=previous.tolerance if previous else None,
+            trace_s=_rounded(record.trace_s),
+            lower_s=_rounded(record.lower_s),
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -111,7 +115,14 @@ class Pin:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
             table["load_avg_1m"] = self.load_avg_1m
+        for phase in ("trace_s", "lower_s"):
+            if getattr(self, phase) is not None:
+                table[phase] = getattr(self, phase)
         return table
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, SECONDS_DIGITS)
 
 
 @dataclass
@@ -315,7 +326,7 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m",
+        "load_avg_1m", "trace_s", "lower_s",
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -340,6 +351,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         pinned_at=raw.get("pinned_at"),
         load_avg_1m=_number(raw, "load_avg_1m"),
         tolerance=_number(raw, "tolerance"),
+        trace_s=_number(raw, "trace_s"),
+        lower_s=_number(raw, "lower_s"),
     )
 
 

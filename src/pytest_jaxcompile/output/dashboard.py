@@ -79,7 +79,7 @@ def table_rows(
                 compile_s=measured,
                 pin_s=pinned,
                 ratio=verdict.ratio,
-                label=verdict_label(verdict, store),
+                label=verdict_label(verdict),
                 timestamp=record.timestamp,
             )
         )

@@ -28,7 +28,15 @@ from pytest_jaxcompile.gate.verdicts import (
     by_key,
     severity_order,
 )
-from pytest_jaxcompile.output.terminal import advice, comparison, status_sentence
+from pytest_jaxcompile.output.terminal import (
+    advice,
+    comparison,
+    folded,
+    status_sentence,
+    unpinned_fold,
+    upgrade_lines,
+    warning_lines,
+)
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 from pytest_jaxcompile.session import outcome_of, summary_section
 
@@ -142,6 +150,20 @@ def annotation_commands(
                          {"title": "jax compile rows missing"})
         for lost in outcome.lost
     ]
+    if not outcome.pin_update:
+        lines += [
+            workflow_command("warning", text.removeprefix("warning: "),
+                             {"title": "jax compile gate"})
+            for text in warning_lines(outcome)
+        ]
+        lines += [
+            workflow_command(
+                "error" if upgrade.fails(outcome.thresholds) else "warning",
+                "\n".join(upgrade_lines(upgrade, outcome.thresholds)),
+                {"title": f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new}"},
+            )
+            for upgrade in outcome.upgrades
+        ]
     return lines
 
 
@@ -257,6 +279,13 @@ def _action_lines(outcome: Outcome) -> list[str]:
             if written else ["Pins updated: nothing changed.", ""]
         )
         return lines
+    for text in warning_lines(outcome):
+        lines += [f"> [!WARNING]\n> {_text(text.removeprefix('warning: '))}", ""]
+    for upgrade in outcome.upgrades:
+        block = upgrade_lines(upgrade, outcome.thresholds)
+        kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"
+        lines += [f"> [!{kind}]"] + [f"> {_text(text)}  " for text in block] + [""]
+        return lines
     for status, rows in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
@@ -281,10 +310,21 @@ def _group_lines(
     pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
     if pin_file is not None:
         lines += [f"Pin file: {_code(relative(pin_file, outcome.rootdir))}", ""]
-    shown = [v for v in verdicts if v.status is not Status.OK]
+    fold = [v for v in verdicts if folded(v, outcome, verbose=False)]
+    shown = [v for v in verdicts if v.status is not Status.OK and v not in fold]
     ok = [v for v in verdicts if v.status is Status.OK]
     if shown:
         lines += _table(shown)
+    if fold:
+        lines += [
+            f"<details><summary>{_text(unpinned_fold(fold)[0].strip())}</summary>",
+            "",
+            *[_text(text) for text in unpinned_fold(fold)[1:]],
+            "",
+            *_table(fold),
+            "</details>",
+            "",
+        ]
     if ok and not with_ok:
         lines += [f"{len(ok)} row(s) within tolerance (listed in the JSON report).", ""]
     elif ok:

@@ -23,6 +23,7 @@ from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
+from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (
     RECORD_KIND,
     REPORT_KIND,
@@ -42,7 +43,7 @@ REPORT_SCHEMA_VERSION = 1
 
 
 def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
-    record = verdict.record
+    record, nearest = verdict.record, verdict.nearest
     return {
         "cell": record.cell,
         "transform": record.transform,
@@ -57,6 +58,14 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
         "tolerance": verdict.tolerance,
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
         "note": verdict.note,
+        "phase": verdict.phase,
+        "cache_lost": verdict.cache_lost,
+        "nearest": None if nearest is None else {
+            "key": nearest.key.to_dict(),
+            "relation": nearest.relation,
+            "pin_compile_s": nearest.pin.compile_s,
+            "ratio": nearest.ratio,
+        },
     }
 
 
@@ -91,6 +100,19 @@ def build_report(
             for c in outcome.compile_count_changes
         ],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
+        "upgrades": [
+            {
+                "framework": upgrade.framework,
+                "hardware": upgrade.hardware,
+                "old": upgrade.old,
+                "new": upgrade.new,
+                "rows": len(upgrade.verdicts),
+                "median_ratio": upgrade.median_ratio,
+                "fails": upgrade.fails(outcome.thresholds),
+            }
+            for upgrade in outcome.upgrades
+        ],
+        "warnings": warning_lines(outcome) if not outcome.pin_update else [],
         "stale": [
             {
                 "cell": stale.cell,

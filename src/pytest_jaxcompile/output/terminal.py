@@ -7,6 +7,8 @@ what to do) are the one rendering of the verdict; `summary_lines` adds the sessi
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
 from collections.abc import Iterable
 
 import pytest
@@ -18,6 +20,7 @@ from pytest_jaxcompile.gate.verdicts import (
     Status,
     Thresholds,
     Tone,
+    UpgradeReport,
     Verdict,
     by_key,
     compared_seconds,
@@ -97,15 +100,52 @@ def verdict_lines(outcome: Outcome, verbose: bool) -> list[Line]:
             header += f"  ({relative(pin_file, outcome.rootdir)})"
         lines.append((header, {"bold": True}))
         hidden = 0
+        fold: list[Verdict] = []
         for verdict in verdicts:
             if verdict.status is Status.OK and not verbose:
                 hidden += 1
                 continue
+            if folded(verdict, outcome, verbose):
+                fold.append(verdict)
+                continue
             lines.append(("  " + row_text(verdict), markup(verdict.status)))
             if verdict.note:
                 lines.append(("      " + verdict.note, {}))
+        if fold:
+            lines.extend((text, markup(Status.UNPINNED)) for text in unpinned_fold(fold))
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
+    return lines
+
+
+FOLD_WORST = 5  # unpinned rows named in a fold: those furthest from their nearest pin
+
+
+def folded(verdict: Verdict, outcome: Outcome, verbose: bool) -> bool:
+    """Unpinned rows are folded at default verbosity, unless they fail the gate."""
+    return (
+        verdict.status is Status.UNPINNED and not verbose
+        and not verdict.fails(outcome.thresholds)
+    )
+
+
+def unpinned_fold(verdicts: list[Verdict]) -> list[str]:
+    """Unpinned rows as a count per file and their comparison with their nearest pins."""
+    files = Counter(verdict.record.cell.split("::", 1)[0] for verdict in verdicts)
+    per_file = ", ".join(f"{name} {count}" for name, count in sorted(files.items()))
+    lines = [f"  unpinned   {len(verdicts)} row(s) (-v lists them): {per_file}"]
+    ratios = {
+        id(v): v.nearest.ratio for v in verdicts if v.nearest and v.nearest.ratio is not None
+    }
+    if ratios:
+        worst = sorted((v for v in verdicts if id(v) in ratios), key=lambda v: -ratios[id(v)])
+        lines.append(
+            f"      {len(ratios)} compared with their nearest pin under another key: median "
+            f"{statistics.median(ratios.values()):.2f}x; furthest: " + ", ".join(
+                f"{v.record.cell} [{v.record.transform}] {ratios[id(v)]:.2f}x"
+                for v in worst[:FOLD_WORST]
+            )
+        )
     return lines
 
 
@@ -264,6 +304,11 @@ def closing_lines(outcome: Outcome) -> list[Line]:
              MARKUP[Tone.GOOD])
         ]
     lines: list[Line] = []
+    for upgrade in outcome.upgrades:
+        tone = Tone.BAD if upgrade.fails(outcome.thresholds) else Tone.WARN
+        lines.extend((text, MARKUP[tone]) for text in upgrade_lines(upgrade, outcome.thresholds))
+    for text in warning_lines(outcome):
+        lines.append((text, MARKUP[Tone.WARN]))
     counts = [(Status.OK, outcome.count(Status.OK))] + [
         (status, n) for status, n in outcome.counts() if status is not Status.OK
     ]
@@ -277,6 +322,60 @@ def closing_lines(outcome: Outcome) -> list[Line]:
         what = advice(status, outcome.with_status(status))
         if what is not None:
             lines.append((" ".join(what), markup(status)))
+    return lines
+
+
+def upgrade_lines(upgrade: UpgradeReport, thresholds: Thresholds) -> list[str]:
+    """The upgrade block: old and new version, rows compared, median ratio, worst rows."""
+    median = upgrade.median_ratio
+    text = (
+        f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
+        f"{len(upgrade.verdicts)} row(s) compared with their {upgrade.old} pins"
+    )
+    if median is not None:
+        text += f", median {median:.2f}x"
+    limit = thresholds.max_upgrade_slowdown
+    if upgrade.fails(thresholds):
+        assert limit is not None
+        text += f"; slower than the allowed +{limit:.0%}: the session fails"
+    elif limit is not None:
+        text += f"; within the allowed +{limit:.0%}"
+    else:
+        text += " (report only; --compile-max-upgrade-slowdown makes it a gate)"
+    lines = [text + "."]
+    worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
+    if worst:
+        lines.append("  slowest: " + ", ".join(
+            f"{v.record.cell} [{v.record.transform}] {v.nearest.ratio:.2f}x"
+            for v in worst if v.nearest is not None and v.nearest.ratio
+        ))
+    lines.append(
+        f"  Pin {upgrade.new} when it is the baseline: "
+        + repin_command(v.record.cell for v in upgrade.verdicts)
+    )
+    return lines
+
+
+def warning_lines(outcome: Outcome) -> list[str]:
+    """What makes the gate close to silent, said loudly: a lost cache, missing pins."""
+    lines = []
+    lost = outcome.cache_lost()
+    if lost:
+        lines.append(
+            f"warning: {len(lost)} row(s) compiled cold although their module is unchanged "
+            "since its warm pin: the persistent cache was not restored, was evicted or stopped "
+            "applying (--compile-expect-warm makes this a MISS that fails)."
+        )
+    if outcome.mostly_unpinned():
+        unpinned = outcome.with_status(Status.UNPINNED)
+        compared = sum(1 for v in unpinned if v.nearest is not None)
+        lines.append(
+            f"warning: {len(unpinned)} of {len(outcome.verdicts)} row(s) have no pin under "
+            "their key, while the pins directory holds pins under other keys: this runner's "
+            "hardware or jax version is not pinned, so the gate judges almost nothing"
+            + (f" ({compared} compared with their nearest pin)" if compared else "")
+            + ". Pin this runner class, or set compile_require_pinned to fail such sessions."
+        )
     return lines
 
 
