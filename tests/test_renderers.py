@@ -24,7 +24,7 @@ from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, tabl
 from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.output.terminal import summary_lines
+from pytest_jaxcompile.output.terminal import summary_lines, verdict_lines
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
 
@@ -73,7 +73,7 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
 
 def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
     outcome = outcome_with(list(reversed(Status)), tmp_path)
-    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
+    rows = [text.split()[0] for text, _ in verdict_lines(outcome, verbose=True)
             if text.startswith("  ") and not text.startswith("      ")]
     assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
@@ -167,3 +167,19 @@ def test_merge_names_the_threshold_that_differs(tmp_path: Path) -> None:
     assert "tolerance" not in result.stderr.split("(", 1)[1]
     assert "give --strict" in result.stderr
     assert cli(tmp_path, "merge", "a.json", "b.json", "--no-strict").returncode == 0
+
+
+def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path) -> None:
+    from pytest_jaxcompile.output.github import COMMENT_BUDGET, COMMENT_MARKER, pr_comment
+
+    outcome = outcome_with([Status.OK] * 500 + [Status.DRIFT, Status.UNPINNED], tmp_path)
+    comment = pr_comment(outcome)
+    assert comment.startswith(COMMENT_MARKER + "\n### jax compile times: FAIL (1 DRIFT)\n")
+    assert "| **DRIFT** | `tests/t.py::test_500` |" in comment
+    assert "test_0`" not in comment and "test_499`" not in comment  # no ok row
+    assert "unpinned 1 row(s)" in comment
+    assert "pytest --compile-pin-update tests/t.py::test_500" in comment
+    assert "the `jaxcompile-report` artifact" in comment
+
+    huge = outcome_with([Status.DRIFT] * 3000, tmp_path)
+    assert len(pr_comment(huge)) <= COMMENT_BUDGET

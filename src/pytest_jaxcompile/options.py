@@ -55,6 +55,7 @@ class Option:
     on_command_line: bool = True  # pytest offers --compile-...
     in_ini: bool = True  # pytest reads compile_... from the ini file
     threshold: str | None = None  # the Thresholds field it sets (the verdict options)
+    minimum: int = 1  # the least a "count" may be
     default_text: str | None = None  # how the default reads in help, where not the value
 
     @property
@@ -127,6 +128,8 @@ OPTIONS: tuple[Option, ...] = (
            "JSON to PATH", metavar="PATH"),
     Option("compile_record_dir", "path", "append this session's compile records to DIR as a "
            "new JSON lines file (the results corpus)", metavar="DIR"),
+    Option("compile_durations", "count", "list the N most expensive compiles and the N tests "
+           "with the most compile time (0: all)", default=5, metavar="N", minimum=0),
     Option("compile_census", "flag", "record every compile of every test (tests marked "
            "compile_budget always are)"),
     Option("compile_trace_profile", "flag", "attribute each measured function's trace time to "
@@ -174,9 +177,9 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
         try:
             count = int(text)
         except ValueError:
-            count = 0
-        if count < 1:
-            raise OptionError(f"{where}: expected a whole number >= 1")
+            raise OptionError(f"{where}: expected a whole number >= {option.minimum}") from None
+        if count < option.minimum:
+            raise OptionError(f"{where}: expected a whole number >= {option.minimum}")
         return count
     if option.kind == "choice":
         value_text = text.lower() if option.name == "compile_expected_platform" else text
@@ -327,6 +330,7 @@ class Settings:
     trace_profile: bool
     requirements: Requirements
     repeat: int
+    durations: int = 5
     record_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
 
@@ -364,6 +368,7 @@ class Settings:
                 platform=PLATFORM_ALIASES.get(values["compile_expected_platform"] or ""),
             ),
             repeat=int(values["compile_repeat"]),
+            durations=int(values["compile_durations"]),
             record_dir=values["compile_record_dir"],
             github=str(values["compile_github"]),
         )

@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # workers send their rows; only the controller concludes and writes
     from pytest_jaxcompile.output.terminal import TerminalSummary
 
-    manager.register(TerminalSummary(config), f"{PLUGIN_NAME}-terminal")
+    manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")
     if settings.report_path is not None:
         from pytest_jaxcompile.gate.conclude import ordered
         from pytest_jaxcompile.output.json_report import ReportWriter

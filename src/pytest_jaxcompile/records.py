@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
+CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
 REPORT_KIND = "jaxcompile_report"  # the JSON report (output/json_report.py) holding records
 SCHEMA_VERSION = 1
 RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile phase

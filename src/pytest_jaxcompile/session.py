@@ -26,7 +26,7 @@ from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.records import CallLedger, CompileRecord
+from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends import MeasureContext
@@ -64,6 +64,8 @@ class SessionCollector:
         self._monitor: CompileMonitor | None = None
         self._jax_environment: JaxEnvironment | None = None
         self._torch_environment: TorchEnvironment | None = None
+        self._started = time.perf_counter()
+        self._tracing_warm = False  # warm_up_tracing ran in this process
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -136,12 +138,15 @@ class SessionCollector:
         )
 
     def jax_probe(self, item: pytest.Item) -> JaxCompile:
-        from pytest_jaxcompile.backends.jax.measure import JaxCompile
+        from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
 
         environment = self.jax_environment()
         problem = self.platform_problem(environment)
         if problem is not None:  # every measurement fails, before it makes a row
             pytest.fail(problem, pytrace=False)
+        if not self._tracing_warm:
+            warm_up_tracing()
+            self._tracing_warm = True
         return JaxCompile(
             self.monitor, environment, self.context_for(item),
             lambda record: self.measured(item, record),
@@ -248,7 +253,7 @@ class SessionCollector:
         """torch frame compiles of the test, when the test used torch (never imported here)."""
         if "torch" not in sys.modules:
             return []
-        from pytest_jaxcompile.backends.jax.census import CENSUS_SOURCE, unique_names
+        from pytest_jaxcompile.backends.jax.census import unique_names
         from pytest_jaxcompile.backends.torch.measure import frame_records, frames_since
 
         probe = item.stash.get(TORCH_PROBE_KEY, None)
@@ -363,6 +368,7 @@ class SessionCollector:
             clobbers=self.clobbers(),
         )
         outcome.lost = list(self.lost)
+        outcome.session_s = time.perf_counter() - self._started
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

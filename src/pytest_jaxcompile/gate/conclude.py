@@ -70,9 +70,10 @@ def conclude(
     known = {(record.hardware, record.framework_version) for record in rows} | set(identities)
     outcome.ran_cells = sorted(ran)
     outcome.environments = sorted(known)
-    for hardware, version in outcome.environments:
-        outcome.stale += find_stale(store, ran, measured, hardware, version)
     outcome.ledgers = sorted(ledgers, key=lambda ledger: ledger.cell)
+    censused = {ledger.cell for ledger in outcome.ledgers}
+    for hardware, version in outcome.environments:
+        outcome.stale += find_stale(store, ran, measured, hardware, version, censused)
     if settings.pin_update:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:

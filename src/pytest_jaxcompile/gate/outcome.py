@@ -39,6 +39,8 @@ class Outcome:
     environments: list[Identity] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
     upgrades: list[UpgradeReport] = field(default_factory=list)
+    session_s: float | None = None  # the session's wall seconds, where known
+    cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     pins_exist: bool = False  # the pins directory holds pins (under any key)
 
     @property

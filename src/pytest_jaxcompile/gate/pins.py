@@ -42,6 +42,7 @@ import tomli_w
 
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
 from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
     FRAMEWORKS,
     VERSION_FIELDS,
     CacheState,
@@ -83,6 +84,7 @@ class Pin:
     tolerance: float | None = None
     trace_s: float | None = None  # pins of earlier releases have none: not judged
     lower_s: float | None = None
+    source: str | None = None  # "census": pinned from a census, stale only to a census
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -97,8 +99,11 @@ class Pin:
             pinned_at=record.timestamp or None,
             load_avg_1m=record.host_state.load_avg_1m,
             tolerance=previous.tolerance if previous else None,
-            trace_s=_rounded(record.trace_s),
-            lower_s=_rounded(record.lower_s),
+            # Only the fixture traces afresh: a census row's trace time depends on what
+            # the process traced before, so it is not pinned.
+            trace_s=_rounded(record.trace_s) if record.source != CENSUS_SOURCE else None,
+            lower_s=_rounded(record.lower_s) if record.source != CENSUS_SOURCE else None,
+            source=record.source if record.source == CENSUS_SOURCE else None,
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -118,6 +123,8 @@ class Pin:
         for phase in ("trace_s", "lower_s"):
             if getattr(self, phase) is not None:
                 table[phase] = getattr(self, phase)
+        if self.source is not None:
+            table["source"] = self.source
         return table
 
 
@@ -326,14 +333,14 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s",
+        "load_avg_1m", "trace_s", "lower_s", "source",
     }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
-    for text_field in ("fingerprint", "pinned_at"):
+    for text_field in ("fingerprint", "pinned_at", "source"):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
     op_count = raw.get("op_count")
@@ -353,6 +360,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         tolerance=_number(raw, "tolerance"),
         trace_s=_number(raw, "trace_s"),
         lower_s=_number(raw, "lower_s"),
+        source=raw.get("source"),
     )
 
 

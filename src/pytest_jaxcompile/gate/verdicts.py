@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, ComparabilityKey, CompileRecord
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
 # With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
@@ -552,13 +552,22 @@ def find_stale(
     measured: set[tuple[str, str]],
     hardware: str,
     framework_version: str,
+    censused: set[str] | None = None,
 ) -> list[StalePin]:
-    """Pins, for this hardware and version, of tests that ran but measured nothing."""
+    """Pins, for this hardware and version, of tests that ran but measured nothing.
+
+    A census pin is stale only to a session that took a census of its test (`censused`):
+    a session without a census could not have measured it.
+    """
     stale = []
     for group in store.groups():
         if (group.key.hardware, group.key.framework_version) != (hardware, framework_version):
             continue
         for cell, transform in sorted(group.pins):
+            if group.pins[(cell, transform)].source == CENSUS_SOURCE and (
+                cell not in (censused or set())
+            ):
+                continue
             if cell in ran_cells and (cell, transform) not in measured:
                 stale.append(StalePin(group.key, cell, transform, group.path))
     return stale

@@ -86,6 +86,7 @@ def build_report(
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,
         "rootdir": str(outcome.rootdir),
+        "session_s": outcome.session_s,
         "ran_cells": sorted(outcome.ran_cells),
         "environments": [
             {"hardware": hardware, "jax_version": version}
@@ -151,6 +152,7 @@ class LoadedReport:
     fail_on_improvement: bool | None = None
     rootdir: str | None = None
     plugin_version: str | None = None
+    session_s: float | None = None
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -199,6 +201,7 @@ def load_report(path: Path) -> LoadedReport:
         fail_on_improvement=_optional(path, data, "fail_on_improvement", bool),
         rootdir=_optional(path, data, "rootdir", str),
         plugin_version=_optional(path, data, "plugin_version", str),
+        session_s=_optional(path, data, "session_s", float),
     )
 
 

@@ -30,7 +30,6 @@ from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
 from pytest_jaxcompile.session import outcome_of, summary_section
 
 MAX_CELLS_IN_COMMAND = 3
-LEDGER_LINES_BRIEF = 5  # without -v, the ledgers of the tests that compiled longest
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]
@@ -149,12 +148,15 @@ def unpinned_fold(verdicts: list[Verdict]) -> list[str]:
     return lines
 
 
-def summary_lines(outcome: Outcome, verbose: bool) -> list[Line]:
-    """The terminal summary of a session (and of `merge`)."""
-    lines = verdict_lines(outcome, verbose)
+def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[Line]:
+    """The terminal summary of a session (and of `merge`): what the session spent on
+    compiling first, then the verdicts, then the details; `durations` expensive compiles
+    and tests are listed (0: all)."""
+    lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
+    lines.extend(verdict_lines(outcome, verbose))
     lines.extend(_trace_profile_lines(outcome))
-    lines.extend(_ledger_lines(outcome, verbose))
-    lines.extend(_stale_lines(outcome))
+    lines.extend((text, {}) for text in duration_lines(outcome, durations))
+    lines.extend(_stale_lines(outcome, verbose))
     lines.extend(_compile_count_lines(outcome))
     for clobber in outcome.clobbers:
         if clobber.fails:
@@ -210,15 +212,56 @@ def ledger_line(ledger: CallLedger) -> str:
     )
 
 
-def _ledger_lines(outcome: Outcome, verbose: bool) -> list[Line]:
-    if not outcome.ledgers:
+def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
+    """Compile seconds per test: its ledger's (census'd tests), else its measured rows'
+    trace, lowering and compile seconds."""
+    per_test = {ledger.cell: ledger.compile_s for ledger in outcome.ledgers}
+    with_ledger = set(per_test)  # a ledger holds every compile of its test, fixture's too
+    for verdict in outcome.verdicts:
+        record = verdict.record
+        if record.cell not in with_ledger:
+            per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
+                record.trace_s or 0.0) + (record.lower_s or 0.0)
+    return per_test
+
+
+def spend_lines(outcome: Outcome) -> list[str]:
+    """What the session spent compiling, its share of the session, and the cache states."""
+    if not outcome.verdicts or outcome.pin_update:
         return []
-    ledgers = sorted(outcome.ledgers, key=lambda ledger: (-ledger.compile_s, ledger.cell))
-    shown = ledgers if verbose else ledgers[:LEDGER_LINES_BRIEF]
-    lines: list[Line] = [("compile ledger per test:", {"bold": True})]
-    lines.extend((f"  {ledger.cell}: {ledger_line(ledger)}", {}) for ledger in shown)
-    if len(shown) < len(ledgers):
-        lines.append((f"  ... {len(ledgers) - len(shown)} more test(s) (-v lists them)", {}))
+    spent = sum(compile_seconds_per_test(outcome).values())
+    text = f"compile time: {spent:.1f} s"
+    if outcome.session_s:
+        text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
+    states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
+    text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
+        f"{count} {state}" for state, count in sorted(states.items(), key=lambda i: -i[1])
+    )
+    if outcome.cache_saved_s:
+        text += f"; the persistent cache saved {outcome.cache_saved_s:.1f} s (JAX's figure)"
+    return [text]
+
+
+def duration_lines(outcome: Outcome, count: int) -> list[str]:
+    """The `count` most expensive compiles and tests (all with 0), like pytest --durations."""
+    if not outcome.verdicts:
+        return []
+    limit = None if count == 0 else count
+    rows = sorted(outcome.verdicts, key=lambda v: (-v.record.compile_s, v.record.cell))
+    lines = [f"slowest {len(rows[:limit])} compile(s):"]
+    lines += [
+        f"  {v.record.compile_s:8.3f} s  {v.record.cell} [{v.record.transform}] "
+        f"({v.record.cache_state})" for v in rows[:limit]
+    ]
+    per_test = compile_seconds_per_test(outcome)
+    ledgers = {ledger.cell: ledger for ledger in outcome.ledgers}
+    tests = sorted(per_test.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    lines.append(f"{len(tests)} test(s) with the most compile time:")
+    for cell, seconds in tests:
+        ledger = ledgers.get(cell)
+        lines.append(f"  {seconds:8.3f} s  {cell}" + (f": {ledger_line(ledger)}" if ledger else ""))
+    if limit is not None and len(per_test) > limit:
+        lines.append(f"  ... {len(per_test) - limit} more (--compile-durations=0 lists all)")
     return lines
 
 
@@ -236,18 +279,26 @@ def _lost_lines(outcome: Outcome) -> list[Line]:
     ]
 
 
-def _stale_lines(outcome: Outcome) -> list[Line]:
+STALE_BRIEF = 5  # stale pins listed at default verbosity
+
+
+def _stale_lines(outcome: Outcome, verbose: bool) -> list[Line]:
     if not outcome.stale:
         return []
+    files = Counter(relative(stale.pin_file, outcome.rootdir) for stale in outcome.stale)
     lines: list[Line] = [
         (f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
-         "measured nothing (delete them from the pin file if the transform is gone):",
+         "measured nothing (delete them from the pin file if the transform is gone): "
+         + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
          MARKUP[Tone.WARN]),
     ]
+    shown = outcome.stale if verbose else outcome.stale[:STALE_BRIEF]
     lines.extend(
         (f"  {stale.cell} [{stale.transform}] in {relative(stale.pin_file, outcome.rootdir)}", {})
-        for stale in outcome.stale
+        for stale in shown
     )
+    if len(shown) < len(outcome.stale):
+        lines.append((f"  ... {len(outcome.stale) - len(shown)} more (-v lists them)", {}))
     return lines
 
 
@@ -382,8 +433,9 @@ def warning_lines(outcome: Outcome) -> list[str]:
 class TerminalSummary:
     """The gate's section of pytest's terminal summary (controller only)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, durations: int) -> None:
         self.config = config
+        self.durations = durations
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -391,5 +443,6 @@ class TerminalSummary:
         if outcome is None or not outcome.has_news():
             return
         summary_section(terminalreporter)
-        for text, marks in summary_lines(outcome, self.config.get_verbosity() > 0):
+        verbose = self.config.get_verbosity() > 0
+        for text, marks in summary_lines(outcome, verbose, self.durations):
             terminalreporter.write_line(text, **marks)

@@ -18,9 +18,7 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EventLog,
     ModuleCompile,
 )
-from pytest_jaxcompile.records import CacheDetails, CallLedger, CompileRecord
-
-CENSUS_SOURCE = "census"
+from pytest_jaxcompile.records import CENSUS_SOURCE, CacheDetails, CallLedger, CompileRecord
 
 
 def unique_names(names: list[str]) -> list[str]:

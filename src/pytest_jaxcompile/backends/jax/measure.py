@@ -317,3 +317,17 @@ def _cpu_seconds() -> float:
     counts 10 ms ticks, too coarse for a warm compile of a few milliseconds.
     """
     return time.process_time()
+
+
+def warm_up_tracing() -> None:
+    """Trace and lower a tiny function once per process before the first measurement.
+
+    JAX loads and registers much of its tracing machinery on first use; without this, the
+    first test measured in a process (which one depends on test order and xdist scheduling)
+    would pay that in its `trace_s` and `lower_s`, and trace time, which is judged, would
+    depend on order. Nothing is compiled.
+    """
+    import jax
+    import numpy as np
+
+    jax.jit(lambda x: x * 2 + 1).trace(np.float32(1)).lower()
