@@ -53,6 +53,8 @@ from pytest_jaxcompile.backends.torch.measure import frame_records as torch_fram
 from pytest_jaxcompile.backends.torch.measure import frames_since as torch_frames_since
 from pytest_jaxcompile.backends.torch.measure import now_us as torch_now_us
 from pytest_jaxcompile.backends.torch.measure import recompile_problems as torch_recompile_problems
+from pytest_jaxcompile.corpus.commit import session_commit
+from pytest_jaxcompile.corpus.commit import stamp as stamp_commit
 from pytest_jaxcompile.corpus.store import write_session_records
 from pytest_jaxcompile.gate.budget import (
     MARKER_HELP,
@@ -530,6 +532,10 @@ class JaxCompilePlugin:
             clobbers=self.clobbers(),
         )
         self.outcome.lost = list(self.lost)
+        if self.records and (
+            self.settings.report_path is not None or self.settings.record_dir is not None
+        ):  # one git call at most, and only in sessions that write records
+            stamp_commit(self.records, session_commit(self.config.rootpath))
         if self.settings.report_path is not None:
             try:
                 write_report(

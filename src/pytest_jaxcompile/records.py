@@ -112,6 +112,9 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
+    # The commit measured (sha, ref, head_ref, base_ref, dirty): corpus/commit.py fills it
+    # where records are written (report, record dir).
+    commit: dict[str, Any] | None = None
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
     phases: dict[str, float] | None = None  # torch rows: dynamo / aot_autograd / inductor

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
@@ -14,14 +15,17 @@ from pytest_jaxcompile.cli._args import (
     error,
     thresholds_from,
 )
+from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
 from pytest_jaxcompile.corpus.check import check_corpus, check_lines, expected_recompile
 from pytest_jaxcompile.corpus.store import CorpusError
+from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, atomic_write_text
 from pytest_jaxcompile.output.terminal import verdict_to_dict
 
 HELP = (
     "judge the latest row per cell, transform and key of a records corpus against the "
-    "pins, with the plugin's verdict rules; exit 1 on DRIFT"
+    "pins, with the plugin's verdict rules; exit 1 on DRIFT (and, with --trend, on a "
+    "sustained rise over the history)"
 )
 
 
@@ -38,18 +42,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the verdicts as JSON (the shape of the plugin report's 'verdicts')",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list ok rows too")
+    parser.add_argument(
+        "--trend", action="store_true",
+        help="also look for sustained rises in each series' history (creep that re-derived "
+        "pins hide); exit 1 when one rose by more than --trend-threshold. Without pin files, "
+        "only trends are checked",
+    )
+    add_trend_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    collector = TrendCollector(trend_settings_from(args)) if args.trend else None
     try:
         store = PinStore.load(args.pins_dir)
-        if next(store.groups(), None) is None:
+        pinned = next(store.groups(), None) is not None
+        if not pinned and collector is None:
             return error(
                 "check", f"no pin files in {args.pins_dir}: nothing to judge against "
                 "(give the pins directory with --pins-dir)"
             )
         corpus = corpus_from(args)
-        outcome = check_corpus(corpus, store, thresholds_from(args), args.fail_on_improvement)
+        outcome = check_corpus(
+            corpus, store, thresholds_from(args), args.fail_on_improvement,
+            on_row=None if collector is None else collector.add,
+        )
+        trends = [] if collector is None else collector.trends()
     except (CorpusError, PinFileError) as problem:
         return error("check", problem)
     if not outcome.verdicts:
@@ -58,11 +75,21 @@ def run(args: argparse.Namespace) -> int:
             f"({corpus.describe()})"
         )
     root = Path.cwd()
-    for line in check_lines(outcome, args.verbose, root):
-        print(line)
+    if pinned:
+        for line in check_lines(outcome, args.verbose, root):
+            print(line)
+    else:
+        print(
+            f"no pin files in {args.pins_dir}: trends only, from {outcome.corpus_description}"
+        )
+        outcome.failed = False
+    rising = [trend for trend in trends if trend.rising]
+    if collector is not None:
+        for line in trend_lines(trends, collector.settings, collector.stats):
+            print(line)
     if args.json is not None:
-        document = {
-            "gate": "fail" if outcome.failed else "pass",
+        document: dict[str, Any] = {
+            "gate": "fail" if outcome.failed or rising else "pass",
             "thresholds": {
                 "tolerance": outcome.thresholds.tolerance,
                 "floor_s": outcome.thresholds.floor_s,
@@ -74,10 +101,12 @@ def run(args: argparse.Namespace) -> int:
                     "timestamp": verdict.record.timestamp,
                 }
                 for verdict in outcome.verdicts
-            ],
+            ] if pinned else [],
         }
+        if collector is not None:
+            document["trends"] = [trend_to_dict(trend) for trend in rising]
         try:
             atomic_write_text(args.json, json.dumps(document, indent=2, sort_keys=True) + "\n")
         except OSError as problem:
             return error("check", f"{args.json}: {problem.strerror or problem}")
-    return 1 if outcome.failed else 0
+    return 1 if outcome.failed or rising else 0

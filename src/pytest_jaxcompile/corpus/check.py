@@ -8,10 +8,11 @@ value, then the given default, and the same floor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_jaxcompile.corpus.store import Corpus, LatestRows, latest_rows
+from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.verdicts import (
     Status,
@@ -57,9 +58,18 @@ class CheckOutcome:
 
 
 def check_corpus(
-    corpus: Corpus, store: PinStore, thresholds: Thresholds, fail_on_improvement: bool
+    corpus: Corpus,
+    store: PinStore,
+    thresholds: Thresholds,
+    fail_on_improvement: bool,
+    on_row: Callable[[Row], None] | None = None,
 ) -> CheckOutcome:
-    latest: LatestRows = latest_rows(corpus)
+    """Judge the latest rows; `on_row` sees every row read (e.g. to collect trends)."""
+    latest = LatestRows()
+    for row in corpus.rows():
+        latest.add(row)
+        if on_row is not None:
+            on_row(row)
     verdicts = judge_all(latest.records(), store, thresholds)
     return CheckOutcome(
         verdicts=verdicts,

@@ -316,7 +316,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("compile_spread_s", "number"), ("trace_s", "number"), ("lower_s", "number"),
     ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
-    ("outcome", "text"), ("compile_samples_s", "list"),
+    ("outcome", "text"), ("compile_samples_s", "list"), ("commit", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
     ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
 )
@@ -332,6 +332,8 @@ def _check_optional(data: dict[str, Any], path: Path, where: str) -> None:
         elif kind == "list":
             ok = isinstance(value, list) and all(_is_number(item) for item in value)
             expected = "a list of numbers"
+        elif kind == "object":
+            ok, expected = isinstance(value, dict), "an object"
         elif kind == "count":
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
             expected = "a non-negative integer"
@@ -456,8 +458,8 @@ class Corpus:
                 if self.since is not None and row.time < self.since:
                     stats.before_since += 1
                     continue
-                row.keep_line_only(line)
-                yield row
+                yield row  # parsed while the caller looks at it (trends read its fields)
+                row.keep_line_only(line)  # and held as its line if the caller kept it
 
     def describe(self) -> str:
         stats = self.stats
