@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ from pytest_jaxcompile.corpus.trend import (
     MIN_POINTS,
     TrendCollector,
     TrendSettings,
+    could_rise,
     fit_series,
+    is_rising,
     trend_test,
 )
 
@@ -103,6 +107,33 @@ def test_the_trend_test_is_scipys_kendall_tau_also_when_reused() -> None:
             tau, p_value = trend_test(values)
             assert tau == pytest.approx(expected.statistic)
             assert p_value == pytest.approx(expected.pvalue)
+
+
+def test_series_that_cannot_rise_are_never_tested_and_never_rising() -> None:
+    rng = random.Random(5)
+    settings = TrendSettings(threshold=0.35, alpha=0.05)
+    for _ in range(300):
+        values = [rng.uniform(0.8, 1.2) * (1 + rng.choice([0, 0, 0.5])) for _ in range(10)]
+        fit = fit_series(values, alpha=0.05)
+        assert fit is not None
+        if not could_rise(values, settings.threshold):
+            assert not is_rising(fit, values, settings)
+    assert not could_rise([1.0, 1.3, 1.34, 1.0, 1.3, 1.3, 1.3, 1.3], 0.35)
+    assert could_rise([1.0, 1.0, 1.0, 1.0, 1.36, 1.4, 1.5], 0.35)
+
+
+def test_a_flat_corpus_is_checked_without_importing_scipy(tmp_path: Path) -> None:
+    flat = [row(day, compile_s=1 + day % 3 / 10) for day in range(1, 20)]
+    write_lines(tmp_path / "r.jsonl", flat)
+    code = (
+        "import sys; from pytest_jaxcompile.cli import main; "
+        f"status = main(['check', {str(tmp_path)!r}, '--trend']); "
+        "assert status == 0, status; assert 'scipy' not in sys.modules; "
+        "assert 'numpy' not in sys.modules"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "trend rows: 0 rising series of 1 with at least 6 points" in result.stdout
 
 
 # --------------------------------------------------------------------------- collecting
@@ -238,4 +269,4 @@ def test_report_leads_with_the_rising_series(
     # Since day 6, five points a series: too few to test; the section says there is no rise.
     status, out, _ = _run(capsys, "report", "records", "--since", "2026-11-06")
     assert status == 0
-    assert "No sustained rise (a sustained rise: Mann-Kendall p < " in out
+    assert "No sustained rise (Mann-Kendall p < 0.01 over the latest 30 points" in out

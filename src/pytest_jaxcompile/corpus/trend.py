@@ -15,8 +15,10 @@ series still doubles. Here a series is judged on its own history:
    part, the level after is the Theil-Sen line (`scipy.stats.theilslopes`) through the
    risen points, read at the last point: where the series is now.
 3. **Does it matter?** A rise counts when the test is significant (p below ``alpha``), the
-   level rose by more than ``threshold`` (a fraction, like the plugin's tolerance), and by
-   more than ``floor_s`` seconds (like its floor).
+   level rose by more than ``threshold`` (a fraction, like the plugin's tolerance) and by
+   more than ``floor_s`` seconds (like its floor), and at least `MIN_AFTER` of the points
+   since the start are themselves above the level before by more than ``threshold``: one
+   or two slow sessions at the end, however slow, are not a rise.
 
 Collecting keeps at most ``window`` points per series (the latest by time), so memory grows
 with the number of series, not of records. scipy (and numpy) are imported only when a
@@ -29,14 +31,14 @@ import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_jaxcompile.corpus.commit import commit_label
 from pytest_jaxcompile.corpus.store import NO_TIME, CorpusError, Row, RowId
 from pytest_jaxcompile.records import ComparabilityKey
 
 # Defaults, chosen from benchmarks/trend_quality.py (docs/benchmarks.md, "Trend detection").
-DEFAULT_TREND_THRESHOLD = 0.25
+DEFAULT_TREND_THRESHOLD = 0.35
 DEFAULT_TREND_ALPHA = 0.01
 DEFAULT_TREND_WINDOW = 30
 MIN_POINTS = 6  # fewer points in a series: not tested
@@ -60,8 +62,7 @@ class TrendSettings:
             raise ValueError(f"the trend window must be at least {MIN_POINTS} points")
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):  # a tuple: one is made per row read
     time: float
     value: float  # seconds
     timestamp: str
@@ -215,16 +216,41 @@ class Trend:
 def judge_trend(
     series: RowId, points: Sequence[Point], settings: TrendSettings, framework: str = "jax"
 ) -> Trend | None:
-    """The trend of one series (points in time order); None with too few points."""
-    fit = fit_series([point.value for point in points], settings.alpha)
+    """The trend of one series (points in time order).
+
+    None with too few points, and for a series that cannot pass the rule whatever the
+    statistics say (see `could_rise`): those are not tested, so a corpus of flat series
+    never imports scipy.
+    """
+    values = [point.value for point in points]
+    if len(values) < MIN_POINTS or not could_rise(values, settings.threshold):
+        return None
+    fit = fit_series(values, settings.alpha)
     if fit is None:
         return None
-    rising = (
+    return Trend(series, tuple(points), fit, is_rising(fit, values, settings), framework)
+
+
+def could_rise(values: Sequence[float], threshold: float) -> bool:
+    """A necessary condition of `is_rising`, without statistics: at least MIN_AFTER points
+    above the lowest one by more than the threshold. (The level before a rise is a median
+    of points, never below the lowest, so a series failing this cannot be rising.)"""
+    line = max(min(values), TINY_S) * (1 + threshold)
+    return sum(1 for value in values if value > line) >= MIN_AFTER
+
+
+def is_rising(fit: Fit, values: Sequence[float], settings: TrendSettings) -> bool:
+    """The rule: a significant trend, the level now above the level before by more than the
+    threshold and the floor, and at least MIN_AFTER of the points since the start above
+    that line themselves (a sustained rise, not one or two slow sessions at the end)."""
+    if not (
         fit.p_value < settings.alpha
         and fit.rise > settings.threshold
         and fit.after_s - fit.before_s > settings.floor_s
-    )
-    return Trend(series, tuple(points), fit, rising, framework)
+    ):
+        return False
+    line = fit.before_s * (1 + settings.threshold)
+    return sum(1 for value in values[fit.start :] if value > line) >= MIN_AFTER
 
 
 _Entry = tuple[float, int, Point]  # (time, order read, point): a min-heap keeps the latest
@@ -237,6 +263,7 @@ class TrendStats:
     noisy: int = 0  # measured above the load limit (wall metric, not strict)
     without_cpu: int = 0  # cpu metric: rows without CPU seconds
     dropped: int = 0  # older than the window of their series
+    series: int = 0  # series with at least MIN_POINTS points (set by `trends`)
 
 
 class TrendCollector:
@@ -303,8 +330,9 @@ class TrendCollector:
         return [point for _, _, point in sorted(self.series[series])]
 
     def trends(self) -> list[Trend]:
-        """Every series with enough points, judged; in series order."""
+        """The series that were tested (see `judge_trend`), judged; in series order."""
         judged = []
+        self.stats.series = sum(1 for entries in self.series.values() if len(entries) >= MIN_POINTS)
         for series in sorted(self.series):
             trend = judge_trend(
                 series, self.points(series), self.settings, self.frameworks.get(series, "jax")
@@ -384,7 +412,7 @@ def trend_lines(trends: Iterable[Trend], settings: TrendSettings, stats: TrendSt
         if count
     ]
     summary = (
-        f"trend rows: {len(rising)} rising series of {len(trends)} with at least "
+        f"trend rows: {len(rising)} rising series of {stats.series} with at least "
         f"{MIN_POINTS} points"
     )
     if skipped:
