@@ -22,7 +22,7 @@ series still doubles. Here a series is judged on its own history:
 
 Collecting keeps at most ``window`` points per series (the latest by time), so memory grows
 with the number of series, not of records. scipy (and numpy) are imported only when a
-series is analysed.
+series could pass the rule at all (`could_rise`): a corpus of flat series never loads them.
 """
 
 from __future__ import annotations
@@ -207,10 +207,6 @@ class Trend:
     @property
     def started(self) -> Point:
         return self.points[self.fit.start]
-
-    @property
-    def last_before(self) -> Point:
-        return self.points[self.fit.start - 1] if self.fit.start > 0 else self.points[0]
 
 
 def judge_trend(
