@@ -117,10 +117,11 @@ def test_html_page_is_self_contained_with_one_chart_per_cell_and_transform(
     assert result.returncode == 0, result.stderr
     page = (tmp_path / "out" / "compile.html").read_text()
     assert "http" not in page.lower()
-    for external in ("<script", "<link", "src=", "url(", "@import", "<iframe", "<img"):
+    for external in ("<link", "src=", "url(", "@import", "<iframe", "<img", "fetch("):
         assert external not in page
+    assert page.count("<script") == 1 and "<script>" in page  # the inline filter box
     assert page.count("<svg") == 3  # (A, vag), (A, jit), (B, vag)
-    charts = re.findall(r"<figure>.*?</figure>", page, re.S)
+    charts = re.findall(r"<figure .*?</figure>", page, re.S)
     assert len(charts) == 3
     for chart in charts:
         assert chart.count('class="series"') == 2  # cold and warm, each its own series

@@ -132,6 +132,9 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
+    # The commit measured (sha, ref, head_ref, base_ref, dirty): corpus/commit.py fills it
+    # where records are written (report, record dir).
+    commit: dict[str, Any] | None = None
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
     # torch rows: the phases torch measured (dynamo, backend, inductor), and compile_other_s,
@@ -244,6 +247,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
+    ("commit", "object"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),

@@ -369,6 +369,12 @@ class SessionCollector:
         )
         outcome.lost = list(self.lost)
         outcome.session_s = time.perf_counter() - self._started
+        if self.records and (
+            self.settings.report_path is not None or self.settings.record_dir is not None
+        ):  # one git call at most, and only in sessions that write records
+            from pytest_jaxcompile.corpus.commit import session_commit, stamp
+
+            stamp(self.records, session_commit(self.config.rootpath))
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -12,7 +12,9 @@ from pytest_jaxcompile.cli._args import (
     corpus_from,
     error,
 )
+from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
+from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
@@ -26,7 +28,8 @@ from pytest_jaxcompile.output.dashboard import (
 )
 
 HELP = (
-    "per comparability key, a Markdown table of the latest figures against the pins; "
+    "per comparability key, a Markdown table of the latest figures against the pins, and "
+    "the series that rose over their history; "
     "into a README region (--readme) and/or a self-contained HTML page with trend charts "
     "(--html)"
 )
@@ -45,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--html", type=Path, metavar="FILE",
         help="write a self-contained HTML page with a trend chart per cell and transform",
     )
+    add_trend_arguments(parser)
     parser.add_argument(
         "--check", action="store_true",
         help="write nothing; exit 1 when the --readme region or the --html page is out of date",
@@ -68,12 +72,15 @@ def _run(args: argparse.Namespace) -> int:
     thresholds = thresholds_from(args)
     latest = LatestRows()
     trends = Trends() if args.html is not None else None
+    collector = TrendCollector(trend_settings_from(args))
     for row in corpus.rows():
         latest.add(row)
+        collector.add(row)
         if trends is not None:
             trends.add(row)
     rows = table_rows(latest.records(), store, thresholds)
-    table = markdown(rows, thresholds)
+    trend_report = TrendReport.of(collector)
+    table = markdown(rows, thresholds, trend_report)
     if args.readme is None and args.html is None:
         print(table, end="")
         return 0
@@ -84,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
         outputs.append((args.readme, current, replace_region(current, table, args.readme)))
     if args.html is not None:
         assert trends is not None
-        page = html_page(rows, trends, store, thresholds, corpus.describe())
+        page = html_page(rows, trends, store, thresholds, corpus.describe(), trend_report)
         try:
             current = read_text_exact(args.html)
         except DashboardError:

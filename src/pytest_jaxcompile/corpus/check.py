@@ -7,9 +7,10 @@ The rows judged are the latest per cell, transform and comparability key (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_jaxcompile.corpus.store import Corpus, latest_rows
+from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
@@ -25,10 +26,17 @@ def verdict_label(verdict: Verdict) -> str:
 
 
 def check_corpus(
-    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path
+    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
+    on_row: Callable[[Row], None] | None = None,
 ) -> Outcome:
-    """The latest rows of the corpus, concluded on as a session's rows would be."""
+    """The latest rows of the corpus, concluded on as a session's rows would be;
+    `on_row` sees every row read (e.g. to collect trends)."""
+    latest = LatestRows()
+    for row in corpus.rows():
+        latest.add(row)
+        if on_row is not None:
+            on_row(row)
     return conclude(
-        latest_rows(corpus).records(), (), (), store,
+        latest.records(), (), (), store,
         GateSettings(thresholds, pin_update=False), rootdir=rootdir,
     )
