@@ -20,8 +20,9 @@ from pytest_jaxcompile.backends import (
     new_record,
 )
 from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
-from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
