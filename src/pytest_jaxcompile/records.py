@@ -133,6 +133,8 @@ class CompileRecord:
     outcome: str | None = None  # the test's outcome, filled in after the call
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
+    # JAX rows: the backend's platform version, hashed into JAX's cache keys (None: unknown)
+    platform_version: str | None = None
     # torch rows: the phases torch measured (dynamo, backend, inductor), and compile_other_s,
     # the part of the frame's compile time that none of them covers
     phases: dict[str, float] | None = None
@@ -243,6 +245,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
+    ("platform_version", "text"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),

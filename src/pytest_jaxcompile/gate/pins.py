@@ -16,6 +16,8 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     op_count = 70
     pinned_at = "2026-11-30T01:00:00+00:00"
     load_avg_1m = 0.41
+    jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
+    platform_version = "cpu"
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
     [tests."tests/test_models.py::test_mlp"]
@@ -62,6 +64,7 @@ SECONDS_DIGITS = 4
 LOCK_TIMEOUT_S = 120.0
 
 PinId = tuple[str, str]  # (cell, transform)
+VERSION_PIN_FIELDS = ("jaxlib_version", "platform_version")  # optional, in every pin
 
 
 class PinLockTimeout(Exception):
@@ -81,10 +84,15 @@ class Pin:
     pinned_at: str | None = None
     load_avg_1m: float | None = None
     tolerance: float | None = None
+    # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
+    jaxlib_version: str | None = None
+    platform_version: str | None = None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
         return cls(
+            jaxlib_version=record.jaxlib_version or None,
+            platform_version=record.platform_version or None,
             compile_s=round(record.compile_s, SECONDS_DIGITS),
             compile_cpu_s=(
                 None if record.compile_cpu_s is None
@@ -111,6 +119,9 @@ class Pin:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
             table["load_avg_1m"] = self.load_avg_1m
+        for name in VERSION_PIN_FIELDS:
+            if getattr(self, name) is not None:
+                table[name] = getattr(self, name)
         return table
 
 
@@ -315,14 +326,14 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m",
+        "load_avg_1m", *VERSION_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
-    for text_field in ("fingerprint", "pinned_at"):
+    for text_field in ("fingerprint", "pinned_at", *VERSION_PIN_FIELDS):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
     op_count = raw.get("op_count")
@@ -340,6 +351,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         pinned_at=raw.get("pinned_at"),
         load_avg_1m=_number(raw, "load_avg_1m"),
         tolerance=_number(raw, "tolerance"),
+        jaxlib_version=raw.get("jaxlib_version"),
+        platform_version=raw.get("platform_version"),
     )
 
 
