@@ -33,6 +33,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_pytest_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    """Watch for JAX's backend start (XLA_FLAGS as XLA reads them) before any conftest.py
+    can import JAX and start it; imports no JAX."""
+    from pytest_jaxcompile.backends.jax.backendstart import watch
+
+    watch()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     settings = Settings.from_config(config)

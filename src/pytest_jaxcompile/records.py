@@ -137,6 +137,8 @@ class CompileRecord:
     commit: dict[str, Any] | None = None
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
+    # JAX rows: the backend's platform version, hashed into JAX's cache keys (None: unknown)
+    platform_version: str | None = None
     # torch rows: the phases torch measured (dynamo, backend, inductor), and compile_other_s,
     # the part of the frame's compile time that none of them covers
     phases: dict[str, float] | None = None
@@ -248,6 +250,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
     ("commit", "object"),
+    ("platform_version", "text"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),

@@ -169,12 +169,13 @@ class SessionCollector:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_jaxcompile.backends.jax.guard import (
-            XLA_FLAGS_ENV,
-            parse_xla_flags,
-            snapshot_settings,
-        )
+        from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, watch
+        from pytest_jaxcompile.backends.jax.guard import parse_xla_flags, snapshot_settings
 
+        # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
+        # from before conftest.py was loaded; a backend started before then is known by
+        # its value now).
+        watch()
         # Snapshot what later compiles are compared with; JAX's own settings only when
         # the project already imported JAX (reading them must not import it).
         self.start_settings = (

@@ -16,6 +16,8 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     op_count = 70
     pinned_at = "2026-11-30T01:00:00+00:00"
     load_avg_1m = 0.41
+    jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
+    platform_version = "cpu"
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
     [tests."tests/test_models.py::test_mlp"]
@@ -63,6 +65,7 @@ SECONDS_DIGITS = 4
 LOCK_TIMEOUT_S = 120.0
 
 PinId = tuple[str, str]  # (cell, transform)
+VERSION_PIN_FIELDS = ("jaxlib_version", "platform_version")  # optional, in every pin
 
 
 class PinLockTimeout(Exception):
@@ -85,10 +88,15 @@ class Pin:
     trace_s: float | None = None  # pins of earlier releases have none: not judged
     lower_s: float | None = None
     source: str | None = None  # "census": pinned from a census, stale only to a census
+    # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
+    jaxlib_version: str | None = None
+    platform_version: str | None = None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
         return cls(
+            jaxlib_version=record.jaxlib_version or None,
+            platform_version=record.platform_version or None,
             compile_s=round(record.compile_s, SECONDS_DIGITS),
             compile_cpu_s=(
                 None if record.compile_cpu_s is None
@@ -125,6 +133,9 @@ class Pin:
                 table[phase] = getattr(self, phase)
         if self.source is not None:
             table["source"] = self.source
+        for name in VERSION_PIN_FIELDS:
+            if getattr(self, name) is not None:
+                table[name] = getattr(self, name)
         return table
 
 
@@ -333,14 +344,14 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s", "source",
+        "load_avg_1m", "trace_s", "lower_s", "source", *VERSION_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
-    for text_field in ("fingerprint", "pinned_at", "source"):
+    for text_field in ("fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
     op_count = raw.get("op_count")
@@ -361,6 +372,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         trace_s=_number(raw, "trace_s"),
         lower_s=_number(raw, "lower_s"),
         source=raw.get("source"),
+        jaxlib_version=raw.get("jaxlib_version"),
+        platform_version=raw.get("platform_version"),
     )
 
 

@@ -182,10 +182,13 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_time(record, store, thresholds)
-    if warmth_note is None:
+    versions_note = _versions_note(record, verdict.pin)
+    if warmth_note is None and versions_note is None:
         return verdict
-    note = warmth_note if verdict.note is None else f"{verdict.note}; {warmth_note}"
-    return dataclasses.replace(verdict, note=note, cache_lost=cache_lost)
+    notes = (verdict.note, versions_note, warmth_note)
+    return dataclasses.replace(
+        verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
 
 
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
@@ -195,6 +198,12 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
     if warm_pin is None or not warm_pin.fingerprint or not record.fingerprint:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
     if warm_pin.fingerprint == record.fingerprint:
+        changed = version_differences(record, warm_pin)
+        if changed:
+            return None, (
+                f"expected recompile: {', '.join(changed)} since its warm pin, and JAX's "
+                "cache keys include these versions (the module is unchanged)"
+            )
         return Verdict(
             record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
             note=(
@@ -204,6 +213,36 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
             ),
         ), None
     return None, "expected recompile: the module changed since its warm pin"
+
+
+# What a row's versions are named in notes: record/pin field, words.
+_CACHE_KEY_VERSIONS = (("jaxlib_version", "jaxlib"), ("platform_version", "platform version"))
+
+
+def version_differences(record: CompileRecord, pin: Pin) -> list[str]:
+    """The versions JAX hashes into its cache keys that differ between a row and its pin,
+    each as "name old -> new"; a version unknown on either side is not a difference."""
+    differences = []
+    for name, words in _CACHE_KEY_VERSIONS:
+        new, old = getattr(record, name), getattr(pin, name)
+        if new and old and new != old:
+            differences.append(f"{words} {_one_line(old)} -> {_one_line(new)}")
+    return differences
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _versions_note(record: CompileRecord, pin: Pin | None) -> str | None:
+    """Beside a time verdict: the versions that changed since the pin (a recompile)."""
+    changed = [] if pin is None else version_differences(record, pin)
+    if not changed:
+        return None
+    return (
+        f"{', '.join(changed)} since pinning: another compiler build (JAX's cache keys "
+        "include these versions)"
+    )
 
 
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:

@@ -7,8 +7,9 @@ import os
 from collections import Counter
 
 from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
-from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,

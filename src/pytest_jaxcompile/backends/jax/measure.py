@@ -20,8 +20,9 @@ from pytest_jaxcompile.backends import (
     new_record,
 )
 from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
-from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -44,10 +45,16 @@ class JaxEnvironment:
     jax_version: str
     jaxlib_version: str
     framework: str = "jax"
+    # The default backend's platform version: JAX's persistent-cache key hashes it (and
+    # jaxlib's version) beside the module, so a change recompiles. None where not available.
+    platform_version: str | None = None
 
     @property
     def versions(self) -> dict[str, str]:
-        return {"jax_version": self.jax_version, "jaxlib_version": self.jaxlib_version}
+        versions = {"jax_version": self.jax_version, "jaxlib_version": self.jaxlib_version}
+        if self.platform_version is not None:
+            versions["platform_version"] = self.platform_version
+        return versions
 
     @classmethod
     def detect(cls, hardware_override: str | None) -> JaxEnvironment:
@@ -58,7 +65,19 @@ class JaxEnvironment:
             hardware=detect_hardware(hardware_override),
             jax_version=jax.__version__,
             jaxlib_version=getattr(jaxlib, "__version__", "unknown"),
+            platform_version=backend_platform_version(),
         )
+
+
+def backend_platform_version() -> str | None:
+    """The default backend's ``platform_version``, as JAX's cache key hashes it, or None."""
+    import jax
+
+    try:
+        version = jax.devices()[0].client.platform_version
+    except (AttributeError, IndexError, RuntimeError):
+        return None
+    return version if isinstance(version, str) and version else None
 
 
 @dataclass(frozen=True)
