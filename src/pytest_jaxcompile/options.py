@@ -126,6 +126,8 @@ OPTIONS: tuple[Option, ...] = (
            default_text="detected"),
     Option("compile_report", "path", "write the session's compile records and verdicts as "
            "JSON to PATH", metavar="PATH"),
+    Option("compile_artifacts_dir", "path", "save the lowered module text of every failing "
+           "row in DIR, named by test and transform, for diffing", metavar="DIR"),
     Option("compile_record_dir", "path", "append this session's compile records to DIR as a "
            "new JSON lines file (the results corpus)", metavar="DIR"),
     Option("compile_durations", "count", "list the N most expensive compiles and the N tests "
@@ -332,6 +334,7 @@ class Settings:
     repeat: int
     durations: int = 5
     record_dir: Path | None = None
+    artifacts_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
 
     @classmethod
@@ -370,5 +373,6 @@ class Settings:
             repeat=int(values["compile_repeat"]),
             durations=int(values["compile_durations"]),
             record_dir=values["compile_record_dir"],
+            artifacts_dir=values["compile_artifacts_dir"],
             github=str(values["compile_github"]),
         )

@@ -75,6 +75,12 @@ def pytest_configure(config: pytest.Config) -> None:
             RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.records)),
             f"{PLUGIN_NAME}-record-dir",
         )
+    if settings.artifacts_dir is not None:
+        from pytest_jaxcompile.output.artifacts import ArtifactWriter
+
+        manager.register(
+            ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts"
+        )
     from pytest_jaxcompile.output.github import GitHubOutput, GitHubTargets
 
     targets = GitHubTargets.from_environment(os.environ, settings.github)

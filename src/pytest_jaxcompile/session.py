@@ -135,6 +135,7 @@ class SessionCollector:
             project_root=self.config.rootpath,
             trace_profile=self.settings.trace_profile,
             repeat=self.settings.repeat,
+            artifacts_dir=self.settings.artifacts_dir,
         )
 
     def jax_probe(self, item: pytest.Item) -> JaxCompile:

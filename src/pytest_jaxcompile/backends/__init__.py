@@ -71,6 +71,7 @@ class MeasureContext:
     project_root: Path | None = None
     trace_profile: bool = False
     repeat: int = 1
+    artifacts_dir: Path | None = None  # where measured module texts are staged
 
 
 @dataclass

@@ -88,6 +88,7 @@ class Pin:
     trace_s: float | None = None  # pins of earlier releases have none: not judged
     lower_s: float | None = None
     source: str | None = None  # "census": pinned from a census, stale only to a census
+    ops: dict[str, int] | None = None  # StableHLO ops by name: what grew, named
     # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
     jaxlib_version: str | None = None
     platform_version: str | None = None
@@ -112,6 +113,7 @@ class Pin:
             trace_s=_rounded(record.trace_s) if record.source != CENSUS_SOURCE else None,
             lower_s=_rounded(record.lower_s) if record.source != CENSUS_SOURCE else None,
             source=record.source if record.source == CENSUS_SOURCE else None,
+            ops=dict(record.op_histogram) if record.op_histogram else None,
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -133,6 +135,8 @@ class Pin:
                 table[phase] = getattr(self, phase)
         if self.source is not None:
             table["source"] = self.source
+        if self.ops:
+            table["ops"] = dict(sorted(self.ops.items()))
         for name in VERSION_PIN_FIELDS:
             if getattr(self, name) is not None:
                 table[name] = getattr(self, name)
@@ -341,10 +345,22 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
     return float(value)
 
 
+def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
+    ops = raw.get("ops")
+    if ops is None:
+        return None
+    if not isinstance(ops, dict) or not all(
+        isinstance(count, int) and not isinstance(count, bool) and count >= 0
+        for count in ops.values()
+    ):
+        raise PinFieldError("ops", "'ops' must be a table of operation names and counts")
+    return {str(name): int(count) for name, count in ops.items()}
+
+
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s", "source", *VERSION_PIN_FIELDS,
+        "load_avg_1m", "trace_s", "lower_s", "source", "ops", *VERSION_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -372,6 +388,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         trace_s=_number(raw, "trace_s"),
         lower_s=_number(raw, "lower_s"),
         source=raw.get("source"),
+        ops=_op_histogram(raw),
         jaxlib_version=raw.get("jaxlib_version"),
         platform_version=raw.get("platform_version"),
     )

@@ -497,6 +497,19 @@ def compared_seconds(
     return record.compile_s, pin.compile_s
 
 
+TOP_OP_CHANGES = 5  # operations named in a note: the largest changes in count
+
+
+def op_changes(record: CompileRecord, pin: Pin) -> list[str]:
+    """``stablehlo.tanh +36``: what changed in the module since its pin, largest first."""
+    if not record.op_histogram or not pin.ops:
+        return []
+    names = set(record.op_histogram) | set(pin.ops)
+    deltas = {name: record.op_histogram.get(name, 0) - pin.ops.get(name, 0) for name in names}
+    changed = sorted((d for d in deltas.items() if d[1]), key=lambda item: (-abs(item[1]), item[0]))
+    return [f"{name} {delta:+d}" for name, delta in changed]
+
+
 def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -> str | None:
     """The deterministic explanation beside a time verdict: did the module change?"""
     if record.op_count is not None and pin.op_count is not None:
@@ -506,9 +519,15 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             if pin.op_count:
                 change += f" ({record.op_count / pin.op_count - 1:+.0%}"
                 change += f", limit +{growth:.0%})" if growth is not None else ")"
+            changes = op_changes(record, pin)
+            if changes:
+                change += ": " + ", ".join(changes[:TOP_OP_CHANGES])
             return change
         if pin.fingerprint and record.fingerprint and pin.fingerprint != record.fingerprint:
-            return f"module changed with the same op count ({record.op_count} ops)"
+            changes = op_changes(record, pin)
+            return f"module changed with the same op count ({record.op_count} ops)" + (
+                ": " + ", ".join(changes[:TOP_OP_CHANGES]) if changes else ""
+            )
     if not pin.fingerprint or not record.fingerprint:
         return None
     if record.fingerprint.startswith("cachekey:"):

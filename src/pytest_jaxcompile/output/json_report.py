@@ -21,7 +21,7 @@ import pytest
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict
+from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict, op_changes
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
 from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (
@@ -59,6 +59,7 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
         "note": verdict.note,
         "phase": verdict.phase,
+        "op_changes": [] if verdict.pin is None else op_changes(record, verdict.pin),
         "cache_lost": verdict.cache_lost,
         "nearest": None if nearest is None else {
             "key": nearest.key.to_dict(),

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,12 @@ def count_ops(module_text: str) -> int:
     return len(_STABLEHLO_OP.findall(module_text))
 
 
+def op_histogram(module_text: str) -> dict[str, int]:
+    """StableHLO operations of a lowered module by name, e.g. ``{"stablehlo.tanh": 36}``."""
+    names = Counter(match.lstrip('"') for match in _STABLEHLO_OP.findall(module_text))
+    return dict(sorted(names.items()))
+
+
 def fingerprint_module(module_text: str) -> str:
     return "sha256:" + hashlib.sha256(module_text.encode("utf-8")).hexdigest()
 
@@ -217,6 +224,10 @@ class JaxCompile:
                 f"transform {name!r} was already measured in {self._context.cell}; "
                 "give each jax_compile call its own transform= name"
             )
+        if self._context.artifacts_dir is not None:
+            from pytest_jaxcompile.output.artifacts import stage_module
+
+            stage_module(self._context.artifacts_dir, self._context.cell, name, module_text)
 
         environment = self._environment
         settings = CacheSettings.current()
@@ -277,6 +288,7 @@ class JaxCompile:
                 module_name=module_name,
                 fingerprint=fingerprint_module(module_text),
                 op_count=count_ops(module_text),
+                op_histogram=op_histogram(module_text),
                 trace_profile=trace_profile,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
