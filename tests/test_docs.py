@@ -26,7 +26,9 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     assert "--compile-report=reports/jaxcompile.json" in test_step
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload"))
     assert "--compile-artifacts-dir=reports/modules" in test_step
-    assert upload["with"]["path"].split() == ["reports/jaxcompile.json", "reports/modules/"]
+    assert upload["with"]["path"].split() == [
+        "reports/jaxcompile.json", "reports/comment.md", "reports/modules/"
+    ]
     assert upload["if"] == "always()"
 
 

@@ -185,3 +185,16 @@ def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path)
 
     huge = outcome_with([Status.DRIFT] * 3000, tmp_path)
     assert len(pr_comment(huge)) <= COMMENT_BUDGET
+
+
+def test_report_writes_the_pr_comment_of_a_corpus(tmp_path: Path) -> None:
+    store = PinStore(tmp_path / "pins")
+    store.update([make_record(cell=f"t.py::test_{n}", compile_s=1.0) for n in range(500)])
+    rows = [make_record(cell=f"t.py::test_{n}", compile_s=1.0) for n in range(499)]
+    rows.append(make_record(cell="t.py::test_499", compile_s=9.0))
+    write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])
+    result = cli(tmp_path, "report", "r.jsonl", "--pr-comment", "comment.md")
+    assert result.returncode == 0, result.stderr
+    comment = (tmp_path / "comment.md").read_text()
+    assert "| **DRIFT** | `t.py::test_499` |" in comment
+    assert comment.count("| ok |") == 0 and "t.py::test_0`" not in comment

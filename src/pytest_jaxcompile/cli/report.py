@@ -15,6 +15,7 @@ from pytest_jaxcompile.cli._args import (
 from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
 from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
@@ -26,6 +27,7 @@ from pytest_jaxcompile.output.dashboard import (
     replace_region,
     table_rows,
 )
+from pytest_jaxcompile.output.github import pr_comment
 
 HELP = (
     "per comparability key, a Markdown table of the latest figures against the pins, and "
@@ -47,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--html", type=Path, metavar="FILE",
         help="write a self-contained HTML page with a trend chart per cell and transform",
+    )
+    parser.add_argument(
+        "--pr-comment", type=Path, metavar="FILE",
+        help="write a short Markdown comment for a pull request: the verdict of the latest "
+        "rows and only the rows that fail or changed",
     )
     add_trend_arguments(parser)
     parser.add_argument(
@@ -78,10 +85,20 @@ def _run(args: argparse.Namespace) -> int:
         collector.add(row)
         if trends is not None:
             trends.add(row)
-    rows = table_rows(latest.records(), store, thresholds)
+    records = latest.records()
+    rows = table_rows(records, store, thresholds)
     trend_report = TrendReport.of(collector)
     table = markdown(rows, thresholds, trend_report)
+    if args.pr_comment is not None:
+        outcome = conclude(
+            records, (), (), store, GateSettings(thresholds, pin_update=False),
+            rootdir=Path.cwd(),
+        )
+        atomic_write_text(args.pr_comment, pr_comment(outcome))
+        print(f"{args.pr_comment}: written")
     if args.readme is None and args.html is None:
+        if args.pr_comment is not None:
+            return 0
         print(table, end="")
         return 0
 
