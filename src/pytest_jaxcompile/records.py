@@ -123,6 +123,10 @@ class CompileRecord:
     fingerprint: str | None = None  # sha256 of the lowered module (census: JAX's cache key)
     op_count: int | None = None  # StableHLO ops in the lowered module
     op_histogram: dict[str, int] | None = None  # those ops by name (fixture rows)
+    # JAX's persistent-cache key, part by part (name -> sha256), and the XLA flags it
+    # included: which part changed when a module compiles cold (fixture rows)
+    cache_key_parts: dict[str, str] | None = None
+    cache_key_flags: list[str] | None = None
     trace_profile: dict[str, float] | None = None  # share of trace time per package group
     xla_flags: str | None = None
     # The settings in force: parsed XLA flags, JAX cache settings, x64, matmul precision.
@@ -250,7 +254,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
-    ("commit", "object"), ("op_histogram", "object"),
+    ("commit", "object"), ("op_histogram", "object"), ("cache_key_parts", "object"),
     ("platform_version", "text"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),

@@ -89,6 +89,8 @@ class Pin:
     lower_s: float | None = None
     source: str | None = None  # "census": pinned from a census, stale only to a census
     ops: dict[str, int] | None = None  # StableHLO ops by name: what grew, named
+    key_parts: dict[str, str] | None = None  # JAX's cache-key parts: what changed, named
+    key_flags: list[str] | None = None  # the XLA flags in that key
     # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
     jaxlib_version: str | None = None
     platform_version: str | None = None
@@ -114,6 +116,8 @@ class Pin:
             lower_s=_rounded(record.lower_s) if record.source != CENSUS_SOURCE else None,
             source=record.source if record.source == CENSUS_SOURCE else None,
             ops=dict(record.op_histogram) if record.op_histogram else None,
+            key_parts=dict(record.cache_key_parts) if record.cache_key_parts else None,
+            key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -137,6 +141,9 @@ class Pin:
             table["source"] = self.source
         if self.ops:
             table["ops"] = dict(sorted(self.ops.items()))
+        if self.key_parts:
+            table["key_parts"] = dict(self.key_parts)
+            table["key_flags"] = list(self.key_flags or [])
         for name in VERSION_PIN_FIELDS:
             if getattr(self, name) is not None:
                 table[name] = getattr(self, name)
@@ -345,6 +352,24 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
     return float(value)
 
 
+def _text_table(raw: dict[str, Any], name: str) -> dict[str, str] | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise PinFieldError(name, f"{name!r} must be a table of strings")
+    return {str(key): text for key, text in value.items()}
+
+
+def _text_list(raw: dict[str, Any], name: str) -> list[str] | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PinFieldError(name, f"{name!r} must be a list of strings")
+    return list(value)
+
+
 def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
     ops = raw.get("ops")
     if ops is None:
@@ -360,7 +385,8 @@ def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s", "source", "ops", *VERSION_PIN_FIELDS,
+        "load_avg_1m", "trace_s", "lower_s", "source", "ops", "key_parts", "key_flags",
+        *VERSION_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -389,6 +415,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         lower_s=_number(raw, "lower_s"),
         source=raw.get("source"),
         ops=_op_histogram(raw),
+        key_parts=_text_table(raw, "key_parts"),
+        key_flags=_text_list(raw, "key_flags"),
         jaxlib_version=raw.get("jaxlib_version"),
         platform_version=raw.get("platform_version"),
     )

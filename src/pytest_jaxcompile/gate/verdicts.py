@@ -175,9 +175,11 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
             return miss
         if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
             cache_lost = True
+            cause = key_change(record, miss.pin) if miss.pin is not None else None
             warmth_note = (
-                "compiled cold although the module is unchanged since its warm pin: the "
-                "persistent cache was not restored, was evicted or stopped applying"
+                "compiled cold although the module is unchanged since its warm pin: "
+                + (f"its cache key changed: {cause}" if cause else "the persistent cache was "
+                   "not restored, was evicted or stopped applying")
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
@@ -204,15 +206,38 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
                 f"expected recompile: {', '.join(changed)} since its warm pin, and JAX's "
                 "cache keys include these versions (the module is unchanged)"
             )
+        cause = key_change(record, warm_pin)
         return Verdict(
             record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
             note=(
                 f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
-                f"yet it compiled {record.cache_state}. The cache was not restored, was "
-                "evicted, or stopped applying (cache dir, jax version, XLA flags)"
+                f"yet it compiled {record.cache_state}. "
+                + (f"Its cache key changed: {cause}" if cause else
+                   "The cache was not restored, was evicted, or stopped applying (cache dir, "
+                   "jax version, XLA flags)")
             ),
         ), None
     return None, "expected recompile: the module changed since its warm pin"
+
+
+def key_change(record: CompileRecord, pin: Pin) -> str | None:
+    """Which parts of JAX's persistent-cache key differ from the pin's, and for XLA flags
+    which flags; None when nothing differs. A part not captured on either side (census
+    rows, pins of earlier releases, a jax that logs no parts) is never guessed."""
+    from pytest_jaxcompile.backends.jax.keyparts import differing_parts, flag_changes
+
+    parts = differing_parts(record.cache_key_parts, pin.key_parts)
+    if not parts:
+        return None
+    named = []
+    for part in parts:
+        if part == "XLA flags":
+            flags = flag_changes(record.cache_key_flags, pin.key_flags)
+            named.append(f"the XLA flags part ({', '.join(flags)})" if flags else
+                         "the XLA flags part")
+        else:
+            named.append(f"the {part} part")
+    return ", ".join(named)
 
 
 # What a row's versions are named in notes: record/pin field, words.
@@ -535,6 +560,9 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             return "cache key unchanged: look at the environment (host load)"
         return "cache key changed since pinning (module, XLA flags or compile options)"
     if pin.fingerprint == record.fingerprint:
+        cause = key_change(record, pin)
+        if cause:
+            return f"module unchanged since pinning, but its cache key changed: {cause}"
         return (
             "module unchanged since pinning: look at the environment "
             "(XLA flags, cache settings, host load)"

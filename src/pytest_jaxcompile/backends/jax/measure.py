@@ -234,7 +234,9 @@ class JaxCompile:
         in_force = snapshot_settings()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
-        with self._monitor.capture() as events:
+        from pytest_jaxcompile.backends.jax.keyparts import captured_key_parts
+
+        with self._monitor.capture() as events, captured_key_parts() as key:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
@@ -289,6 +291,8 @@ class JaxCompile:
                 fingerprint=fingerprint_module(module_text),
                 op_count=count_ops(module_text),
                 op_histogram=op_histogram(module_text),
+                cache_key_parts=dict(key.parts) or None,
+                cache_key_flags=sorted(key.flags) if key.parts else None,
                 trace_profile=trace_profile,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
