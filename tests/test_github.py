@@ -240,7 +240,7 @@ def test_bad_github_mode_in_the_ini_file_is_a_usage_error(project: JaxProject) -
 def test_a_huge_step_summary_stays_under_githubs_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_jaxcompile import github
+    from pytest_jaxcompile.output import github
 
     monkeypatch.setattr(github, "SUMMARY_BUDGET", 20_000)  # instead of building 1 MB
     outcome = _outcome(tmp_path)

@@ -46,7 +46,7 @@ def test_xdist_gives_the_verdicts_summary_and_report_of_a_serial_session(
 
 SPY_CONFTEST = """
     import json, os
-    from pytest_jaxcompile import pins
+    from pytest_jaxcompile.gate import pins
 
     _update = pins.PinStore.update
 
