@@ -10,7 +10,7 @@ if [ "${JAXCOMPILE_SKIP_TORCH:-0}" != "1" ]; then
   python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
 fi
 cd "$repo"
-ruff check src tests examples benchmarks conftest_example.py
+ruff check src tests examples benchmarks conftest_example.py noxfile.py
 mypy
 set +e
 python -m pytest -p no:cacheprovider "$@" tests
