@@ -54,7 +54,7 @@ def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
             "*jax compile times*",
             "cpu:* | jax * | full precision | none  (pins/*.toml)",
             "  DRIFT      test_models.py::test_mlp [[]vag[]] * s, pin * s (*x, tolerance 75%)",
-            f"      module grew: {pinned_ops} -> * ops (+*%)",
+            f"      module grew: {pinned_ops} -> * ops (+*%)*",
             "DRIFT: 1 row(s) compiled slower than their pin*",
             "*re-pin*: pytest --compile-pin-update test_models.py::test_mlp",
         ]
