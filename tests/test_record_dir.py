@@ -37,14 +37,16 @@ def _edit_pins(pins_dir: Path) -> None:
     text = re.sub(r'(\.slower\]\ncompile_s = )[0-9.e-]+', r"\g<1>0.00001", text)
     text = re.sub(r'(\.faster\]\ncompile_s = )[0-9.e-]+', r"\g<1>1000.0", text)
     text = re.sub(r"(?m)^(trace_s|lower_s) = .*\n", "", text)  # times under test: compile
-    bumped = re.search(r'\[pins\."[^"]+"\.bumped\]\n(?:[^\[\n].*\n)*', text)
-    assert bumped is not None
-    text = text.replace(bumped.group(0), "")
+    # The pin's table and its subtables ([pins."...".bumped.ops], ...), each with its lines.
+    tables = re.findall(r'\[pins\."[^"]+"\.bumped(?:\.[a-z_]+)?\]\n(?:[^\[\n].*\n|\n)*', text)
+    assert tables
+    for table in tables:
+        text = text.replace(table, "")
     path.write_text(text)
     version = re.search(r'jax_version = "([^"]+)"', text)
     assert version is not None
     old = text.replace(f'jax_version = "{version.group(1)}"', 'jax_version = "0.0.1"')
-    old = old[: old.index("[pins")] + bumped.group(0)
+    old = old[: old.index("[pins")] + "".join(tables)
     (pins_dir / "older-jax.toml").write_text(old)
 
 
