@@ -43,6 +43,7 @@ import tomli_w
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
 from pytest_jaxcompile.records import (
     FRAMEWORKS,
+    SCOPE_TEST,
     VERSION_FIELDS,
     CacheState,
     ComparabilityKey,
@@ -83,6 +84,11 @@ class Pin:
     tolerance: float | None = None
     trace_s: float | None = None  # pins of earlier releases have none: not judged
     lower_s: float | None = None
+    # Compiled memory and cost, and the compile's RSS growth (docs/memory.md); pins of
+    # earlier releases have none, and a figure a pin lacks is not judged.
+    compiled_temp_bytes: int | None = None
+    flops: float | None = None
+    compile_rss_growth_mib: float | None = None  # fixture rows only (not a test's peak)
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -99,6 +105,7 @@ class Pin:
             tolerance=previous.tolerance if previous else None,
             trace_s=_rounded(record.trace_s),
             lower_s=_rounded(record.lower_s),
+            **_memory_pin(record),
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -115,7 +122,7 @@ class Pin:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
             table["load_avg_1m"] = self.load_avg_1m
-        for phase in ("trace_s", "lower_s"):
+        for phase in ("trace_s", "lower_s", *MEMORY_PIN_FIELDS):
             if getattr(self, phase) is not None:
                 table[phase] = getattr(self, phase)
         return table
@@ -123,6 +130,20 @@ class Pin:
 
 def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, SECONDS_DIGITS)
+
+
+MEMORY_PIN_FIELDS = ("compiled_temp_bytes", "flops", "compile_rss_growth_mib")
+
+
+def _memory_pin(record: CompileRecord) -> dict[str, Any]:
+    """The memory figures a pin keeps: those the gate judges. A census row's RSS covers
+    its whole test (`compile_rss_scope` "test"), not its compile, and is not pinned."""
+    growth = record.compile_rss_growth_mib if record.compile_rss_scope != SCOPE_TEST else None
+    return {
+        "compiled_temp_bytes": record.compiled_temp_bytes,
+        "flops": record.flops,
+        "compile_rss_growth_mib": growth,
+    }
 
 
 @dataclass
@@ -326,7 +347,7 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s",
+        "load_avg_1m", "trace_s", "lower_s", *MEMORY_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -353,7 +374,19 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         tolerance=_number(raw, "tolerance"),
         trace_s=_number(raw, "trace_s"),
         lower_s=_number(raw, "lower_s"),
+        compiled_temp_bytes=_count(raw, "compiled_temp_bytes"),
+        flops=_number(raw, "flops"),
+        compile_rss_growth_mib=_number(raw, "compile_rss_growth_mib"),
     )
+
+
+def _count(raw: dict[str, Any], name: str) -> int | None:
+    value = raw.get(name)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 0
+    ):
+        raise PinFieldError(name, f"{name!r} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def read_pin_file(path: Path) -> PinGroup:
