@@ -79,6 +79,7 @@ class RssPeak:
     samples: int
     exact: bool  # the kernel's high-water mark rose inside the block: the true peak
     sampler_cpu_s: float = 0.0  # CPU seconds the sampling thread spent (process CPU has it)
+    sampled_bytes: int = 0  # the highest sample alone (benchmarks/compile_memory.py)
 
     @property
     def peak_mib(self) -> float:
@@ -149,7 +150,9 @@ class RssSampler:
             and mark_after > self._mark_before
         )
         peak = max(self._peak, mark_after) if exact and mark_after is not None else self._peak
-        self.result = RssPeak(self._before, peak, self._samples, exact, self._thread_cpu_s)
+        self.result = RssPeak(
+            self._before, peak, self._samples, exact, self._thread_cpu_s, self._peak
+        )
         return self.result
 
     def __exit__(
