@@ -241,6 +241,9 @@ def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
         f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
         f"MiB; floor {thresholds.rss_floor_mib:g} MiB)"
     )
+    change = what_changed(record, pin)
+    if change is not None and change not in (verdict.note or ""):
+        note = f"{note}; {change}"
     return dataclasses.replace(
         verdict, status=Status.DRIFT, phase=RSS_PHASE,
         note=note if verdict.note is None else f"{note}; {verdict.note}",
