@@ -2,10 +2,10 @@
 
 `RssSampler` is a context manager: a daemon thread reads the process's resident set size
 every `interval_s` while the block runs, and the block's start and end are read too. The
-kernel's own high-water mark (``ru_maxrss``, Linux's ``VmHWM``) is read before and after:
-when it rose during the block, the new mark was reached inside the block and is its exact
-peak, whatever the sampling missed; when it did not, the peak is the highest sample
-(a spike shorter than the interval can be missed; docs/memory.md says how close it is).
+kernel's own high-water mark (Linux's ``VmHWM``; ``ru_maxrss`` elsewhere) is read before
+and after: when it rose during the block, the new mark was reached inside the block and is
+its exact peak, whatever the sampling missed; when it did not, the peak is the highest
+sample (a spike shorter than the interval can be missed; docs/memory.md says how close).
 
 Framework-neutral: JAX fixture rows sample one ``compile()``, census rows a whole test call,
 torch rows ``torch.compile``'s first call. Nothing here imports jax or torch.
@@ -61,13 +61,26 @@ class _RssReader:
 
 
 def high_water_mark() -> int | None:
-    """The process's peak RSS so far, in bytes (``ru_maxrss``); None where unknown."""
+    """The process's own peak RSS so far, in bytes; None where unknown.
+
+    Linux's ``VmHWM`` (/proc/self/status), not ``ru_maxrss``: Linux keeps ``ru_maxrss``
+    across ``exec``, so a process started by a larger one (a pytest-xdist worker, a pytest
+    subprocess) would begin with its parent's peak and never see its own rise.
+    ``ru_maxrss`` elsewhere (bytes on macOS, KiB on other systems).
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows
         return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS: bytes
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 @dataclass(frozen=True)
