@@ -72,7 +72,10 @@ def test_readme_region_is_rewritten_idempotently_and_check_catches_a_stale_one(
     assert head == README.split(BEGIN_MARKER)[0]
     assert tail == README.split(END_MARKER)[1]
     assert "**cpu:cpu @ Test CPU x2 | jax 0.10.2 | full precision | cold**" in region
-    assert "| `tests/test_m.py::test_b` | `vag` | 1.300 s | 0.500 s | 2.60x | DRIFT |" in region
+    assert (
+        "| `tests/test_m.py::test_b` | `vag` | 1.300 s | 0.500 s | 2.60x | — | — | DRIFT |"
+        in region
+    )
     assert "unpinned (upgrade from jax 0.10.2)" in region  # 0.11.0 rows, pinned under 0.10.2
     assert "old table" not in region
 
@@ -146,7 +149,7 @@ def test_markdown_is_sorted_escaped_and_deterministic(tmp_path: Path) -> None:
     assert "`t.py::test_p[a\\|b]`" in first
     assert first.index("| cold**") < first.index("| unknown**")
     assert "| not judged |" in first
-    assert "| `t.py::test_gone` | `vag` | — | 3.000 s | — | not measured | — |" in first
+    assert "| `t.py::test_gone` | `vag` | — | 3.000 s | — | — | — | not measured | — |" in first
 
 
 def test_region_replacement_keeps_everything_else_byte_for_byte() -> None:

@@ -46,6 +46,10 @@ def test_cold_then_warm_across_two_processes_sharing_the_inductor_cache(
     assert 0 < overlays["inductor_code_gen_s"] <= overlays["inductor_s"]
     assert overlays["inductor_s"] <= cold["backend_compile_s"] <= cold["compile_s"]
     assert cold["trace_s"] is None and cold["jax_version"] == ""
+    # Memory: the process's peak RSS over torch.compile's first call; no compiled analyses.
+    assert cold["compile_rss_scope"] == "first_call"
+    assert cold["compile_rss_peak_mib"] >= cold["compile_rss_growth_mib"] >= 0
+    assert cold["compiled_temp_bytes"] is None and cold["flops"] is None
     ledger = cold["ledger"]
     assert ledger["wall_s"] == pytest.approx(ledger["compile_s"] + ledger["execute_and_python_s"])
     assert ledger["compile_other_s"] == pytest.approx(cold["phases"]["compile_other_s"])

@@ -77,7 +77,7 @@ MANY_TESTS = "".join(
 
 def _masked_pin_files(directory: Path) -> dict[str, list[str]]:
     measured = ("compile_s = ", "compile_cpu_s = ", "pinned_at = ", "load_avg_1m = ",
-                "trace_s = ", "lower_s = ")
+                "trace_s = ", "lower_s = ", "compile_rss_growth_mib = ")
     return {
         path.name: [
             line.split("=")[0] + "= <measured>" if line.startswith(measured) else line

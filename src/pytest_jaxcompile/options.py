@@ -28,6 +28,7 @@ from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
+    DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
     METRICS,
     Thresholds,
@@ -57,16 +58,17 @@ class Option:
     threshold: str | None = None  # the Thresholds field it sets (the verdict options)
     minimum: int = 1  # the least a "count" may be
     default_text: str | None = None  # how the default reads in help, where not the value
+    cli_name: str | None = None  # the flags' name where not the ini key's (no unit suffix)
 
     @property
     def flag(self) -> str:
         """pytest's flag: ``--compile-tolerance``."""
-        return "--" + self.name.replace("_", "-")
+        return "--" + (self.cli_name or self.name).replace("_", "-")
 
     @property
     def short_flag(self) -> str:
         """The subcommands' spelling of the same option: ``--tolerance``."""
-        return "--" + self.name.removeprefix("compile_").replace("_", "-")
+        return "--" + (self.cli_name or self.name).removeprefix("compile_").replace("_", "-")
 
     def help_text(self, for_argparse: bool = True) -> str:
         if self.default_text is not None:
@@ -104,6 +106,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile_max_ops_growth", "number", "rows whose module grew beyond this fraction "
            "over the pinned op count are GREW (deterministic; e.g. 0.1)", metavar="FRACTION",
            threshold="max_ops_growth", default_text="no gate"),
+    Option("compile_max_memory_growth", "number", "rows whose compiled temp bytes "
+           "(memory_analysis()) grew beyond this fraction over the pin are GREW "
+           "(deterministic; e.g. 0.5)", metavar="FRACTION", threshold="max_memory_growth",
+           default_text="no gate"),
+    Option("compile_max_flops_growth", "number", "rows whose compiled flops (cost_analysis()) "
+           "grew beyond this fraction over the pin are GREW (deterministic)",
+           metavar="FRACTION", threshold="max_flops_growth", default_text="no gate"),
+    Option("compile_rss_floor_mib", "number", "growth of the process's resident memory during "
+           "a compile, in MiB, that a row must exceed beyond its pin (and the tolerance) to be "
+           "DRIFT on memory", default=DEFAULT_RSS_FLOOR_MIB, metavar="MIB",
+           threshold="rss_floor_mib", cli_name="compile_rss_floor"),
     Option("compile_time_advisory", "flag", "time DRIFT (and improvement) is reported but does "
            "not fail; GREW, MISS and budgets still do", threshold="time_advisory"),
     Option("compile_expect_warm", "flag", "for jobs that restore a compilation cache: a cold row "

@@ -22,6 +22,13 @@ RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile 
 FRAMEWORKS = ("jax", "torch")
 # Where each framework's version is stored in records and pin keys (JAX's always was).
 VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
+# What a record's peak RSS covers (`compile_rss_scope`): one compile() call (jax_compile
+# rows), a test's whole call (census rows: every compile of the test shares it), and
+# torch.compile's compile and first call (torch_compile rows).
+SCOPE_COMPILE = "compile"
+SCOPE_TEST = "test"
+SCOPE_FIRST_CALL = "first_call"
+RSS_SCOPES = (SCOPE_COMPILE, SCOPE_TEST, SCOPE_FIRST_CALL)
 
 
 class CacheState(str, Enum):
@@ -149,6 +156,22 @@ class CompileRecord:
     phases: dict[str, float] | None = None
     overlays: dict[str, float] | None = None  # inside the phases; never summed into them
     ledger: dict[str, Any] | None = None  # torch rows: the first call's partition
+    # Compiled memory and cost, as the backend's compiled.memory_analysis() and
+    # cost_analysis() report them (docs/memory.md); None where it reports nothing.
+    compiled_temp_bytes: int | None = None  # scratch memory the executable needs
+    compiled_argument_bytes: int | None = None
+    compiled_output_bytes: int | None = None
+    compiled_code_bytes: int | None = None  # generated code: 0 on JAX's CPU backend
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    # The process's resident memory: its peak over `compile_rss_scope` ("compile": the
+    # compile() call; "test": the test's whole call, census rows; "first_call": torch's
+    # compile and first call), and that peak's growth over the level before it.
+    compile_rss_peak_mib: float | None = None
+    compile_rss_growth_mib: float | None = None
+    compile_rss_scope: str | None = None
+    max_memory_growth: float | None = None  # per-test compiled temp bytes gate (marker)
+    max_flops_growth: float | None = None  # per-test flops gate (marker)
     record_kind: str = RECORD_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -260,6 +283,11 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
     ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
+    ("compiled_temp_bytes", "count"), ("compiled_argument_bytes", "count"),
+    ("compiled_output_bytes", "count"), ("compiled_code_bytes", "count"),
+    ("flops", "number"), ("bytes_accessed", "number"), ("compile_rss_peak_mib", "number"),
+    ("compile_rss_growth_mib", "number"), ("compile_rss_scope", "text"),
+    ("max_memory_growth", "number"), ("max_flops_growth", "number"),
 )
 
 

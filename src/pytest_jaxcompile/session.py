@@ -26,7 +26,7 @@ from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
+from pytest_jaxcompile.records import CENSUS_SOURCE, SCOPE_TEST, CallLedger, CompileRecord
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends import MeasureContext
@@ -131,6 +131,8 @@ class SessionCollector:
             mixed_precision=self.settings.mixed_precision_default if mixed is None else mixed,
             tolerance=budget.tolerance,
             max_ops_growth=budget.max_ops_growth,
+            max_memory_growth=budget.max_memory_growth,
+            max_flops_growth=budget.max_flops_growth,
             location=(path, (line or 0) + 1),
             project_root=self.config.rootpath,
             trace_profile=self.settings.trace_profile,
@@ -203,6 +205,7 @@ class SessionCollector:
             problems = over_budget(budget, self.records_of(item.nodeid))
         else:
             from pytest_jaxcompile.backends.jax.census import recompile_problems
+            from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssSampler
             from pytest_jaxcompile.backends.torch.measure import (
                 now_us,
             )
@@ -214,14 +217,16 @@ class SessionCollector:
             # JAX's events only when the suite imported JAX: a torch-only census must not
             # pay for (or depend on) a JAX import.
             capture = self.monitor.capture() if "jax" in sys.modules else nullcontext(None)
-            with capture as log:
+            sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the test call's peak RSS
+            with capture as log, sampler:
                 start = time.perf_counter()
                 try:
                     result = yield
                 finally:  # a failing test keeps its census rows and its seconds
                     wall_s = time.perf_counter() - start
-                    torch_frames = self._torch_census(item, torch_since)
-                    self._jax_census(item, log, wall_s, torch_frames)
+                    memory = sampler.stop().figures(SCOPE_TEST)
+                    torch_frames = self._torch_census(item, torch_since, memory)
+                    self._jax_census(item, log, wall_s, torch_frames, memory)
             problems = over_budget(budget, self.records_of(item.nodeid))
             own = [m for m in log.module_compiles() if not m.nested] if log is not None else []
             problems += recompile_problems(budget.max_compiles, own)
@@ -251,7 +256,9 @@ class SessionCollector:
                 )
         return problems
 
-    def _torch_census(self, item: pytest.Item, since_us: int) -> list[FrameCompile]:
+    def _torch_census(
+        self, item: pytest.Item, since_us: int, memory: dict[str, Any]
+    ) -> list[FrameCompile]:
         """torch frame compiles of the test, when the test used torch (never imported here)."""
         if "torch" not in sys.modules:
             return []
@@ -264,14 +271,15 @@ class SessionCollector:
         if frames:
             names = unique_names([frame.name for frame in frames])
             for record in frame_records(
-                frames, names, self.context_for(item), self.torch_environment(), CENSUS_SOURCE
+                frames, names, self.context_for(item), self.torch_environment(), CENSUS_SOURCE,
+                memory=memory,
             ):
                 self.measured(item, record)
         return frames
 
     def _jax_census(
         self, item: pytest.Item, log: EventLog | None, wall_s: float,
-        torch_frames: list[FrameCompile],
+        torch_frames: list[FrameCompile], memory: dict[str, Any],
     ) -> None:
         """JAX census rows, and the test's ledger (torch's when only torch compiled)."""
         from pytest_jaxcompile.backends.jax.census import build_ledger, census_records
@@ -282,7 +290,7 @@ class SessionCollector:
         if log is not None and jax_compiles:
             environment = self.jax_environment()
             for record in census_records(
-                log, self.context_for(item), environment, CacheSettings.current()
+                log, self.context_for(item), environment, CacheSettings.current(), memory
             ):
                 self.measured(item, record)
         if torch_frames and not jax_compiles:

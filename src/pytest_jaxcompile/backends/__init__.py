@@ -68,6 +68,8 @@ class MeasureContext:
     tolerance: float | None
     location: tuple[str, int] | None
     max_ops_growth: float | None = None
+    max_memory_growth: float | None = None
+    max_flops_growth: float | None = None
     project_root: Path | None = None
     trace_profile: bool = False
     repeat: int = 1
@@ -112,6 +114,8 @@ def new_record(
         source=measured.source,
         tolerance=context.tolerance,
         max_ops_growth=context.max_ops_growth,
+        max_memory_growth=context.max_memory_growth,
+        max_flops_growth=context.max_flops_growth,
         location=context.location,
         timestamp=utc_now(),
         **measured.figures,

@@ -13,10 +13,11 @@ from pytest_jaxcompile.records import CompileRecord
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
     "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
-    "max_ops_growth=None, cacheable=None): a ceiling on any transform's compile_s in this "
-    "test, a drift tolerance for its pins, whether it runs in mixed precision (part of the "
-    "comparability key), a ceiling on its backend compiles, how much its modules may grow "
-    "over their pinned op counts, and whether every module must be persistent-cacheable. "
+    "max_ops_growth=None, max_memory_growth=None, max_flops_growth=None, cacheable=None): a "
+    "ceiling on any transform's compile_s in this test, a drift tolerance for its pins, "
+    "whether it runs in mixed precision (part of the comparability key), a ceiling on its "
+    "backend compiles, how much its modules may grow over their pinned op counts, compiled "
+    "temp bytes and flops, and whether every module must be persistent-cacheable. "
     "The marker also turns on the census of every compile in the test."
 )
 
@@ -29,6 +30,14 @@ class CompileBudget:
     max_compiles: int | None = None
     max_ops_growth: float | None = None
     cacheable: bool | None = None
+    max_memory_growth: float | None = None  # compiled temp bytes over the pin
+    max_flops_growth: float | None = None
+
+
+# The non-negative number arguments.
+NUMBER_ARGUMENTS = (
+    "seconds", "tolerance", "max_ops_growth", "max_memory_growth", "max_flops_growth",
+)
 
 
 def _signature(
@@ -38,6 +47,8 @@ def _signature(
     mixed_precision: bool | None = None,
     max_compiles: int | None = None,
     max_ops_growth: float | None = None,
+    max_memory_growth: float | None = None,
+    max_flops_growth: float | None = None,
     cacheable: bool | None = None,
 ) -> None:
     """The marker's signature; arguments are bound against it to reject typos."""
@@ -50,7 +61,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
     except TypeError as error:
         raise ValueError(f"@pytest.mark.{MARKER_NAME}: {error}") from None
     values = dict(bound.arguments)
-    for name in ("seconds", "tolerance", "max_ops_growth"):
+    for name in NUMBER_ARGUMENTS:
         value = values.get(name)
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
@@ -80,6 +91,8 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
         max_compiles=max_compiles,
         max_ops_growth=_float_or_none(values.get("max_ops_growth")),
         cacheable=values.get("cacheable"),
+        max_memory_growth=_float_or_none(values.get("max_memory_growth")),
+        max_flops_growth=_float_or_none(values.get("max_flops_growth")),
     )
 
 

@@ -46,6 +46,7 @@ from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
     FRAMEWORKS,
+    SCOPE_TEST,
     VERSION_FIELDS,
     CacheState,
     ComparabilityKey,
@@ -94,6 +95,11 @@ class Pin:
     # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
     jaxlib_version: str | None = None
     platform_version: str | None = None
+    # Compiled memory and cost, and the compile's RSS growth (docs/memory.md); pins of
+    # earlier releases have none, and a figure a pin lacks is not judged.
+    compiled_temp_bytes: int | None = None
+    flops: float | None = None
+    compile_rss_growth_mib: float | None = None  # fixture rows only (not a test's peak)
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -118,6 +124,7 @@ class Pin:
             ops=dict(record.op_histogram) if record.op_histogram else None,
             key_parts=dict(record.cache_key_parts) if record.cache_key_parts else None,
             key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
+            **_memory_pin(record),
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -134,7 +141,7 @@ class Pin:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
             table["load_avg_1m"] = self.load_avg_1m
-        for phase in ("trace_s", "lower_s"):
+        for phase in ("trace_s", "lower_s", *MEMORY_PIN_FIELDS):
             if getattr(self, phase) is not None:
                 table[phase] = getattr(self, phase)
         if self.source is not None:
@@ -152,6 +159,20 @@ class Pin:
 
 def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, SECONDS_DIGITS)
+
+
+MEMORY_PIN_FIELDS = ("compiled_temp_bytes", "flops", "compile_rss_growth_mib")
+
+
+def _memory_pin(record: CompileRecord) -> dict[str, Any]:
+    """The memory figures a pin keeps: those the gate judges. A census row's RSS covers
+    its whole test (`compile_rss_scope` "test"), not its compile, and is not pinned."""
+    growth = record.compile_rss_growth_mib if record.compile_rss_scope != SCOPE_TEST else None
+    return {
+        "compiled_temp_bytes": record.compiled_temp_bytes,
+        "flops": record.flops,
+        "compile_rss_growth_mib": growth,
+    }
 
 
 @dataclass
@@ -386,7 +407,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
         "load_avg_1m", "trace_s", "lower_s", "source", "ops", "key_parts", "key_flags",
-        *VERSION_PIN_FIELDS,
+        *VERSION_PIN_FIELDS, *MEMORY_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -419,7 +440,19 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         key_flags=_text_list(raw, "key_flags"),
         jaxlib_version=raw.get("jaxlib_version"),
         platform_version=raw.get("platform_version"),
+        compiled_temp_bytes=_count(raw, "compiled_temp_bytes"),
+        flops=_number(raw, "flops"),
+        compile_rss_growth_mib=_number(raw, "compile_rss_growth_mib"),
     )
+
+
+def _count(raw: dict[str, Any], name: str) -> int | None:
+    value = raw.get(name)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 0
+    ):
+        raise PinFieldError(name, f"{name!r} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def read_pin_file(path: Path) -> PinGroup:

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
+    SCOPE_TEST,
+    CallLedger,
+    ComparabilityKey,
+    CompileRecord,
+)
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
 # With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
@@ -23,6 +29,9 @@ DEFAULT_TOLERANCE = 0.75
 DEFAULT_FLOOR_S = 0.25
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
 DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
+# MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
+# process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
+DEFAULT_RSS_FLOOR_MIB = 128.0
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
@@ -84,6 +93,9 @@ class Thresholds:
     # Accelerator rows above max_load: judged on wall seconds with this tolerance, since
     # their CPU seconds do not hold the compiler's work on the device (GPU autotuning).
     loaded_accelerator_tolerance: float = DEFAULT_LOADED_ACCELERATOR_TOLERANCE
+    max_memory_growth: float | None = None  # compiled temp bytes over the pin; None: no gate
+    max_flops_growth: float | None = None  # flops over the pin; None: no gate
+    rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
 
 
 def row_fails(status: Status, thresholds: Thresholds) -> bool:
@@ -136,7 +148,9 @@ class Verdict:
     note: str | None = None
 
     metric: str = METRIC_WALL
-    phase: str = "compile_s"  # the figure the status is about: compile_s, trace_s or lower_s
+    # The figure the status is about: compile_s, trace_s or lower_s; for a memory verdict
+    # compiled_temp_bytes or flops (GREW) or compile_rss_growth_mib (DRIFT).
+    phase: str = "compile_s"
     nearest: NearestPin | None = None  # unpinned rows: the closest other key's pin
     cache_lost: bool = False  # cold, though the module is unchanged since its warm pin
 
@@ -183,7 +197,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
-    verdict = _judge_time(record, store, thresholds)
+    verdict = _judge_memory(_judge_time(record, store, thresholds), thresholds)
     versions_note = _versions_note(record, verdict.pin)
     if warmth_note is None and versions_note is None:
         return verdict
@@ -191,6 +205,80 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     return dataclasses.replace(
         verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
     )
+
+
+# The deterministic figures judged as GREW besides the op count: (field, name in notes,
+# the Thresholds field and CompileRecord field holding its limit).
+GROWTH_FIGURES = (
+    ("compiled_temp_bytes", "compiled temp bytes", "max_memory_growth"),
+    ("flops", "flops", "max_flops_growth"),
+)
+RSS_PHASE = "compile_rss_growth_mib"
+MEMORY_PHASES = (*(figure for figure, _, _ in GROWTH_FIGURES), RSS_PHASE)
+
+
+def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
+    """Compiled temp bytes and flops against the pin, deterministic like the op count: a
+    growth beyond its limit is GREW, whatever the load. Then the process's RSS growth
+    during the compile, judged like time (tolerance, and a floor of its own): DRIFT.
+
+    A row already MISS or GREW keeps its verdict, as does a row without a pin; a time
+    DRIFT stays a time DRIFT. A figure the row or its pin lacks is not judged.
+    """
+    record, pin = verdict.record, verdict.pin
+    if pin is None or verdict.status in (Status.MISS, Status.GREW):
+        return verdict
+    for figure, name, limit_field in GROWTH_FIGURES:
+        limit = getattr(record, limit_field)
+        limit = getattr(thresholds, limit_field) if limit is None else limit
+        measured, pinned = getattr(record, figure), getattr(pin, figure)
+        if limit is None or measured is None or not pinned or measured <= pinned * (1 + limit):
+            continue
+        note = (
+            f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
+            f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})"
+        )
+        change = what_changed(record, pin)
+        if change is not None and change not in (verdict.note or ""):
+            note = f"{note}; {change}"
+        return dataclasses.replace(
+            verdict, status=Status.GREW, phase=figure,
+            note=note if verdict.note is None else f"{note}; {verdict.note}",
+        )
+    if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, thresholds):
+        return verdict
+    note = (
+        f"RSS growth during the compile drifted: {record.compile_rss_growth_mib:.1f} MiB, pin "
+        f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
+        f"MiB; floor {thresholds.rss_floor_mib:g} MiB)"
+    )
+    change = what_changed(record, pin)
+    if change is not None and change not in (verdict.note or ""):
+        note = f"{note}; {change}"
+    return dataclasses.replace(
+        verdict, status=Status.DRIFT, phase=RSS_PHASE,
+        note=note if verdict.note is None else f"{note}; {verdict.note}",
+    )
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _rss_drifted(record: CompileRecord, pin: Pin, thresholds: Thresholds) -> bool:
+    """The compile's RSS growth over its pin beyond the tolerance and the RSS floor.
+
+    A census row's figure covers its whole test (scope "test") and is not judged.
+    """
+    measured, pinned = record.compile_rss_growth_mib, pin.compile_rss_growth_mib
+    if measured is None or pinned is None or record.compile_rss_scope == SCOPE_TEST:
+        return False
+    tolerance = next(
+        value
+        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
+        if value is not None
+    )
+    return measured > pinned * (1 + tolerance) and measured - pinned > thresholds.rss_floor_mib
 
 
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:

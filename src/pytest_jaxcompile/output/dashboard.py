@@ -44,7 +44,7 @@ from pytest_jaxcompile.output.attention import (
     chart_link,
     speedup_html,
 )
-from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 BEGIN_MARKER = "<!-- BEGIN jaxcompile -->"
 END_MARKER = "<!-- END jaxcompile -->"
@@ -70,6 +70,9 @@ class TableRow:
     ratio: float | None
     label: str
     timestamp: str
+    temp_bytes: int | None = None  # compiled temp bytes (memory_analysis())
+    rss_growth_mib: float | None = None  # RSS growth during the compile (or the test)
+    rss_scope: str | None = None
 
 
 def table_rows(
@@ -96,6 +99,9 @@ def table_rows(
                 ratio=verdict.ratio,
                 label=verdict_label(verdict),
                 timestamp=record.timestamp,
+                temp_bytes=record.compiled_temp_bytes,
+                rss_growth_mib=record.compile_rss_growth_mib,
+                rss_scope=record.compile_rss_scope,
             )
         )
     for group in store.groups():
@@ -116,6 +122,29 @@ def _seconds(value: float | None) -> str:
 
 def _ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}x"
+
+
+MEMORY_COLUMNS = (
+    "temp: the compiled program's scratch memory (memory_analysis()); RSS growth: how much "
+    "the process's resident memory grew during the compile ((test): during the whole test)."
+)
+
+
+def _bytes(value: int | None) -> str:
+    if value is None:
+        return "—"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value} B"
+
+
+def _rss(row: TableRow) -> str:
+    """``+3.2 MiB``; a census row's figure covers its whole test: ``+3.2 MiB (test)``."""
+    if row.rss_growth_mib is None:
+        return "—"
+    scope = " (test)" if row.rss_scope == SCOPE_TEST else ""
+    return f"+{row.rss_growth_mib:.1f} MiB{scope}"
 
 
 def _grouped(rows: list[TableRow]) -> list[tuple[ComparabilityKey, list[TableRow]]]:
@@ -152,7 +181,7 @@ def markdown(
     lines = [
         "Latest compile time per cell and transform under each comparability key "
         f"(hardware | jax version | precision | cache state), against its pin. "
-        f"{thresholds_sentence(thresholds)}.",
+        f"{thresholds_sentence(thresholds)}. {MEMORY_COLUMNS}",
         "",
     ]
     if trend_report is not None:
@@ -163,14 +192,17 @@ def markdown(
     for key, group in _grouped(rows):
         lines.append(f"**{key.describe()}**")
         lines.append("")
-        lines.append("| cell | transform | compile_s | pin | ratio | verdict | measured at |")
-        lines.append("|---|---|---:|---:|---:|---|---|")
+        lines.append(
+            "| cell | transform | compile_s | pin | ratio | temp | RSS growth | verdict | "
+            "measured at |"
+        )
+        lines.append("|---|---|---:|---:|---:|---:|---:|---|---|")
         for row in group:
             pin = row.pin_s
             lines.append(
                 f"| {_md_cell(row.cell)} | {_md_cell(row.transform)} | "
                 f"{_seconds(row.compile_s)} | {_seconds(pin)} | {_ratio(row.ratio)} | "
-                f"{row.label} | {row.timestamp or '—'} |"
+                f"{_bytes(row.temp_bytes)} | {_rss(row)} | {row.label} | {row.timestamp or '—'} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -507,7 +539,7 @@ def html_page(
         "<body>",
         "<h1>Compile times</h1>",
         f"<p>From {html.escape(corpus_description)}. "
-        f"{html.escape(thresholds_sentence(thresholds))}.</p>",
+        f"{html.escape(thresholds_sentence(thresholds))}. {html.escape(MEMORY_COLUMNS)}</p>",
         FILTER_HTML,
     ]
     out.extend(attention_html(rows, trend_report, anchors))
@@ -519,7 +551,8 @@ def html_page(
         out.append(f"<h3>{html.escape(key.describe())}</h3>")
         out.append(
             "<table><tr><th>cell</th><th>transform</th><th>compile_s</th><th>pin</th>"
-            "<th>ratio</th><th>verdict</th><th>measured at</th></tr>"
+            "<th>ratio</th><th>temp</th><th>RSS growth</th><th>verdict</th>"
+            "<th>measured at</th></tr>"
         )
         for row in group:
             pin = row.pin_s
@@ -531,6 +564,8 @@ def html_page(
                 f'<td class="num">{_seconds(row.compile_s)}</td>'
                 f'<td class="num">{_seconds(pin)}</td>'
                 f'<td class="num">{_ratio(row.ratio)}</td>'
+                f'<td class="num">{_bytes(row.temp_bytes)}</td>'
+                f'<td class="num">{html.escape(_rss(row))}</td>'
                 f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
                 f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
             )

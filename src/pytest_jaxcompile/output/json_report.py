@@ -21,6 +21,7 @@ import pytest
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS
 from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict, op_changes
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
 from pytest_jaxcompile.output.terminal import warning_lines
@@ -54,6 +55,7 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
         "compile_cpu_s": record.compile_cpu_s,
         "pin_compile_s": None if verdict.pin is None else verdict.pin.compile_s,
         "pin_compile_cpu_s": None if verdict.pin is None else verdict.pin.compile_cpu_s,
+        **_pinned_memory(verdict),
         "ratio": verdict.ratio,
         "tolerance": verdict.tolerance,
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
@@ -67,6 +69,15 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
             "pin_compile_s": nearest.pin.compile_s,
             "ratio": nearest.ratio,
         },
+    }
+
+
+def _pinned_memory(verdict: Verdict) -> dict[str, Any]:
+    """``pin_compiled_temp_bytes``, ``pin_flops``, ``pin_compile_rss_growth_mib``: what the
+    memory gates compared the record's own figures with (null: not pinned)."""
+    return {
+        f"pin_{name}": None if verdict.pin is None else getattr(verdict.pin, name)
+        for name in MEMORY_PIN_FIELDS
     }
 
 

@@ -26,5 +26,9 @@ def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
         *([] if record.framework == "jax" else [("framework", record.framework)]),
         (VERSION_FIELDS[record.framework], record.framework_version),
         ("mixed_precision", "true" if record.mixed_precision else "false"),
+        ("compiled_temp_bytes", record.compiled_temp_bytes),
+        ("flops", record.flops),
+        ("compile_rss_peak_mib", record.compile_rss_peak_mib),
+        ("compile_rss_growth_mib", record.compile_rss_growth_mib),
     ]
     return [(f"{prefix}.{name}", str(value)) for name, value in values if value is not None]

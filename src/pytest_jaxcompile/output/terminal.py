@@ -16,6 +16,7 @@ import pytest
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.verdicts import (
+    MEMORY_PHASES,
     METRIC_CPU,
     Status,
     Thresholds,
@@ -70,7 +71,8 @@ def comparison(verdict: Verdict) -> str:
     cpu = " cpu" if on_cpu else ""
     text = f"{seconds(measured)}{cpu}, pin {seconds(pinned)}{cpu}"
     if verdict.ratio is not None:
-        text += f" ({verdict.ratio:.2f}x"
+        figure = f"{verdict.phase} " if verdict.phase in MEMORY_PHASES else ""
+        text += f" ({figure}{verdict.ratio:.2f}x"
         if verdict.tolerance is not None:
             text += f", tolerance {verdict.tolerance:.0%}"
         text += ")"
@@ -306,9 +308,11 @@ def _stale_lines(outcome: Outcome, verbose: bool) -> list[Line]:
 _MEANING: dict[Status, str] = {
     Status.MISS: "compiled cold although their module is unchanged since its warm pin "
     "(expect warm): the cache was not restored, was evicted or stopped applying",
-    Status.GREW: "compiled a module that grew beyond its op-count limit",
+    Status.GREW: "compiled a module that grew beyond its limit (op count, compiled temp "
+    "bytes or flops)",
     Status.DRIFT: "compiled slower than their pin by more than the tolerance and by more "
-    "than {floor:g} s",
+    "than {floor:g} s, or grew the process's memory during the compile by more than the "
+    "tolerance and {rss_floor:g} MiB",
     Status.IMPROVED: "compiled faster than their pin",
     Status.UNPINNED: "have no pin under their key",
     Status.NOISY: "were measured above {max_load:g} load per core and stayed within "
@@ -327,7 +331,10 @@ _ADVICE: dict[Status, str] = {
 
 def status_sentence(status: Status, rows: int, thresholds: Thresholds) -> str:
     """``DRIFT: 2 row(s) compiled slower ...; the session fails.``"""
-    meaning = _MEANING[status].format(floor=thresholds.floor_s, max_load=thresholds.max_load or 0)
+    meaning = _MEANING[status].format(
+        floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
+        rss_floor=thresholds.rss_floor_mib,
+    )
     text = f"{status.value}: {rows} row(s) {meaning}"
     if row_fails(status, thresholds):
         return text + "; the session fails."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
+from typing import Any
 
 from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
@@ -37,10 +38,13 @@ def census_records(
     context: MeasureContext,
     environment: JaxEnvironment,
     cache: CacheSettings,
+    memory: dict[str, Any] | None = None,
 ) -> list[CompileRecord]:
     """One record per module compiled in the test outside fixture measurements.
 
-    The settings recorded are those in force when the test's call ended.
+    The settings recorded are those in force when the test's call ended. `memory` is the
+    test call's peak RSS (`RssPeak.figures`), shared by every row of the test. JAX's
+    listeners never see the Compiled object, so its memory and cost analyses are absent.
     """
     in_force = snapshot_settings()
     xla_flags = os.environ.get(XLA_FLAGS_ENV)
@@ -84,6 +88,7 @@ def census_records(
                 fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
                 xla_flags=xla_flags,
                 settings=in_force,
+                **(memory or {}),
             ),
         )))
     return records

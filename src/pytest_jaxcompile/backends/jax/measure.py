@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import time
@@ -32,7 +33,8 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_CACHE_WRITE,
     CompileMonitor,
 )
-from pytest_jaxcompile.records import CacheDetails, CacheState, CompileRecord
+from pytest_jaxcompile.backends.memory import RssSampler
+from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, CompileRecord
 
 # jax/_src/lru_cache.py names entries "<key>-cache" next to "<key>-atime" files from jax
 # 0.4.31 on; jax 0.4.30 names them "<key>". Both keep a ".lockfile" there, and the remote
@@ -248,13 +250,15 @@ class JaxCompile:
         cpu_before = _cpu_seconds()
         from pytest_jaxcompile.backends.jax.keyparts import captured_key_parts
 
-        with self._monitor.capture() as events, captured_key_parts() as key:
+        with self._monitor.capture() as events, captured_key_parts() as key, RssSampler() as rss:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
             compiled = lowered.compile(compiler_options={}) if fresh else lowered.compile()
             compile_s = time.perf_counter() - start
-        cpu_after = _cpu_seconds()
+        memory = rss.stop()
+        # The sampling thread's own CPU seconds are the plugin's, not the compile's.
+        cpu_after = _cpu_seconds() - memory.sampler_cpu_s
         entries_after = count_cache_entries(settings.dir)
         samples = [(compile_s, cpu_after - cpu_before)]
 
@@ -308,6 +312,8 @@ class JaxCompile:
                 trace_profile=trace_profile,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
+                **compiled_figures(compiled),
+                **memory.figures(SCOPE_COMPILE),
             ),
         ))
         self.records.append(record)
@@ -333,6 +339,53 @@ class JaxCompile:
                 lowered.compile(compiler_options=options)
                 samples.append((time.perf_counter() - start, _cpu_seconds() - cpu_before))
         return samples
+
+
+# memory_analysis() attribute -> record field. jaxlib's CompiledMemoryStats has had these
+# names since jax 0.4; host_* twins (memory on the host of an accelerator) are not kept.
+_MEMORY_FIELDS = {
+    "temp_size_in_bytes": "compiled_temp_bytes",
+    "argument_size_in_bytes": "compiled_argument_bytes",
+    "output_size_in_bytes": "compiled_output_bytes",
+    "generated_code_size_in_bytes": "compiled_code_bytes",
+}
+# cost_analysis() key -> record field.
+_COST_FIELDS = {"flops": "flops", "bytes accessed": "bytes_accessed"}
+
+
+def compiled_figures(compiled: Any) -> dict[str, Any]:
+    """What the backend says about a compiled executable without running it.
+
+    ``memory_analysis()`` (bytes per kind of buffer) and ``cost_analysis()`` (flops, bytes
+    accessed): a backend that does not implement one raises or returns None, and its
+    fields stay None. ``cost_analysis()`` is a list of one dict per computation in jax
+    0.4.30 and a dict later; the list's entries are summed. A negative figure (XLA's
+    "unknown") is None.
+    """
+    figures: dict[str, Any] = dict.fromkeys([*_MEMORY_FIELDS.values(), *_COST_FIELDS.values()])
+    try:
+        memory = compiled.memory_analysis()
+    except Exception:
+        memory = None
+    if memory is not None:
+        for attribute, name in _MEMORY_FIELDS.items():
+            value = getattr(memory, attribute, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                figures[name] = value
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:
+        cost = None
+    parts = cost if isinstance(cost, (list, tuple)) else [cost]
+    tables = [part for part in parts if isinstance(part, dict)]
+    for key, name in _COST_FIELDS.items():
+        values = [table[key] for table in tables if key in table]
+        if values and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0 for v in values
+        ):
+            figures[name] = float(sum(values))
+    return figures
 
 
 # An XLA debug option at its default value: the same compile, a different cache key.

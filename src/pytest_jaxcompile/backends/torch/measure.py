@@ -30,7 +30,14 @@ from pytest_jaxcompile.backends.hardware import (
     usable_cpu_count,
 )
 from pytest_jaxcompile.backends.jax.classify import Classification
-from pytest_jaxcompile.records import CacheDetails, CacheState, CallLedger, CompileRecord
+from pytest_jaxcompile.backends.memory import RssSampler
+from pytest_jaxcompile.records import (
+    SCOPE_FIRST_CALL,
+    CacheDetails,
+    CacheState,
+    CallLedger,
+    CompileRecord,
+)
 
 FRAMEWORK = "torch"
 
@@ -213,7 +220,10 @@ def frame_records(
     environment: TorchEnvironment,
     source: str,
     ledger: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> list[CompileRecord]:
+    """A record per frame; `memory` (`RssPeak.figures`) is shared by every frame: torch
+    measures no memory per frame compile."""
     enabled = caches_enabled()
     directory = cache_dir()
     records = []
@@ -239,6 +249,7 @@ def frame_records(
                 ledger=ledger,
                 module_name=frame.location,
                 op_count=frame.graph_op_count,
+                **(memory or {}),
             ),
         )))
     return records
@@ -286,26 +297,32 @@ class TorchCompile:
         environment = self._environment
         compiled: Any = torch.compile(model_or_fn, **compile_kwargs)
         started_us = now_us()
-        start = time.perf_counter()
-        try:
-            compiled(*example_inputs)
-        finally:  # a call that raises keeps its seconds
-            wall_s = time.perf_counter() - start
-            frames = frames_since(started_us)
-            self.frame_starts.update(frame.start_time_us for frame in frames)
-            self._record(frames, base, wall_s, environment, mixed_precision)
+        sampler = RssSampler()
+        with sampler:
+            start = time.perf_counter()
+            try:
+                compiled(*example_inputs)
+            finally:  # a call that raises keeps its seconds
+                wall_s = time.perf_counter() - start
+                memory = sampler.stop().figures(SCOPE_FIRST_CALL)
+                frames = frames_since(started_us)
+                self.frame_starts.update(frame.start_time_us for frame in frames)
+                self._record(frames, base, wall_s, environment, mixed_precision, memory)
         return compiled
 
     def _record(
         self, frames: list[FrameCompile], base: str, wall_s: float,
         environment: TorchEnvironment, mixed_precision: bool | None,
+        memory: dict[str, Any],
     ) -> None:
         ledger = build_ledger(frames, self._context.cell, wall_s).to_dict()
         names = [base if index == 0 else f"{base}#{index + 1}" for index in range(len(frames))]
         context = self._context
         if mixed_precision is not None:
             context = dataclasses.replace(context, mixed_precision=mixed_precision)
-        for record in frame_records(frames, names, context, environment, "fixture", ledger):
+        for record in frame_records(
+            frames, names, context, environment, "fixture", ledger, memory
+        ):
             self.records.append(record)
             self._sink(record)
 
