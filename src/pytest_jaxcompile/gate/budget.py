@@ -13,11 +13,13 @@ from pytest_jaxcompile.records import CompileRecord
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
     "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
-    "max_ops_growth=None, cacheable=None): a ceiling on any transform's compile_s in this "
-    "test, a drift tolerance for its pins, whether it runs in mixed precision (part of the "
-    "comparability key), a ceiling on its backend compiles, how much its modules may grow "
-    "over their pinned op counts, and whether every module must be persistent-cacheable. "
-    "The marker also turns on the census of every compile in the test."
+    "max_ops_growth=None, cacheable=None, count_eager=None): a ceiling on any transform's "
+    "compile_s in this test, a drift tolerance for its pins, whether it runs in mixed "
+    "precision (part of the comparability key), a ceiling on its backend compiles, how much "
+    "its modules may grow over their pinned op counts, whether every module must be "
+    "persistent-cacheable, and whether JAX's eager dispatch of operations outside jit "
+    "counts against max_compiles. The marker also turns on the census of every compile in "
+    "the test."
 )
 
 
@@ -29,6 +31,7 @@ class CompileBudget:
     max_compiles: int | None = None
     max_ops_growth: float | None = None
     cacheable: bool | None = None
+    count_eager: bool | None = None  # None: the session's compile_count_eager
 
 
 def _signature(
@@ -39,6 +42,7 @@ def _signature(
     max_compiles: int | None = None,
     max_ops_growth: float | None = None,
     cacheable: bool | None = None,
+    count_eager: bool | None = None,
 ) -> None:
     """The marker's signature; arguments are bound against it to reject typos."""
 
@@ -58,7 +62,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
             raise ValueError(
                 f"@pytest.mark.{MARKER_NAME}: {name} must be a non-negative number, got {value!r}"
             )
-    for name in ("mixed_precision", "cacheable"):
+    for name in ("mixed_precision", "cacheable", "count_eager"):
         flag = values.get(name)
         if flag is not None and not isinstance(flag, bool):
             raise ValueError(
@@ -80,6 +84,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
         max_compiles=max_compiles,
         max_ops_growth=_float_or_none(values.get("max_ops_growth")),
         cacheable=values.get("cacheable"),
+        count_eager=values.get("count_eager"),
     )
 
 

@@ -164,9 +164,13 @@ def ledger_line(ledger: CallLedger) -> str:
     )
     phases = ", ".join(f"{label} {value:.3f}" for label, value in figures if value is not None)
     overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
+    eager = (
+        f"; eager dispatch {ledger.eager_compiles} ({ledger.eager_compile_s:.3f} s)"
+        if ledger.eager_compiles else ""
+    )
     return (
         f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
-        f"{ledger.persistent_cache_hits} from the persistent cache"
+        f"{ledger.persistent_cache_hits} from the persistent cache{eager}"
     )
 
 
@@ -179,7 +183,22 @@ def _ledger_lines(outcome: Outcome, verbose: bool) -> list[Line]:
     lines.extend((f"  {ledger.cell}: {ledger_line(ledger)}", {}) for ledger in shown)
     if len(shown) < len(ledgers):
         lines.append((f"  ... {len(ledgers) - len(shown)} more test(s) (-v lists them)", {}))
+    lines.extend(_eager_lines(ledgers))
     return lines
+
+
+def _eager_lines(ledgers: list[CallLedger]) -> list[Line]:
+    """JAX's eager dispatch, summed apart: no census rows, no pins, not in max_compiles."""
+    eager = [ledger for ledger in ledgers if ledger.eager_compiles]
+    if not eager:
+        return []
+    compiles = sum(ledger.eager_compiles for ledger in eager)
+    seconds = sum(ledger.eager_compile_s for ledger in eager)
+    return [(
+        f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
+        f"test(s), {seconds:.3f} s; inside the ledgers' compile time, not census rows, not "
+        "pinned, not counted by max_compiles unless count_eager", {},
+    )]
 
 
 def _compile_count_lines(outcome: Outcome) -> list[Line]:
