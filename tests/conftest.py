@@ -136,6 +136,17 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 
 
 @pytest.fixture(autouse=True)
+def _inner_sessions_in_file_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions started by tests run their tests in file order.
+
+    This suite itself runs in random order under pytest-randomly (a test extra); the
+    projects its tests create are fixed inputs, and some hand a persistent cache from one
+    of their tests to the next. A test that wants them shuffled passes ``-p randomly``.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+
+
+@pytest.fixture(autouse=True)
 def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions started by tests must not write into this job's own GitHub step summary."""
     for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):

@@ -170,7 +170,7 @@ def recompile_problems(
         return []
     counts = Counter(module.fun_name for module in compiles)
     hits = Counter(module.fun_name for module in compiles if module.cache_hits)
-    what = "compiles, eager dispatch included" if count_eager else "compiles"
+    what = "compiles, eager dispatch included," if count_eager else "compiles"
     lines = [
         f"{len(counted)} backend {what} in this test, over its "
         f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
