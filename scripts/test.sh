@@ -13,6 +13,9 @@ cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py
 mypy
 set +e
+# pytest-randomly (a test extra) runs the suite in a new random order each time and prints
+# the seed: pass -p randomly --randomly-seed=N to repeat an order, -p no:randomly for file
+# order. The projects the tests start run their own tests in file order (tests/conftest.py).
 python -m pytest -p no:cacheprovider "$@" tests
 status=$?
 set -e

@@ -136,13 +136,18 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 
 
 @pytest.fixture(autouse=True)
-def _inner_sessions_in_file_order(monkeypatch: pytest.MonkeyPatch) -> None:
+def _inner_sessions_in_file_order(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Sessions started by tests run their tests in file order.
 
     This suite itself runs in random order under pytest-randomly (a test extra); the
-    projects its tests create are fixed inputs, and some hand a persistent cache from one
-    of their tests to the next. A test that wants them shuffled passes ``-p randomly``.
+    projects its tests create are fixed inputs whose tests may depend on each other (one
+    clobbers XLA_FLAGS for the next, one fills a persistent cache for the next). A test
+    that wants them shuffled passes ``-p randomly``.
     """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # it empties PYTEST_ADDOPTS when it starts
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
 
 
