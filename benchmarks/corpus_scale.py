@@ -179,6 +179,8 @@ def main() -> None:
                 ("report --html", ["report", str(directory), "--pins-dir", str(pins),
                                    "--html", str(root / f"page{number}.html")]),
                 ("check", ["check", str(directory), "--pins-dir", str(pins)]),
+                ("check --trend", ["check", str(directory), "--pins-dir", str(pins),
+                                   "--trend"]),
             ):
                 runs = [run_cli(command, root) for _ in range(args.repeat)]
                 wall = min(run[0] for run in runs)

@@ -9,6 +9,15 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ "${JAXCOMPILE_SKIP_TORCH:-0}" != "1" ]; then
   python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
 fi
+# A second jax for the upgrade tests: pins made under an older jax, judged under this one.
+old_jax="0.9.2"
+old_venv="$repo/.venv-jax-$old_jax"
+if [ ! -x "$old_venv/bin/python" ]; then
+  python -m venv "$old_venv"
+fi
+"$old_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "jax==$old_jax" "jaxlib==$old_jax" -e "$repo"
+export JAXCOMPILE_OLD_JAX_PYTHON="$old_venv/bin/python"
 cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py
 mypy

@@ -25,7 +25,10 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     test_step = next(step for step in steps if step.get("name") == "Tests")["run"]
     assert "--compile-report=reports/jaxcompile.json" in test_step
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload"))
-    assert upload["with"]["path"] == "reports/jaxcompile.json"
+    assert "--compile-artifacts-dir=reports/modules" in test_step
+    assert upload["with"]["path"].split() == [
+        "reports/jaxcompile.json", "reports/comment.md", "reports/modules/"
+    ]
     assert upload["if"] == "always()"
 
 

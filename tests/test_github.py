@@ -121,7 +121,11 @@ def test_step_summary_puts_the_verdict_first_and_groups_by_key(tmp_path: Path) -
     rows = [line for line in lines[cold:warm] if line.startswith("| ")]
     assert rows[1].startswith("| **DRIFT** | `tests/t.py::test_drift` | vag | 5.000 s | 1.000 s")
     assert rows[2].startswith("| improved | `tests/t.py::test_fast\\|x` | vag |")  # | escaped
-    assert rows[3].startswith("| unpinned | `tests/t.py::test_new` |")
+    # Unpinned rows are folded (a count per file), their table in a details block.
+    assert "<details><summary>unpinned 1 row(s) (-v lists them): tests/t.py 1</summary>" in (
+        lines[cold:warm]
+    )
+    assert rows[4].startswith("| unpinned | `tests/t.py::test_new` |")
     assert "<details><summary>1 row(s) within tolerance</summary>" in lines[cold:warm]
     assert "### Stale pins (1)" in lines
     assert text.endswith("\n\n")

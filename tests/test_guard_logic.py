@@ -92,6 +92,52 @@ def test_clobber_reports_first_test_and_discarded_flags() -> None:
     assert not clobber_affects_requirements(clobber, Requirements())
 
 
+def _started_with(flags: str | None, captured_at: str = "backend_start") -> dict[str, object]:
+    """A record's settings: the environment has AUTOTUNE; XLA started with `flags`."""
+    return {
+        "xla_flags": parse_xla_flags(AUTOTUNE),
+        "xla_flags_at_backend_start": {
+            "flags": parse_xla_flags(flags), "captured_at": captured_at,
+        },
+    }
+
+
+def test_required_flags_are_judged_on_the_flags_xla_started_with() -> None:
+    requirements = Requirements(xla_flags=parse_xla_flags(AUTOTUNE))
+    late = make_record(xla_flags=AUTOTUNE, settings=_started_with(None))
+    (problem,) = settings_problems(late, requirements)
+    assert problem == (
+        "transform 'vag' compiled without the required XLA flag(s) --xla_gpu_autotune_level=0 "
+        "(JAX's backend started without it: XLA_FLAGS then was 'unset'; XLA reads XLA_FLAGS "
+        "only when its backend starts, so the later value '--xla_gpu_autotune_level=0' is "
+        "not in force; required by ini compile_required_xla_flags)"
+    )
+    early = make_record(xla_flags=None, settings=_started_with(AUTOTUNE))  # removed later
+    assert settings_problems(early, requirements) == []
+    fallback = make_record(xla_flags=AUTOTUNE, settings=_started_with("", "session_start"))
+    assert "XLA_FLAGS at session start (JAX's backend had already started" in (
+        settings_problems(fallback, requirements)[0]
+    )
+    unknown = make_record(xla_flags=AUTOTUNE, settings={"xla_flags": {}})  # older records
+    assert settings_problems(unknown, requirements) == []
+
+
+def test_a_clobber_after_the_backend_started_leaves_xla_flags_alone() -> None:
+    start = {"xla_flags": parse_xla_flags(AUTOTUNE)}
+    settings = {**_started_with(AUTOTUNE), "xla_flags": {"--other": "1"}}
+    (clobber,) = find_clobbers(start, [make_record(cell="t.py::test_b", settings=settings)])
+    assert clobber.at_backend_start == AUTOTUNE and clobber.ignored_by_xla
+    assert "does not apply this change" in clobber.describe()
+    assert "DISCARDED" not in clobber.describe()
+    required = Requirements(xla_flags=parse_xla_flags(AUTOTUNE))
+    assert not clobber_affects_requirements(clobber, required)
+
+    before = {**_started_with("--other=1"), "xla_flags": {"--other": "1"}}
+    (clobber,) = find_clobbers(start, [make_record(cell="t.py::test_b", settings=before)])
+    assert not clobber.ignored_by_xla and "DISCARDED" in clobber.describe()
+    assert clobber_affects_requirements(clobber, required)
+
+
 def test_expect_warm_fails_an_unchanged_module_and_passes_a_changed_one(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     store.update([make_record(cache_state="warm", compile_s=0.01), make_record(compile_s=1.0)])

@@ -315,6 +315,7 @@ def test_two_shards_merged_give_the_unsharded_verdict(project: JaxProject) -> No
                         for v in unsharded["verdicts"]}
     shape, expected = report_shape(merged), report_shape(unsharded)
     assert shape == expected  # records, verdicts, stale pins, ran cells, environments, gate
-    # The same summary, line for line, as the unsharded session printed.
+    # The same summary, line for line, as the unsharded session printed (the shards' wall
+    # seconds add up to another share of the session than the unsharded one's).
     merged_lines = merge.stdout.splitlines()[1 + len(shard_paths):]
     assert mask_figures(merged_lines) == mask_figures(compile_summary(whole))

@@ -24,7 +24,7 @@ from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, tabl
 from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.output.terminal import summary_lines
+from pytest_jaxcompile.output.terminal import summary_lines, verdict_lines
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
 
@@ -73,7 +73,7 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
 
 def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
     outcome = outcome_with(list(reversed(Status)), tmp_path)
-    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
+    rows = [text.split()[0] for text, _ in verdict_lines(outcome, verbose=True)
             if text.startswith("  ") and not text.startswith("      ")]
     assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
@@ -90,7 +90,9 @@ def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:
     rows = table_rows([v.record for v in outcome.verdicts], store, Thresholds())
     assert markdown(rows, Thresholds()).count("tests/t.py::test_") == len(Status)
     page = html_page(rows, Trends(), store, Thresholds(), "a corpus")
-    assert page.count("<code>tests/t.py::test_") == len(Status)
+    for index, status in enumerate(Status):  # every row in the table of its key
+        row = f'<tr data-test="tests/t.py::test_{index}"><td><code>tests/t.py::test_{index}'
+        assert row in page, status
 
 
 def test_files_written_by_the_previous_release_load_and_judge(tmp_path: Path) -> None:
@@ -167,3 +169,32 @@ def test_merge_names_the_threshold_that_differs(tmp_path: Path) -> None:
     assert "tolerance" not in result.stderr.split("(", 1)[1]
     assert "give --strict" in result.stderr
     assert cli(tmp_path, "merge", "a.json", "b.json", "--no-strict").returncode == 0
+
+
+def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path) -> None:
+    from pytest_jaxcompile.output.github import COMMENT_BUDGET, COMMENT_MARKER, pr_comment
+
+    outcome = outcome_with([Status.OK] * 500 + [Status.DRIFT, Status.UNPINNED], tmp_path)
+    comment = pr_comment(outcome)
+    assert comment.startswith(COMMENT_MARKER + "\n### jax compile times: FAIL (1 DRIFT)\n")
+    assert "| **DRIFT** | `tests/t.py::test_500` |" in comment
+    assert "test_0`" not in comment and "test_499`" not in comment  # no ok row
+    assert "unpinned 1 row(s)" in comment
+    assert "pytest --compile-pin-update tests/t.py::test_500" in comment
+    assert "the `jaxcompile-report` artifact" in comment
+
+    huge = outcome_with([Status.DRIFT] * 3000, tmp_path)
+    assert len(pr_comment(huge)) <= COMMENT_BUDGET
+
+
+def test_report_writes_the_pr_comment_of_a_corpus(tmp_path: Path) -> None:
+    store = PinStore(tmp_path / "pins")
+    store.update([make_record(cell=f"t.py::test_{n}", compile_s=1.0) for n in range(500)])
+    rows = [make_record(cell=f"t.py::test_{n}", compile_s=1.0) for n in range(499)]
+    rows.append(make_record(cell="t.py::test_499", compile_s=9.0))
+    write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])
+    result = cli(tmp_path, "report", "r.jsonl", "--pr-comment", "comment.md")
+    assert result.returncode == 0, result.stderr
+    comment = (tmp_path / "comment.md").read_text()
+    assert "| **DRIFT** | `t.py::test_499` |" in comment
+    assert comment.count("| ok |") == 0 and "t.py::test_0`" not in comment

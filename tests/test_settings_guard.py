@@ -16,14 +16,16 @@ MEASURE = """
 """
 
 
+WRAPPER = """
+import os
+# A wrapper library that "configures" XLA at import, discarding the user's flags.
+os.environ["XLA_FLAGS"] = "--xla_dump_hlo_as_text"
+"""
+
+
 def _clobbering_suite(project: JaxProject) -> None:
-    project.pytester.makepyfile(
-        wrapper="""
-        import os
-        # A wrapper library that "configures" XLA at import, discarding the user's flags.
-        os.environ["XLA_FLAGS"] = "--xla_dump_hlo_as_text"
-        """
-    )
+    """test_a starts JAX's backend (its compile); test_b then imports the wrapper."""
+    project.pytester.makepyfile(wrapper=WRAPPER)
     project.tests(
         MEASURE
         + """
@@ -40,49 +42,147 @@ def _clobbering_suite(project: JaxProject) -> None:
     )
 
 
-def test_xla_flags_overwritten_mid_session_are_reported_with_the_first_test(
+def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_force(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """XLA read XLA_FLAGS when test_a started its backend: the wrapper's later value is
+    not what XLA compiles with (the required flag still is), but it changes cache keys."""
     monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
     project.conftest(cache=False)
     _clobbering_suite(project)
+    project.pytester.makeini(f"[pytest]\ncompile_required_xla_flags = {START_FLAGS}\n")
     result = project.run()
-    result.assert_outcomes(passed=3)
-    assert result.ret == pytest.ExitCode.OK  # no flag was required: a warning
+    result.assert_outcomes(passed=3)  # the required flag is in force: XLA started with it
+    assert result.ret == pytest.ExitCode.OK  # the clobber is a warning
     result.stdout.fnmatch_lines(
         [
             f"warning: settings clobbered: XLA_FLAGS changed during the session: "
             f"'{START_FLAGS}' at session start, '--xla_dump_hlo_as_text' from "
-            "test_models.py::test_b on (the first test that saw it); flags set in the "
-            "environment were DISCARDED: --xla_force_host_platform_device_count"
+            "test_models.py::test_b on (the first test that saw it); XLA read XLA_FLAGS "
+            f"once, when its backend started ('{START_FLAGS}'), and does not apply this "
+            "change, but JAX hashes XLA_FLAGS into every persistent-cache key: compiles from "
+            "then on miss the entries cached under the old value and compile cold; flags "
+            "removed from the environment: --xla_force_host_platform_device_count (XLA still "
+            "compiles with the flags it started with)"
         ]
     )
     rows = project.rows()
-    assert rows[("test_a", "jit")]["settings"]["xla_flags"] == {
-        "--xla_force_host_platform_device_count": "1"
-    }
+    at_start = {"flags": {"--xla_force_host_platform_device_count": "1"},
+                "captured_at": "backend_start"}
+    assert rows[("test_a", "jit")]["settings"]["xla_flags"] == at_start["flags"]
     assert rows[("test_b", "jit")]["xla_flags"] == "--xla_dump_hlo_as_text"
+    assert rows[("test_b", "jit")]["settings"]["xla_flags_at_backend_start"] == at_start
     (clobber,) = project.report()["clobbers"]
     assert clobber["first_cell"] == "test_models.py::test_b"
+    assert clobber["at_backend_start"] == START_FLAGS
+    assert clobber["fails"] is False
 
 
-def test_a_clobbered_required_flag_fails_the_tests_and_the_session(
+def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The wrapper runs before anything starts JAX's backend: XLA reads its flags."""
     monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
     project.conftest(cache=False)
-    _clobbering_suite(project)
+    project.pytester.makepyfile(wrapper=WRAPPER)
+    project.tests(
+        MEASURE
+        + """
+    import pytest
+
+    @pytest.fixture
+    def wrapper_imported():
+        import wrapper  # noqa: F401
+
+    def test_a():
+        pass  # nothing has started JAX's backend yet
+
+    def test_b(wrapper_imported, jax_compile):  # the wrapper first, then the backend
+        measure(jax_compile, "jit")
+
+    def test_c(jax_compile):
+        measure(jax_compile, "jit")
+    """
+    )
     project.pytester.makeini(f"[pytest]\ncompile_required_xla_flags = {START_FLAGS}\n")
     result = project.run()
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*transform 'jit' compiled without the required XLA flag(s) "
-            "--xla_force_host_platform_device_count=1 (XLA_FLAGS in force: "
-            "'--xla_dump_hlo_as_text'; required by ini compile_required_xla_flags)",
-            "settings clobbered (a required setting; the session fails): XLA_FLAGS changed*",
+            "--xla_force_host_platform_device_count=1 (JAX's backend started without it: "
+            "XLA_FLAGS then was '--xla_dump_hlo_as_text'; required by ini "
+            "compile_required_xla_flags)",
+            "settings clobbered (a required setting; the session fails): XLA_FLAGS changed "
+            "*; flags set in the environment were DISCARDED: "
+            "--xla_force_host_platform_device_count",
         ]
     )
+
+
+LATE_FLAG = "--xla_dump_hlo_as_text"
+REQUIRE_BOTH = (
+    f"[pytest]\ncompile_required_xla_flags =\n    {START_FLAGS}\n    {LATE_FLAG}\n"
+)
+
+
+def test_a_required_flag_set_after_the_backend_started_is_not_in_force(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment shows the flag at every compile; XLA never read it. The flag that
+    was there when the backend started passes."""
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.pytester.makeconftest(
+        f"""
+        import os
+        import jax.numpy as jnp
+
+        jnp.zeros(1)  # starts JAX's backend: XLA reads XLA_FLAGS now, and only now
+        os.environ["XLA_FLAGS"] = "{START_FLAGS} {LATE_FLAG}"
+        """
+    )
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    project.pytester.makeini(REQUIRE_BOTH)
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*transform 'jit' compiled without the required XLA flag(s) {LATE_FLAG} "
+            f"(JAX's backend started without it: XLA_FLAGS then was '{START_FLAGS}'; XLA "
+            "reads XLA_FLAGS only when its backend starts, so the later value "
+            f"'{START_FLAGS} {LATE_FLAG}' is not in force; required by ini "
+            "compile_required_xla_flags)"
+        ]
+    )
+    row = project.rows()[("test_a", "jit")]
+    assert row["xla_flags"] == f"{START_FLAGS} {LATE_FLAG}"
+    assert row["settings"]["xla_flags_at_backend_start"]["captured_at"] == "backend_start"
+    assert project.report()["clobbers"] == []  # set before the session: nothing changed in it
+
+
+def test_a_backend_started_before_the_plugin_watched_is_judged_on_the_session_start_value(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin loaded before pytest-jaxcompile starts JAX's backend: the value at session
+    start is the closest known, and the message says so."""
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.pytester.makepyfile(
+        earlyjax="import jax.numpy as jnp\n\njnp.zeros(1)  # starts JAX's backend at import\n"
+    )
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    project.pytester.makeini(REQUIRE_BOTH)
+    result = project.run("-p", "earlyjax")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*transform 'jit' compiled without the required XLA flag(s) {LATE_FLAG} "
+            "(XLA_FLAGS at session start (JAX's backend had already started; the closest "
+            f"known value to what XLA read) was '{START_FLAGS}'; required by ini "
+            "compile_required_xla_flags)"
+        ]
+    )
+    row = project.rows()[("test_a", "jit")]
+    assert row["settings"]["xla_flags_at_backend_start"]["captured_at"] == "session_start"
 
 
 def test_required_cache_missing_fails_naming_the_setting(project: JaxProject) -> None:

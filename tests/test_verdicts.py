@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, find_stale, judge, session_failed
+from pytest_jaxcompile.gate.verdicts import (
+    OTHER_HARDWARE,
+    UPGRADE,
+    Status,
+    Thresholds,
+    find_stale,
+    judge,
+    judge_all,
+    nearest_pin,
+    session_failed,
+    upgrade_reports,
+)
 from pytest_jaxcompile.records import HostState
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
@@ -52,11 +64,112 @@ def test_never_compared_across_keys(store: PinStore) -> None:
         assert judge(other, store, THRESHOLDS).status is Status.UNPINNED
 
 
-def test_version_bump_is_unpinned_with_an_explanation(store: PinStore) -> None:
+def test_version_bump_is_unpinned_and_compared_with_the_previous_version(
+    store: PinStore,
+) -> None:
     verdict = judge(make_record(compile_s=50.0, jax_version="0.11.0"), store, THRESHOLDS)
     assert verdict.status is Status.UNPINNED
-    assert verdict.note is not None and "jax 0.10.2" in verdict.note
-    assert "not drift" in verdict.note
+    assert verdict.nearest is not None and verdict.nearest.relation == UPGRADE
+    assert verdict.nearest.ratio == 50.0
+    assert verdict.note is not None and "jax 0.10.2" in verdict.note and "50.00x" in verdict.note
+    assert not verdict.fails(THRESHOLDS)
+    assert verdict.fails(dataclasses.replace(THRESHOLDS, require_pinned=True))
+
+
+def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
+    tmp_path: Path,
+) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([
+        make_record(compile_s=1.0, jax_version="0.9.2"),
+        make_record(compile_s=2.0, jax_version="0.10.0"),
+        make_record(compile_s=3.0, jax_version="0.10.0", hardware="cpu:cpu @ Other CPU x4"),
+        make_record(compile_s=4.0, jax_version="0.10.2", hardware="gpu:H200 @ Other CPU x4"),
+        make_record(compile_s=5.0, jax_version="0.10.2", hardware="runner-a"),
+        make_record(compile_s=6.0, jax_version="0.10.2", cache_state="warm"),
+    ])
+    store = PinStore.load(tmp_path)
+    upgrade = nearest_pin(make_record(compile_s=4.0, jax_version="0.10.2"), store)
+    assert upgrade is not None and upgrade.relation == UPGRADE
+    assert (upgrade.key.framework_version, upgrade.ratio) == ("0.10.0", 2.0)
+    # A new runner: the same version elsewhere; never a GPU's pin for a CPU row, and a
+    # hand-set hardware name (which says nothing of its device) is a candidate.
+    elsewhere = nearest_pin(make_record(hardware="cpu:cpu @ New CPU x2"), store)
+    assert elsewhere is not None and elsewhere.relation == OTHER_HARDWARE
+    assert elsewhere.key.hardware == "runner-a"
+    assert nearest_pin(make_record(hardware="runner-b", jax_version="0.10.2"), store) is not None
+    # Other cache states and precisions are never compared.
+    assert nearest_pin(make_record(cache_state="warm", hardware="x"), store) is None
+    assert nearest_pin(make_record(mixed_precision=True), store) is None
+
+
+def test_an_upgrade_report_gates_on_the_median_slowdown(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cell=f"t.py::test_{n}", compile_s=1.0, jax_version="0.9.2")
+                  for n in range(3)])
+    store = PinStore.load(tmp_path)
+    rows = [make_record(cell=f"t.py::test_{n}", compile_s=s, jax_version="0.10.2")
+            for n, s in enumerate((1.2, 1.5, 4.0))]
+    (report,) = upgrade_reports(judge_all(rows, store, THRESHOLDS))
+    assert (report.old, report.new, len(report.verdicts)) == ("0.9.2", "0.10.2", 3)
+    assert report.median_ratio == 1.5
+    assert [v.record.cell for v in report.worst(1)] == ["t.py::test_2"]
+    assert not report.fails(THRESHOLDS)
+    assert report.fails(dataclasses.replace(THRESHOLDS, max_upgrade_slowdown=0.4))
+    assert not report.fails(dataclasses.replace(THRESHOLDS, max_upgrade_slowdown=0.6))
+
+
+def test_trace_and_lower_time_are_judged_like_compile_time(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=0.01, trace_s=0.05, lower_s=0.02)])
+    store = PinStore.load(tmp_path)
+    slow_trace = judge(make_record(compile_s=0.01, trace_s=0.65, lower_s=0.02), store,
+                       THRESHOLDS)
+    assert (slow_trace.status, slow_trace.phase) == (Status.DRIFT, "trace_s")
+    assert slow_trace.note is not None and "trace time drifted: 0.650 s, pin 0.050 s" in (
+        slow_trace.note
+    )
+    assert slow_trace.ratio == pytest.approx(13.0)
+    under_floor = judge(make_record(compile_s=0.01, trace_s=0.2, lower_s=0.02), store,
+                        THRESHOLDS)
+    assert under_floor.status is Status.OK
+    # A pin of an earlier release has no trace figure: trace time is not judged.
+    old = PinStore.load(tmp_path / "old")
+    old.update([make_record(compile_s=0.01, trace_s=None, lower_s=None)])
+    assert judge(make_record(compile_s=0.01, trace_s=9.0), PinStore.load(tmp_path / "old"),
+                 THRESHOLDS).status is Status.OK
+
+
+def test_a_cold_row_of_an_unchanged_module_is_never_silent(tmp_path: Path) -> None:
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cache_state="warm", compile_s=0.01, fingerprint="sha256:m"),
+                  make_record(cache_state="cold", compile_s=1.0, fingerprint="sha256:m")])
+    store = PinStore.load(tmp_path)
+    cold = make_record(cache_state="cold", compile_s=1.0, fingerprint="sha256:m")
+    warned = judge(cold, store, THRESHOLDS)
+    assert (warned.status, warned.cache_lost) == (Status.OK, True)
+    assert warned.note is not None and "warm pin" in warned.note
+    assert judge(cold, store, dataclasses.replace(THRESHOLDS, expect_warm=True)).status is (
+        Status.MISS
+    )
+    changed = dataclasses.replace(cold, fingerprint="sha256:other")
+    assert not judge(changed, store, THRESHOLDS).cache_lost
+
+
+def test_loaded_accelerator_rows_are_judged_on_wall_seconds(tmp_path: Path) -> None:
+    gpu = "gpu:NVIDIA H200 @ AMD EPYC x16"
+    store = PinStore.load(tmp_path)
+    store.update([make_record(hardware=gpu, compile_s=10.0, compile_cpu_s=2.0)])
+    store = PinStore.load(tmp_path)
+    loaded = HostState(load_per_core=3.0)
+    # Autotuning on the device got 5x slower; the host CPU seconds did not change.
+    slower = make_record(hardware=gpu, compile_s=50.0, compile_cpu_s=2.0, host_state=loaded)
+    verdict = judge(slower, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT
+    assert verdict.tolerance == THRESHOLDS.loaded_accelerator_tolerance
+    assert verdict.note is not None and "accelerator" in verdict.note
+    busy = make_record(hardware=gpu, compile_s=25.0, compile_cpu_s=2.0, host_state=loaded)
+    assert judge(busy, store, THRESHOLDS).status is Status.OK  # 2.5x: within +200%
 
 
 def test_other_cache_state_only_is_unpinned_with_an_explanation(store: PinStore) -> None:

@@ -76,7 +76,8 @@ MANY_TESTS = "".join(
 
 
 def _masked_pin_files(directory: Path) -> dict[str, list[str]]:
-    measured = ("compile_s = ", "compile_cpu_s = ", "pinned_at = ", "load_avg_1m = ")
+    measured = ("compile_s = ", "compile_cpu_s = ", "pinned_at = ", "load_avg_1m = ",
+                "trace_s = ", "lower_s = ")
     return {
         path.name: [
             line.split("=")[0] + "= <measured>" if line.startswith(measured) else line
@@ -143,7 +144,9 @@ def test_runs_with_xdist_disabled_and_without_xdist_loaded(
     project.tests(NO_XDIST_SUITE)
     result = project.run("-p", "no:xdist")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*jax compile times*", "*unpinned   test_models.py::test_mlp*"])
+    result.stdout.fnmatch_lines(
+        ["*jax compile times*", "*unpinned   1 row(s) (-v lists them): test_models.py 1*"]
+    )
     assert project.verdicts() == {("test_mlp", "jit"): "unpinned"}
 
     # As if pytest-xdist were not installed: no plugin autoload, only this plugin.

@@ -26,6 +26,7 @@ import pytest
 from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
+    DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
     METRICS,
@@ -54,6 +55,7 @@ class Option:
     on_command_line: bool = True  # pytest offers --compile-...
     in_ini: bool = True  # pytest reads compile_... from the ini file
     threshold: str | None = None  # the Thresholds field it sets (the verdict options)
+    minimum: int = 1  # the least a "count" may be
     default_text: str | None = None  # how the default reads in help, where not the value
 
     @property
@@ -109,13 +111,27 @@ OPTIONS: tuple[Option, ...] = (
            threshold="expect_warm"),
     Option("compile_fail_on_improvement", "flag", "also fail when a row compiles faster than "
            "its pin beyond the tolerance", threshold="fail_on_improvement"),
+    Option("compile_require_pinned", "flag", "an unpinned row fails the session (its nearest "
+           "pin under another key is named)", threshold="require_pinned"),
+    Option("compile_max_upgrade_slowdown", "number", "when rows under a new jax version are "
+           "compared with their pins under the previous one, fail if the median slowed down by "
+           "more than this fraction (0.5 = +50%)", metavar="FRACTION",
+           threshold="max_upgrade_slowdown", default_text="report only"),
+    Option("compile_loaded_accelerator_tolerance", "number", "GPU and TPU rows measured above "
+           "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
+           "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
+           metavar="FRACTION", threshold="loaded_accelerator_tolerance"),
     Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
            "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
            default_text="detected"),
     Option("compile_report", "path", "write the session's compile records and verdicts as "
            "JSON to PATH", metavar="PATH"),
+    Option("compile_artifacts_dir", "path", "save the lowered module text of every failing "
+           "row in DIR, named by test and transform, for diffing", metavar="DIR"),
     Option("compile_record_dir", "path", "append this session's compile records to DIR as a "
            "new JSON lines file (the results corpus)", metavar="DIR"),
+    Option("compile_durations", "count", "list the N most expensive compiles and the N tests "
+           "with the most compile time (0: all)", default=5, metavar="N", minimum=0),
     Option("compile_census", "flag", "record every compile of every test (tests marked "
            "compile_budget always are)"),
     Option("compile_count_eager", "flag", "JAX's eager dispatch of operations outside jit "
@@ -169,9 +185,9 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
         try:
             count = int(text)
         except ValueError:
-            count = 0
-        if count < 1:
-            raise OptionError(f"{where}: expected a whole number >= 1")
+            raise OptionError(f"{where}: expected a whole number >= {option.minimum}") from None
+        if count < option.minimum:
+            raise OptionError(f"{where}: expected a whole number >= {option.minimum}")
         return count
     if option.kind == "choice":
         value_text = text.lower() if option.name == "compile_expected_platform" else text
@@ -322,7 +338,9 @@ class Settings:
     trace_profile: bool
     requirements: Requirements
     repeat: int
+    durations: int = 5
     record_dir: Path | None = None
+    artifacts_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
     keep_caches: bool = False  # census'd tests start without clearing JAX's caches
@@ -361,7 +379,9 @@ class Settings:
                 platform=PLATFORM_ALIASES.get(values["compile_expected_platform"] or ""),
             ),
             repeat=int(values["compile_repeat"]),
+            durations=int(values["compile_durations"]),
             record_dir=values["compile_record_dir"],
+            artifacts_dir=values["compile_artifacts_dir"],
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
             keep_caches=bool(values["compile_keep_caches"]),

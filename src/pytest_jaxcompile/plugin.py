@@ -33,6 +33,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_pytest_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    """Watch for JAX's backend start (XLA_FLAGS as XLA reads them) before any conftest.py
+    can import JAX and start it; imports no JAX."""
+    from pytest_jaxcompile.backends.jax.backendstart import watch
+
+    watch()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     settings = Settings.from_config(config)
@@ -46,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # workers send their rows; only the controller concludes and writes
     from pytest_jaxcompile.output.terminal import TerminalSummary
 
-    manager.register(TerminalSummary(config), f"{PLUGIN_NAME}-terminal")
+    manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")
     if settings.report_path is not None:
         from pytest_jaxcompile.gate.conclude import ordered
         from pytest_jaxcompile.output.json_report import ReportWriter
@@ -65,6 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
         manager.register(
             RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.records)),
             f"{PLUGIN_NAME}-record-dir",
+        )
+    if settings.artifacts_dir is not None:
+        from pytest_jaxcompile.output.artifacts import ArtifactWriter
+
+        manager.register(
+            ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts"
         )
     from pytest_jaxcompile.output.github import GitHubOutput, GitHubTargets
 

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
+CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
 REPORT_KIND = "jaxcompile_report"  # the JSON report (output/json_report.py) holding records
 SCHEMA_VERSION = 1
 RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile phase
@@ -121,6 +122,11 @@ class CompileRecord:
     module_name: str | None = None
     fingerprint: str | None = None  # sha256 of the lowered module (census: JAX's cache key)
     op_count: int | None = None  # StableHLO ops in the lowered module
+    op_histogram: dict[str, int] | None = None  # those ops by name (fixture rows)
+    # JAX's persistent-cache key, part by part (name -> sha256), and the XLA flags it
+    # included: which part changed when a module compiles cold (fixture rows)
+    cache_key_parts: dict[str, str] | None = None
+    cache_key_flags: list[str] | None = None
     trace_profile: dict[str, float] | None = None  # share of trace time per package group
     xla_flags: str | None = None
     # The settings in force: parsed XLA flags, JAX cache settings, x64, matmul precision.
@@ -131,8 +137,13 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
+    # The commit measured (sha, ref, head_ref, base_ref, dirty): corpus/commit.py fills it
+    # where records are written (report, record dir).
+    commit: dict[str, Any] | None = None
     framework: str = "jax"
     torch_version: str | None = None  # torch rows: the framework version in the key
+    # JAX rows: the backend's platform version, hashed into JAX's cache keys (None: unknown)
+    platform_version: str | None = None
     # torch rows: the phases torch measured (dynamo, backend, inductor), and compile_other_s,
     # the part of the frame's compile time that none of them covers
     phases: dict[str, float] | None = None
@@ -243,6 +254,8 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
+    ("commit", "object"), ("op_histogram", "object"), ("cache_key_parts", "object"),
+    ("platform_version", "text"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),

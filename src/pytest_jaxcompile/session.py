@@ -26,7 +26,7 @@ from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.records import CallLedger, CompileRecord
+from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends import MeasureContext
@@ -64,6 +64,8 @@ class SessionCollector:
         self._monitor: CompileMonitor | None = None
         self._jax_environment: JaxEnvironment | None = None
         self._torch_environment: TorchEnvironment | None = None
+        self._started = time.perf_counter()
+        self._tracing_warm = False  # warm_up_tracing ran in this process
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -133,15 +135,19 @@ class SessionCollector:
             project_root=self.config.rootpath,
             trace_profile=self.settings.trace_profile,
             repeat=self.settings.repeat,
+            artifacts_dir=self.settings.artifacts_dir,
         )
 
     def jax_probe(self, item: pytest.Item) -> JaxCompile:
-        from pytest_jaxcompile.backends.jax.measure import JaxCompile
+        from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
 
         environment = self.jax_environment()
         problem = self.platform_problem(environment)
         if problem is not None:  # every measurement fails, before it makes a row
             pytest.fail(problem, pytrace=False)
+        if not self._tracing_warm:
+            warm_up_tracing()
+            self._tracing_warm = True
         return JaxCompile(
             self.monitor, environment, self.context_for(item),
             lambda record: self.measured(item, record),
@@ -164,12 +170,13 @@ class SessionCollector:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_jaxcompile.backends.jax.guard import (
-            XLA_FLAGS_ENV,
-            parse_xla_flags,
-            snapshot_settings,
-        )
+        from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, watch
+        from pytest_jaxcompile.backends.jax.guard import parse_xla_flags, snapshot_settings
 
+        # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
+        # from before conftest.py was loaded; a backend started before then is known by
+        # its value now).
+        watch()
         # Snapshot what later compiles are compared with; JAX's own settings only when
         # the project already imported JAX (reading them must not import it).
         self.start_settings = (
@@ -259,7 +266,7 @@ class SessionCollector:
         """torch frame compiles of the test, when the test used torch (never imported here)."""
         if "torch" not in sys.modules:
             return []
-        from pytest_jaxcompile.backends.jax.census import CENSUS_SOURCE, unique_names
+        from pytest_jaxcompile.backends.jax.census import unique_names
         from pytest_jaxcompile.backends.torch.measure import frame_records, frames_since
 
         probe = item.stash.get(TORCH_PROBE_KEY, None)
@@ -374,6 +381,13 @@ class SessionCollector:
             clobbers=self.clobbers(),
         )
         outcome.lost = list(self.lost)
+        outcome.session_s = time.perf_counter() - self._started
+        if self.records and (
+            self.settings.report_path is not None or self.settings.record_dir is not None
+        ):  # one git call at most, and only in sessions that write records
+            from pytest_jaxcompile.corpus.commit import session_commit, stamp
+
+            stamp(self.records, session_commit(self.config.rootpath))
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -50,7 +50,8 @@ class Environment(Protocol):
 
     @property
     def versions(self) -> dict[str, str]:
-        """The record fields naming versions: jax_version and jaxlib_version, ..."""
+        """The record fields naming versions: jax_version, jaxlib_version and, where
+        known, platform_version (JAX); torch_version (torch)."""
         ...
 
 
@@ -70,6 +71,7 @@ class MeasureContext:
     project_root: Path | None = None
     trace_profile: bool = False
     repeat: int = 1
+    artifacts_dir: Path | None = None  # where measured module texts are staged
 
 
 @dataclass
@@ -101,6 +103,7 @@ def new_record(
         jax_version=versions.get("jax_version", ""),
         jaxlib_version=versions.get("jaxlib_version", ""),
         torch_version=versions.get("torch_version"),
+        platform_version=versions.get("platform_version"),
         mixed_precision=context.mixed_precision if mixed is None else mixed,
         cache_state=measured.cache_state,
         compile_s=measured.compile_s,

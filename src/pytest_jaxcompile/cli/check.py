@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile.cli._args import (
@@ -14,16 +15,20 @@ from pytest_jaxcompile.cli._args import (
     corpus_from,
     error,
 )
-from pytest_jaxcompile.corpus.check import check_corpus, expected_recompile
+from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
+from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import CorpusError
+from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.verdicts import UPGRADE
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.json_report import verdict_to_dict
 from pytest_jaxcompile.output.terminal import summary_lines
 
 HELP = (
     "judge the latest row per cell, transform and key of a records corpus against the "
-    "pins, with the plugin's verdict rules; exit 1 on DRIFT"
+    "pins, with the plugin's verdict rules; exit 1 on DRIFT (and, with --trend, on a "
+    "sustained rise over the history)"
 )
 
 
@@ -36,18 +41,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the verdicts as JSON (the shape of the plugin report's 'verdicts')",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list ok rows too")
+    parser.add_argument(
+        "--trend", action="store_true",
+        help="also look for sustained rises in each series' history (creep that re-derived "
+        "pins hide); exit 1 when one rose by more than --trend-threshold. Without pin files, "
+        "only trends are checked",
+    )
+    add_trend_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    collector = TrendCollector(trend_settings_from(args)) if args.trend else None
     try:
         store = PinStore.load(args.pins_dir)
-        if next(store.groups(), None) is None:
+        pinned = next(store.groups(), None) is not None
+        if not pinned and collector is None:
             return error(
                 "check", f"no pin files in {args.pins_dir}: nothing to judge against "
                 "(give the pins directory with --pins-dir)"
             )
         corpus = corpus_from(args)
-        outcome = check_corpus(corpus, store, thresholds_from(args), Path.cwd())
+        outcome = check_corpus(
+            corpus, store, thresholds_from(args), Path.cwd(),
+            on_row=None if collector is None else collector.add,
+        )
+        trends = [] if collector is None else collector.trends()
     except (CorpusError, PinFileError) as problem:
         return error("check", problem)
     if not outcome.verdicts:
@@ -56,27 +74,38 @@ def run(args: argparse.Namespace) -> int:
             f"({corpus.describe()})"
         )
     root = outcome.rootdir
-    print(
-        f"checked the latest row per cell, transform and key: {len(outcome.verdicts)} row(s) "
-        f"from {corpus.describe()}"
-    )
-    for text, _markup in summary_lines(outcome, args.verbose):
-        print(text)
+    if pinned:
+        print(
+            f"checked the latest row per cell, transform and key: {len(outcome.verdicts)} "
+            f"row(s) from {corpus.describe()}"
+        )
+        for text, _markup in summary_lines(outcome, args.verbose):
+            print(text)
+    else:
+        print(f"no pin files in {args.pins_dir}: trends only, from {corpus.describe()}")
+        outcome.failed = False
+    rising = [trend for trend in trends if trend.rising]
+    if collector is not None:
+        for line in trend_lines(trends, collector.settings, collector.stats):
+            print(line)
     if args.json is not None:
-        document = {
-            "gate": "fail" if outcome.failed else "pass",
+        document: dict[str, Any] = {
+            "gate": "fail" if outcome.failed or rising else "pass",
             "thresholds": dataclasses.asdict(outcome.thresholds),
             "verdicts": [
                 {
                     **verdict_to_dict(verdict, root),
-                    "expected_recompile": bool(expected_recompile(verdict, store)),
+                    "expected_recompile": verdict.nearest is not None
+                    and verdict.nearest.relation == UPGRADE,
                     "timestamp": verdict.record.timestamp,
                 }
                 for verdict in outcome.verdicts
-            ],
+            ] if pinned else [],
         }
+        if collector is not None:
+            document["trends"] = [trend_to_dict(trend) for trend in rising]
         try:
             atomic_write_text(args.json, json.dumps(document, indent=2, sort_keys=True) + "\n")
         except OSError as problem:
             return error("check", f"{args.json}: {problem.strerror or problem}")
-    return 1 if outcome.failed else 0
+    return 1 if outcome.failed or rising else 0

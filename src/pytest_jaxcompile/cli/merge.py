@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.cli._args import add_pins_argument
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
@@ -31,6 +32,7 @@ from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,
     append_step_summary,
+    pr_comment,
     record_path_resolver,
     step_summary,
 )
@@ -66,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-report", type=Path, default=None, metavar="PATH",
         help="write the merged records and verdicts as one JSON report (same schema)",
+    )
+    parser.add_argument(
+        "--pr-comment", type=Path, default=None, metavar="FILE",
+        help="also write a short Markdown comment for the pull request: the verdict and the "
+        "rows that fail or changed",
     )
     parser.add_argument(
         "--github", choices=GITHUB_MODES, default="auto",
@@ -106,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         ledgers=ledgers,
     )
     outcome.lost = [f"{report.path}: {lost}" for report in reports for lost in report.lost]
+    walls = [report.session_s for report in reports if report.session_s is not None]
+    outcome.session_s = sum(walls) if len(walls) == len(reports) else None
 
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
     for report in reports:
@@ -116,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("no compile rows in these reports")
     _github(args.github, outcome, reports)
+    if args.pr_comment is not None:
+        try:
+            atomic_write_text(args.pr_comment, pr_comment(outcome))
+        except OSError as error:
+            print(f"{PROG}: error: cannot write {args.pr_comment}: {error}", file=sys.stderr)
+            return EXIT_USAGE
     if args.write_report is not None:
         try:
             write_report(

@@ -12,7 +12,10 @@ from pytest_jaxcompile.cli._args import (
     corpus_from,
     error,
 )
+from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
+from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
@@ -24,9 +27,11 @@ from pytest_jaxcompile.output.dashboard import (
     replace_region,
     table_rows,
 )
+from pytest_jaxcompile.output.github import pr_comment
 
 HELP = (
-    "per comparability key, a Markdown table of the latest figures against the pins; "
+    "per comparability key, a Markdown table of the latest figures against the pins, and "
+    "the series that rose over their history; "
     "into a README region (--readme) and/or a self-contained HTML page with trend charts "
     "(--html)"
 )
@@ -45,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--html", type=Path, metavar="FILE",
         help="write a self-contained HTML page with a trend chart per cell and transform",
     )
+    parser.add_argument(
+        "--pr-comment", type=Path, metavar="FILE",
+        help="write a short Markdown comment for a pull request: the verdict of the latest "
+        "rows and only the rows that fail or changed",
+    )
+    add_trend_arguments(parser)
     parser.add_argument(
         "--check", action="store_true",
         help="write nothing; exit 1 when the --readme region or the --html page is out of date",
@@ -68,13 +79,26 @@ def _run(args: argparse.Namespace) -> int:
     thresholds = thresholds_from(args)
     latest = LatestRows()
     trends = Trends() if args.html is not None else None
+    collector = TrendCollector(trend_settings_from(args))
     for row in corpus.rows():
         latest.add(row)
+        collector.add(row)
         if trends is not None:
             trends.add(row)
-    rows = table_rows(latest.records(), store, thresholds)
-    table = markdown(rows, thresholds)
+    records = latest.records()
+    rows = table_rows(records, store, thresholds)
+    trend_report = TrendReport.of(collector)
+    table = markdown(rows, thresholds, trend_report)
+    if args.pr_comment is not None:
+        outcome = conclude(
+            records, (), (), store, GateSettings(thresholds, pin_update=False),
+            rootdir=Path.cwd(),
+        )
+        atomic_write_text(args.pr_comment, pr_comment(outcome))
+        print(f"{args.pr_comment}: written")
     if args.readme is None and args.html is None:
+        if args.pr_comment is not None:
+            return 0
         print(table, end="")
         return 0
 
@@ -84,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         outputs.append((args.readme, current, replace_region(current, table, args.readme)))
     if args.html is not None:
         assert trends is not None
-        page = html_page(rows, trends, store, thresholds, corpus.describe())
+        page = html_page(rows, trends, store, thresholds, corpus.describe(), trend_report)
         try:
             current = read_text_exact(args.html)
         except DashboardError:

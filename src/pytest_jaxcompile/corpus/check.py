@@ -7,35 +7,36 @@ The rows judged are the latest per cell, transform and comparability key (see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_jaxcompile.corpus.store import Corpus, latest_rows
+from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Verdict, bumped_from
+from pytest_jaxcompile.gate.verdicts import UPGRADE, Status, Thresholds, Verdict
 
 
-def expected_recompile(verdict: Verdict, store: PinStore) -> list[str]:
-    """For an unpinned row pinned under other versions only: those versions."""
-    if verdict.status is not Status.UNPINNED:
-        return []
-    record = verdict.record
-    return bumped_from(record.key, store.keys_pinning(record.cell, record.transform))
-
-
-def verdict_label(verdict: Verdict, store: PinStore) -> str:
-    """The status as shown in tables; a version bump is named as an expected recompile."""
-    if expected_recompile(verdict, store):
-        return f"expected recompile ({verdict.record.framework} bump)"
+def verdict_label(verdict: Verdict) -> str:
+    """The status as shown in tables; an unpinned row after an upgrade says so."""
+    nearest = verdict.nearest
+    if verdict.status is Status.UNPINNED and nearest is not None and nearest.relation == UPGRADE:
+        return f"unpinned (upgrade from {nearest.key.framework} {nearest.key.framework_version})"
     return verdict.status.value
 
 
 def check_corpus(
-    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path
+    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
+    on_row: Callable[[Row], None] | None = None,
 ) -> Outcome:
-    """The latest rows of the corpus, concluded on as a session's rows would be."""
+    """The latest rows of the corpus, concluded on as a session's rows would be;
+    `on_row` sees every row read (e.g. to collect trends)."""
+    latest = LatestRows()
+    for row in corpus.rows():
+        latest.add(row)
+        if on_row is not None:
+            on_row(row)
     return conclude(
-        latest_rows(corpus).records(), (), (), store,
+        latest.records(), (), (), store,
         GateSettings(thresholds, pin_update=False), rootdir=rootdir,
     )

@@ -382,8 +382,8 @@ class Corpus:
                 if self.since is not None and row.time < self.since:
                     stats.before_since += 1
                     continue
-                row.keep_line_only(line)
-                yield row
+                yield row  # parsed while the caller looks at it (trends read its fields)
+                row.keep_line_only(line)  # and held as its line if the caller kept it
 
     def describe(self) -> str:
         stats = self.stats

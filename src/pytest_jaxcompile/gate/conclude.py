@@ -20,6 +20,7 @@ from pytest_jaxcompile.gate.verdicts import (
     find_stale,
     judge_all,
     session_failed,
+    upgrade_reports,
 )
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
@@ -69,9 +70,10 @@ def conclude(
     known = {(record.hardware, record.framework_version) for record in rows} | set(identities)
     outcome.ran_cells = sorted(ran)
     outcome.environments = sorted(known)
-    for hardware, version in outcome.environments:
-        outcome.stale += find_stale(store, ran, measured, hardware, version)
     outcome.ledgers = sorted(ledgers, key=lambda ledger: ledger.cell)
+    censused = {ledger.cell for ledger in outcome.ledgers}
+    for hardware, version in outcome.environments:
+        outcome.stale += find_stale(store, ran, measured, hardware, version, censused)
     if settings.pin_update:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
@@ -79,6 +81,8 @@ def conclude(
         except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
+    outcome.upgrades = upgrade_reports(outcome.verdicts)
+    outcome.pins_exist = next(store.groups(), None) is not None
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
     outcome.clobbers = list(clobbers)
     outcome.failed = (
@@ -86,7 +90,10 @@ def conclude(
         or any(clobber.fails for clobber in outcome.clobbers)
         or (
             not settings.pin_update
-            and session_failed(outcome.verdicts, settings.thresholds)
+            and (
+                session_failed(outcome.verdicts, settings.thresholds)
+                or any(upgrade.fails(settings.thresholds) for upgrade in outcome.upgrades)
+            )
         )
     )
     return outcome

@@ -11,6 +11,7 @@ from pytest_jaxcompile.gate.verdicts import (
     StalePin,
     Status,
     Thresholds,
+    UpgradeReport,
     Verdict,
 )
 from pytest_jaxcompile.records import CallLedger
@@ -37,6 +38,10 @@ class Outcome:
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran
     environments: list[Identity] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
+    upgrades: list[UpgradeReport] = field(default_factory=list)
+    session_s: float | None = None  # the session's wall seconds, where known
+    cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
+    pins_exist: bool = False  # the pins directory holds pins (under any key)
 
     @property
     def fail_on_improvement(self) -> bool:
@@ -57,6 +62,17 @@ class Outcome:
         if self.pin_update:
             return []
         return [verdict for verdict in self.verdicts if verdict.fails(self.thresholds)]
+
+    def cache_lost(self) -> list[Verdict]:
+        """Cold rows of modules unchanged since their warm pin (MISS when expected warm)."""
+        return [verdict for verdict in self.verdicts if verdict.cache_lost]
+
+    def mostly_unpinned(self) -> bool:
+        """Most judged rows have no pin under their key although pins exist: the gate is
+        close to silent (a new runner CPU, a renamed hardware, a new jax version)."""
+        judged = [v for v in self.verdicts if v.status is not Status.NOT_JUDGED]
+        unpinned = [v for v in judged if v.status is Status.UNPINNED]
+        return self.pins_exist and not self.pin_update and 2 * len(unpinned) > len(judged)
 
     def has_news(self) -> bool:
         """Whether there is anything to show: a session that measured nothing, found no

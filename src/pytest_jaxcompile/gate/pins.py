@@ -16,6 +16,8 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     op_count = 70
     pinned_at = "2026-11-30T01:00:00+00:00"
     load_avg_1m = 0.41
+    jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
+    platform_version = "cpu"
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
     [tests."tests/test_models.py::test_mlp"]
@@ -42,6 +44,7 @@ import tomli_w
 
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
 from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
     FRAMEWORKS,
     VERSION_FIELDS,
     CacheState,
@@ -62,6 +65,7 @@ SECONDS_DIGITS = 4
 LOCK_TIMEOUT_S = 120.0
 
 PinId = tuple[str, str]  # (cell, transform)
+VERSION_PIN_FIELDS = ("jaxlib_version", "platform_version")  # optional, in every pin
 
 
 class PinLockTimeout(Exception):
@@ -81,10 +85,21 @@ class Pin:
     pinned_at: str | None = None
     load_avg_1m: float | None = None
     tolerance: float | None = None
+    trace_s: float | None = None  # pins of earlier releases have none: not judged
+    lower_s: float | None = None
+    source: str | None = None  # "census": pinned from a census, stale only to a census
+    ops: dict[str, int] | None = None  # StableHLO ops by name: what grew, named
+    key_parts: dict[str, str] | None = None  # JAX's cache-key parts: what changed, named
+    key_flags: list[str] | None = None  # the XLA flags in that key
+    # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
+    jaxlib_version: str | None = None
+    platform_version: str | None = None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
         return cls(
+            jaxlib_version=record.jaxlib_version or None,
+            platform_version=record.platform_version or None,
             compile_s=round(record.compile_s, SECONDS_DIGITS),
             compile_cpu_s=(
                 None if record.compile_cpu_s is None
@@ -95,6 +110,14 @@ class Pin:
             pinned_at=record.timestamp or None,
             load_avg_1m=record.host_state.load_avg_1m,
             tolerance=previous.tolerance if previous else None,
+            # Only the fixture traces afresh: a census row's trace time depends on what
+            # the process traced before, so it is not pinned.
+            trace_s=_rounded(record.trace_s) if record.source != CENSUS_SOURCE else None,
+            lower_s=_rounded(record.lower_s) if record.source != CENSUS_SOURCE else None,
+            source=record.source if record.source == CENSUS_SOURCE else None,
+            ops=dict(record.op_histogram) if record.op_histogram else None,
+            key_parts=dict(record.cache_key_parts) if record.cache_key_parts else None,
+            key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -111,7 +134,24 @@ class Pin:
             table["pinned_at"] = self.pinned_at
         if self.load_avg_1m is not None:
             table["load_avg_1m"] = self.load_avg_1m
+        for phase in ("trace_s", "lower_s"):
+            if getattr(self, phase) is not None:
+                table[phase] = getattr(self, phase)
+        if self.source is not None:
+            table["source"] = self.source
+        if self.ops:
+            table["ops"] = dict(sorted(self.ops.items()))
+        if self.key_parts:
+            table["key_parts"] = dict(self.key_parts)
+            table["key_flags"] = list(self.key_flags or [])
+        for name in VERSION_PIN_FIELDS:
+            if getattr(self, name) is not None:
+                table[name] = getattr(self, name)
         return table
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, SECONDS_DIGITS)
 
 
 @dataclass
@@ -312,17 +352,48 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
     return float(value)
 
 
+def _text_table(raw: dict[str, Any], name: str) -> dict[str, str] | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise PinFieldError(name, f"{name!r} must be a table of strings")
+    return {str(key): text for key, text in value.items()}
+
+
+def _text_list(raw: dict[str, Any], name: str) -> list[str] | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise PinFieldError(name, f"{name!r} must be a list of strings")
+    return list(value)
+
+
+def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
+    ops = raw.get("ops")
+    if ops is None:
+        return None
+    if not isinstance(ops, dict) or not all(
+        isinstance(count, int) and not isinstance(count, bool) and count >= 0
+        for count in ops.values()
+    ):
+        raise PinFieldError("ops", "'ops' must be a table of operation names and counts")
+    return {str(name): int(count) for name, count in ops.items()}
+
+
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m",
+        "load_avg_1m", "trace_s", "lower_s", "source", "ops", "key_parts", "key_flags",
+        *VERSION_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
-    for text_field in ("fingerprint", "pinned_at"):
+    for text_field in ("fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
     op_count = raw.get("op_count")
@@ -340,6 +411,14 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         pinned_at=raw.get("pinned_at"),
         load_avg_1m=_number(raw, "load_avg_1m"),
         tolerance=_number(raw, "tolerance"),
+        trace_s=_number(raw, "trace_s"),
+        lower_s=_number(raw, "lower_s"),
+        source=raw.get("source"),
+        ops=_op_histogram(raw),
+        key_parts=_text_table(raw, "key_parts"),
+        key_flags=_text_list(raw, "key_flags"),
+        jaxlib_version=raw.get("jaxlib_version"),
+        platform_version=raw.get("platform_version"),
     )
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, ComparabilityKey, CompileRecord
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
 # With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
@@ -20,6 +22,8 @@ from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecor
 DEFAULT_TOLERANCE = 0.75
 DEFAULT_FLOOR_S = 0.25
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
+DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
+PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
 METRICS = (METRIC_WALL, METRIC_CPU)
@@ -75,6 +79,11 @@ class Thresholds:
     max_load: float | None = DEFAULT_MAX_LOAD  # load per core; None: never noisy
     strict: bool = False  # judge noisy rows too
     fail_on_improvement: bool = False  # an improved row fails the gate too
+    require_pinned: bool = False  # an unpinned row fails the gate
+    max_upgrade_slowdown: float | None = None  # a jax upgrade slower than this fails
+    # Accelerator rows above max_load: judged on wall seconds with this tolerance, since
+    # their CPU seconds do not hold the compiler's work on the device (GPU autotuning).
+    loaded_accelerator_tolerance: float = DEFAULT_LOADED_ACCELERATOR_TOLERANCE
 
 
 def row_fails(status: Status, thresholds: Thresholds) -> bool:
@@ -86,11 +95,35 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
     """
     if status in (Status.MISS, Status.GREW):
         return True
+    if status is Status.UNPINNED:
+        return thresholds.require_pinned
     if thresholds.time_advisory:
         return False
     return status is Status.DRIFT or (
         status is Status.IMPROVED and thresholds.fail_on_improvement
     )
+
+
+@dataclass(frozen=True)
+class NearestPin:
+    """For an unpinned row: the pin of the same cell and transform under the closest key.
+
+    An advisory comparison: it never fails a row by itself (see `nearest_pin`).
+    """
+
+    key: ComparabilityKey
+    pin: Pin
+    relation: str  # UPGRADE (same hardware, an earlier version), OTHER_VERSION, OTHER_HARDWARE
+    ratio: float | None  # the row's wall seconds over the pin's
+
+    def describe(self) -> str:
+        ratio = "" if self.ratio is None else f" ({self.ratio:.2f}x)"
+        return f"nearest pin {self.key.describe()}: {self.pin.compile_s:.3f} s{ratio}"
+
+
+UPGRADE = "upgrade"  # the same hardware under an earlier framework version
+OTHER_VERSION = "other version"
+OTHER_HARDWARE = "other hardware"
 
 
 @dataclass(frozen=True)
@@ -103,6 +136,9 @@ class Verdict:
     note: str | None = None
 
     metric: str = METRIC_WALL
+    phase: str = "compile_s"  # the figure the status is about: compile_s, trace_s or lower_s
+    nearest: NearestPin | None = None  # unpinned rows: the closest other key's pin
+    cache_lost: bool = False  # cold, though the module is unchanged since its warm pin
 
     def fails(self, thresholds: Thresholds) -> bool:
         return row_fails(self.status, thresholds)
@@ -111,7 +147,9 @@ class Verdict:
     def ratio(self) -> float | None:
         if self.pin is None:
             return None
-        measured, pinned = compared_seconds(self.record, self.pin, self.metric)
+        measured, pinned = compared_seconds(self.record, self.pin, self.metric, self.phase)
+        if measured is None or pinned is None:
+            return None
         return measured / pinned if pinned > 0 else None
 
 
@@ -130,15 +168,29 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
     warmth_note = None
-    if thresholds.expect_warm and record.cache_state in ("cold", "none"):
+    cache_lost = False
+    if record.cache_state in ("cold", "none"):
         miss, warmth_note = _expected_warm(record, store)
-        if miss is not None:
+        if miss is not None and thresholds.expect_warm:
             return miss
+        if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
+            cache_lost = True
+            cause = key_change(record, miss.pin) if miss.pin is not None else None
+            warmth_note = (
+                "compiled cold although the module is unchanged since its warm pin: "
+                + (f"its cache key changed: {cause}" if cause else "the persistent cache was "
+                   "not restored, was evicted or stopped applying")
+            )
+        elif not thresholds.expect_warm:
+            warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_time(record, store, thresholds)
-    if warmth_note is None:
+    versions_note = _versions_note(record, verdict.pin)
+    if warmth_note is None and versions_note is None:
         return verdict
-    note = warmth_note if verdict.note is None else f"{verdict.note}; {warmth_note}"
-    return dataclasses.replace(verdict, note=note)
+    notes = (verdict.note, versions_note, warmth_note)
+    return dataclasses.replace(
+        verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
 
 
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
@@ -148,15 +200,74 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
     if warm_pin is None or not warm_pin.fingerprint or not record.fingerprint:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
     if warm_pin.fingerprint == record.fingerprint:
+        changed = version_differences(record, warm_pin)
+        if changed:
+            return None, (
+                f"expected recompile: {', '.join(changed)} since its warm pin, and JAX's "
+                "cache keys include these versions (the module is unchanged)"
+            )
+        cause = key_change(record, warm_pin)
         return Verdict(
             record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
             note=(
                 f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
-                f"yet it compiled {record.cache_state}. The cache was not restored, was "
-                "evicted, or stopped applying (cache dir, jax version, XLA flags)"
+                f"yet it compiled {record.cache_state}. "
+                + (f"Its cache key changed: {cause}" if cause else
+                   "The cache was not restored, was evicted, or stopped applying (cache dir, "
+                   "jax version, XLA flags)")
             ),
         ), None
     return None, "expected recompile: the module changed since its warm pin"
+
+
+def key_change(record: CompileRecord, pin: Pin) -> str | None:
+    """Which parts of JAX's persistent-cache key differ from the pin's, and for XLA flags
+    which flags; None when nothing differs. A part not captured on either side (census
+    rows, pins of earlier releases, a jax that logs no parts) is never guessed."""
+    from pytest_jaxcompile.backends.jax.keyparts import differing_parts, flag_changes
+
+    parts = differing_parts(record.cache_key_parts, pin.key_parts)
+    if not parts:
+        return None
+    named = []
+    for part in parts:
+        if part == "XLA flags":
+            flags = flag_changes(record.cache_key_flags, pin.key_flags)
+            named.append(f"the XLA flags part ({', '.join(flags)})" if flags else
+                         "the XLA flags part")
+        else:
+            named.append(f"the {part} part")
+    return ", ".join(named)
+
+
+# What a row's versions are named in notes: record/pin field, words.
+_CACHE_KEY_VERSIONS = (("jaxlib_version", "jaxlib"), ("platform_version", "platform version"))
+
+
+def version_differences(record: CompileRecord, pin: Pin) -> list[str]:
+    """The versions JAX hashes into its cache keys that differ between a row and its pin,
+    each as "name old -> new"; a version unknown on either side is not a difference."""
+    differences = []
+    for name, words in _CACHE_KEY_VERSIONS:
+        new, old = getattr(record, name), getattr(pin, name)
+        if new and old and new != old:
+            differences.append(f"{words} {_one_line(old)} -> {_one_line(new)}")
+    return differences
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _versions_note(record: CompileRecord, pin: Pin | None) -> str | None:
+    """Beside a time verdict: the versions that changed since the pin (a recompile)."""
+    changed = [] if pin is None else version_differences(record, pin)
+    if not changed:
+        return None
+    return (
+        f"{', '.join(changed)} since pinning: another compiler build (JAX's cache keys "
+        "include these versions)"
+    )
 
 
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
@@ -164,8 +275,11 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     pin_file = store.path_for(key)
     pin = store.get(key, record.cell, record.transform)
     if pin is None:
-        note = _unpinned_note(key, store.keys_pinning(record.cell, record.transform))
-        return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note)
+        nearest = nearest_pin(record, store)
+        note = nearest.describe() if nearest is not None else _unpinned_note(
+            key, store.keys_pinning(record.cell, record.transform)
+        )
+        return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     # The most specific tolerance wins: the pin's own, then the test's marker, then global.
     tolerance = next(
         value
@@ -189,10 +303,20 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         and load is not None
         and load > thresholds.max_load
     ):
+        if is_accelerator(record):
+            return _judge_loaded_accelerator(
+                record, pin, pin_file, thresholds, growth, load
+            )
         return _judge_noisy(record, pin, pin_file, tolerance, thresholds, growth, load)
     else:
-        status = _time_status(record, pin, tolerance, thresholds.floor_s, thresholds.metric)
-    note = what_changed(record, pin, growth) if status is not Status.OK else None
+        status, phase = _phases_status(record, pin, tolerance, thresholds.floor_s,
+                                       thresholds.metric)
+        note = _phase_note(record, pin, phase, growth, status)
+        return Verdict(
+            record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+            metric=thresholds.metric, phase=phase,
+        )
+    note = what_changed(record, pin, growth)
     return Verdict(
         record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
         metric=thresholds.metric,
@@ -200,14 +324,76 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
 
 
 def _time_status(
-    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str
+    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str,
+    phase: str = "compile_s",
 ) -> Status:
-    measured, pinned = compared_seconds(record, pin, metric)
+    measured, pinned = compared_seconds(record, pin, metric, phase)
+    if measured is None or pinned is None:
+        return Status.OK  # a phase the row or its pin does not have is not judged
     if measured > pinned * (1 + tolerance) and measured - pinned > floor_s:
         return Status.DRIFT
     if measured < pinned / (1 + tolerance) and pinned - measured > floor_s:
         return Status.IMPROVED
     return Status.OK
+
+
+def _phases_status(
+    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str
+) -> tuple[Status, str]:
+    """Compile, trace and lowering time, each against its pinned figure with the same
+    tolerance and floor: a drift in any is DRIFT (the first one named); else an
+    improvement of the compile; else ok."""
+    statuses = {
+        phase: _time_status(record, pin, tolerance, floor_s, metric, phase) for phase in PHASES
+    }
+    drifted = [phase for phase in PHASES if statuses[phase] is Status.DRIFT]
+    if drifted:
+        return Status.DRIFT, drifted[0]
+    return statuses["compile_s"], "compile_s"
+
+
+def _phase_note(
+    record: CompileRecord, pin: Pin, phase: str, growth: float | None, status: Status
+) -> str | None:
+    if status is Status.OK:
+        return None
+    change = what_changed(record, pin, growth)
+    if phase == "compile_s":
+        return change
+    measured, pinned = compared_seconds(record, pin, METRIC_WALL, phase)
+    text = (
+        f"{phase.removesuffix('_s')} time drifted: {measured:.3f} s, pin {pinned:.3f} s "
+        f"(compile {record.compile_s:.3f} s, pin {pin.compile_s:.3f} s)"
+    )
+    return text if change is None else f"{text}; {change}"
+
+
+def is_accelerator(record: CompileRecord) -> bool:
+    """A row compiled for a GPU or TPU (from the platform the backend reported)."""
+    platform = str(record.hardware_detail.get("platform") or "")
+    if not platform and ":" in record.hardware:
+        platform = record.hardware.split(":", 1)[0]
+    return platform.lower() not in ("", "cpu")
+
+
+def _judge_loaded_accelerator(
+    record: CompileRecord, pin: Pin, pin_file: Path, thresholds: Thresholds,
+    growth: float | None, load: float,
+) -> Verdict:
+    """An accelerator row measured above compile_max_load: its process CPU seconds do
+    not hold what the compiler ran on the device (autotuning), so judging them could hide
+    a regression. It is judged on wall seconds with the loaded-accelerator tolerance."""
+    tolerance = thresholds.loaded_accelerator_tolerance
+    status = _time_status(record, pin, tolerance, thresholds.floor_s, METRIC_WALL)
+    where = (
+        f"measured at load {load:.2f} per core on an accelerator: judged on wall seconds with "
+        f"the loaded-accelerator tolerance {tolerance:.0%}"
+    )
+    change = what_changed(record, pin, growth) if status is not Status.OK else None
+    return Verdict(
+        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
+        note=where if change is None else f"{change}; {where}", metric=METRIC_WALL,
+    )
 
 
 def _judge_noisy(
@@ -250,33 +436,61 @@ def _judge_noisy(
     )
 
 
-def bumped_from(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> list[str]:
-    """The other jax versions a row is pinned under, all else in its key equal.
+def _version_order(version: str) -> tuple[int, Any]:
+    """Sort key of a version: PEP 440 where it parses, else the text after all of those."""
+    from packaging.version import InvalidVersion, Version
 
-    An unpinned row with such a pin is an expected recompile after a jax version bump
-    (cache keys include the version), not drift.
+    try:
+        return (0, Version(version))
+    except InvalidVersion:
+        return (1, version)
+
+
+def _platform_of(hardware: str) -> str | None:
+    """``gpu:NVIDIA H200`` of a detected name ``gpu:NVIDIA H200 @ AMD EPYC x16``; None for a
+    name set by hand (``JAXCOMPILE_HARDWARE``), which says nothing about its device."""
+    head, separator, _ = hardware.partition(" @ ")
+    return head if separator and ":" in head else None
+
+
+def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
+    """The pin of this cell and transform under the closest other key, for an advisory.
+
+    Closest is: the same hardware under the latest earlier version (an upgrade); else the
+    same hardware under another version; else the same version on other hardware whose
+    device is the same (or unknown: a hand-set hardware name). Precision, cache state and
+    framework always match: a warm row is never compared with a cold pin.
     """
-    return sorted(
-        {
-            other.framework_version
-            for other in pinned
-            if other.framework_version != key.framework_version
-            and (other.hardware, other.mixed_precision, other.cache_state, other.framework)
-            == (key.hardware, key.mixed_precision, key.cache_state, key.framework)
-        }
-    )
+    key = record.key
+    own = _version_order(key.framework_version)
+    same_kind = [
+        other for other in store.keys_pinning(record.cell, record.transform)
+        if (other.framework, other.mixed_precision, other.cache_state)
+        == (key.framework, key.mixed_precision, key.cache_state) and other != key
+    ]
+    same_hardware = [other for other in same_kind if other.hardware == key.hardware]
+    earlier = [o for o in same_hardware if _version_order(o.framework_version) < own]
+    device = _platform_of(key.hardware)
+    elsewhere = [
+        other for other in same_kind
+        if other.hardware != key.hardware
+        and other.framework_version == key.framework_version
+        and _platform_of(other.hardware) in (device, None)
+    ]
+    for candidates, relation in (
+        (earlier, UPGRADE), (same_hardware, OTHER_VERSION), (elsewhere, OTHER_HARDWARE)
+    ):
+        if candidates:
+            other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))
+            pin = store.get(other, record.cell, record.transform)
+            assert pin is not None
+            ratio = record.compile_s / pin.compile_s if pin.compile_s > 0 else None
+            return NearestPin(other, pin, relation, ratio)
+    return None
 
 
 def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
-    """Explain a missing pin when the same row is pinned under a neighbouring key."""
-    bumped = bumped_from(key, pinned)
-    if bumped:
-        return (
-            f"pinned under {key.framework} {', '.join(bumped)}: a {key.framework} version "
-            "bump recompiles once by design (cache keys include the version); this is not "
-            "drift. "
-            "Pin the new version with --compile-pin-update"
-        )
+    """Explain a missing pin when the same row is pinned under another cache state only."""
     states = sorted(
         {
             other.cache_state
@@ -293,11 +507,32 @@ def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str
     return None
 
 
-def compared_seconds(record: CompileRecord, pin: Pin, metric: str) -> tuple[float, float]:
-    """The figures a verdict compares: CPU seconds when chosen and both sides have them."""
+def compared_seconds(
+    record: CompileRecord, pin: Pin, metric: str, phase: str = "compile_s"
+) -> tuple[float | None, float | None]:
+    """The figures a verdict compares: CPU seconds when chosen and both sides have them.
+
+    Trace and lowering are compared in wall seconds (no CPU figure is kept for them);
+    either side may lack them (None: not judged).
+    """
+    if phase != "compile_s":
+        return getattr(record, phase), getattr(pin, phase)
     if metric == METRIC_CPU and record.compile_cpu_s is not None and pin.compile_cpu_s is not None:
         return record.compile_cpu_s, pin.compile_cpu_s
     return record.compile_s, pin.compile_s
+
+
+TOP_OP_CHANGES = 5  # operations named in a note: the largest changes in count
+
+
+def op_changes(record: CompileRecord, pin: Pin) -> list[str]:
+    """``stablehlo.tanh +36``: what changed in the module since its pin, largest first."""
+    if not record.op_histogram or not pin.ops:
+        return []
+    names = set(record.op_histogram) | set(pin.ops)
+    deltas = {name: record.op_histogram.get(name, 0) - pin.ops.get(name, 0) for name in names}
+    changed = sorted((d for d in deltas.items() if d[1]), key=lambda item: (-abs(item[1]), item[0]))
+    return [f"{name} {delta:+d}" for name, delta in changed]
 
 
 def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -> str | None:
@@ -309,9 +544,15 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             if pin.op_count:
                 change += f" ({record.op_count / pin.op_count - 1:+.0%}"
                 change += f", limit +{growth:.0%})" if growth is not None else ")"
+            changes = op_changes(record, pin)
+            if changes:
+                change += ": " + ", ".join(changes[:TOP_OP_CHANGES])
             return change
         if pin.fingerprint and record.fingerprint and pin.fingerprint != record.fingerprint:
-            return f"module changed with the same op count ({record.op_count} ops)"
+            changes = op_changes(record, pin)
+            return f"module changed with the same op count ({record.op_count} ops)" + (
+                ": " + ", ".join(changes[:TOP_OP_CHANGES]) if changes else ""
+            )
     if not pin.fingerprint or not record.fingerprint:
         return None
     if record.fingerprint.startswith("cachekey:"):
@@ -319,11 +560,70 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             return "cache key unchanged: look at the environment (host load)"
         return "cache key changed since pinning (module, XLA flags or compile options)"
     if pin.fingerprint == record.fingerprint:
+        cause = key_change(record, pin)
+        if cause:
+            return f"module unchanged since pinning, but its cache key changed: {cause}"
         return (
             "module unchanged since pinning: look at the environment "
             "(XLA flags, cache settings, host load)"
         )
     return "module changed since pinning (different fingerprint)"
+
+
+@dataclass(frozen=True)
+class UpgradeReport:
+    """Rows under a new framework version compared with their pins under the previous one.
+
+    It replaces a per-row note: one block says how the upgrade changed compile time, and
+    with `Thresholds.max_upgrade_slowdown` it is a gate for the job that bumps jax.
+    """
+
+    framework: str
+    hardware: str
+    old: str
+    new: str
+    verdicts: tuple[Verdict, ...]
+
+    def ratios(self) -> list[float]:
+        return sorted(
+            v.nearest.ratio for v in self.verdicts
+            if v.nearest is not None and v.nearest.ratio is not None
+        )
+
+    @property
+    def median_ratio(self) -> float | None:
+        return statistics.median(self.ratios()) if self.ratios() else None
+
+    def worst(self, count: int = 5) -> list[Verdict]:
+        return sorted(self.verdicts, key=lambda v: -_nearest_ratio(v))[:count]
+
+    def fails(self, thresholds: Thresholds) -> bool:
+        limit = thresholds.max_upgrade_slowdown
+        median = self.median_ratio
+        return limit is not None and median is not None and median > 1 + limit
+
+
+def _nearest_ratio(verdict: Verdict) -> float:
+    return verdict.nearest.ratio or 0.0 if verdict.nearest is not None else 0.0
+
+
+def upgrade_reports(verdicts: Iterable[Verdict]) -> list[UpgradeReport]:
+    """One report per (framework, hardware, previous version, new version) of unpinned rows
+    whose nearest pin is the same hardware under an earlier version."""
+    groups: dict[tuple[str, str, str, str], list[Verdict]] = {}
+    for verdict in verdicts:
+        nearest = verdict.nearest
+        if verdict.status is Status.UNPINNED and nearest is not None and (
+            nearest.relation == UPGRADE
+        ):
+            key = verdict.record.key
+            group = (key.framework, key.hardware, nearest.key.framework_version,
+                     key.framework_version)
+            groups.setdefault(group, []).append(verdict)
+    return [
+        UpgradeReport(*group, verdicts=tuple(sorted(rows, key=severity_order)))
+        for group, rows in sorted(groups.items())
+    ]
 
 
 def judge_all(
@@ -338,13 +638,22 @@ def find_stale(
     measured: set[tuple[str, str]],
     hardware: str,
     framework_version: str,
+    censused: set[str] | None = None,
 ) -> list[StalePin]:
-    """Pins, for this hardware and version, of tests that ran but measured nothing."""
+    """Pins, for this hardware and version, of tests that ran but measured nothing.
+
+    A census pin is stale only to a session that took a census of its test (`censused`):
+    a session without a census could not have measured it.
+    """
     stale = []
     for group in store.groups():
         if (group.key.hardware, group.key.framework_version) != (hardware, framework_version):
             continue
         for cell, transform in sorted(group.pins):
+            if group.pins[(cell, transform)].source == CENSUS_SOURCE and (
+                cell not in (censused or set())
+            ):
+                continue
             if cell in ran_cells and (cell, transform) not in measured:
                 stale.append(StalePin(group.key, cell, transform, group.path))
     return stale

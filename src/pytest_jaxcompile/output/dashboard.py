@@ -21,6 +21,13 @@ from pathlib import Path
 from pytest_jaxcompile._io import InputError, read_text
 from pytest_jaxcompile.corpus.check import verdict_label
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
+from pytest_jaxcompile.corpus.trend import (
+    Trend,
+    TrendReport,
+    rise_text,
+    settings_sentence,
+    when_text,
+)
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.verdicts import (
     METRIC_CPU,
@@ -28,6 +35,14 @@ from pytest_jaxcompile.gate.verdicts import (
     Verdict,
     compared_seconds,
     judge_all,
+)
+from pytest_jaxcompile.output.attention import (
+    FILTER_HTML,
+    FILTER_SCRIPT,
+    ChartId,
+    attention_html,
+    chart_link,
+    speedup_html,
 )
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
@@ -79,7 +94,7 @@ def table_rows(
                 compile_s=measured,
                 pin_s=pinned,
                 ratio=verdict.ratio,
-                label=verdict_label(verdict, store),
+                label=verdict_label(verdict),
                 timestamp=record.timestamp,
             )
         )
@@ -129,14 +144,19 @@ def _md_cell(text: str) -> str:
     return escaped if "`" in text else f"`{escaped}`"
 
 
-def markdown(rows: list[TableRow], thresholds: Thresholds) -> str:
-    """Per comparability key, a table of the latest figures against the pins."""
+def markdown(
+    rows: list[TableRow], thresholds: Thresholds, trend_report: TrendReport | None = None
+) -> str:
+    """Per comparability key, a table of the latest figures against the pins; with
+    `trend_report`, the sustained rises first."""
     lines = [
         "Latest compile time per cell and transform under each comparability key "
         f"(hardware | jax version | precision | cache state), against its pin. "
         f"{thresholds_sentence(thresholds)}.",
         "",
     ]
+    if trend_report is not None:
+        lines.extend(markdown_trends(trend_report))
     if not rows:
         lines.append("No compile records and no pins.")
         return "\n".join(lines) + "\n"
@@ -154,6 +174,30 @@ def markdown(rows: list[TableRow], thresholds: Thresholds) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def markdown_trends(trend_report: TrendReport) -> list[str]:
+    """The sustained rises as a Markdown table (a sentence when there are none)."""
+    rising = trend_report.rising
+    sentence = settings_sentence(trend_report.settings)
+    if not rising:
+        return [f"No sustained rise ({sentence}).", ""]
+    lines = [
+        f"**Rising: {len(rising)} series** ({sentence}):",
+        "",
+        "| cell | transform | key | rise | before | now | rising since |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    for trend in rising:
+        fit = trend.fit
+        lines.append(
+            f"| {_md_cell(trend.cell)} | {_md_cell(trend.transform)} | "
+            f"{trend.describe_key().replace('|', '/')} | {fit.rise:+.0%} | "
+            f"{_seconds(fit.before_s)} | {_seconds(fit.after_s)} | "
+            f"{when_text(trend.started).replace('|', '/')} |"
+        )
+    lines.append("")
+    return lines
 
 
 def replace_region(text: str, content: str, path: Path) -> str:
@@ -238,7 +282,6 @@ class Series:
         return [self.buckets[index] for index in sorted(self.buckets)]
 
 
-ChartId = tuple[str, str, bool, str, str]  # framework, hardware, mixed_precision, cell, transform
 
 
 @dataclass
@@ -408,7 +451,7 @@ STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 code { font-size: 0.95em; }
 .DRIFT, .MISS, .GREW { color: #b00020; font-weight: bold; }
 .improved { color: #2a7d2a; }
@@ -425,6 +468,11 @@ svg .pinlabel { font-size: 10px; }
 svg .bump line { stroke: #888; stroke-dasharray: 2 3; }
 svg .bump text { fill: #555; }
 .legend span { margin-right: 1.2em; }
+.alert { color: #b00020; font-weight: bold; }
+.all-clear { color: #2a7d2a; }
+.filter { position: sticky; top: 0; background: #fff; padding: 0.4em 0; margin: 0; }
+.filter input { width: 24em; }
+#filter-count { color: #555; margin-left: 1em; }
 """
 
 
@@ -440,10 +488,17 @@ def _legend(chart: Chart) -> str:
     return '<p class="legend">' + "".join(spans) + "</p>"
 
 
+def chart_ids(trends: Trends) -> dict[ChartId, str]:
+    """An anchor per chart, in chart order: ``chart-1``, ``chart-2``, ..."""
+    return {chart_id: f"chart-{number}" for number, chart_id in enumerate(sorted(trends.charts), 1)}
+
+
 def html_page(
     rows: list[TableRow], trends: Trends, store: PinStore, thresholds: Thresholds,
-    corpus_description: str,
+    corpus_description: str, trend_report: TrendReport | None = None,
 ) -> str:
+    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, the charts."""
+    anchors = chart_ids(trends)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -453,8 +508,11 @@ def html_page(
         "<h1>Compile times</h1>",
         f"<p>From {html.escape(corpus_description)}. "
         f"{html.escape(thresholds_sentence(thresholds))}.</p>",
-        "<h2>Latest figures against the pins</h2>",
+        FILTER_HTML,
     ]
+    out.extend(attention_html(rows, trend_report, anchors))
+    out.extend(speedup_html(rows))
+    out.append('<h2 id="latest">Latest figures against the pins</h2>')
     if not rows:
         out.append("<p>No compile records and no pins.</p>")
     for key, group in _grouped(rows):
@@ -466,7 +524,9 @@ def html_page(
         for row in group:
             pin = row.pin_s
             out.append(
-                f"<tr><td><code>{html.escape(row.cell)}</code></td>"
+                f'<tr data-test="{html.escape(row.cell)}">'
+                f"<td><code>{html.escape(row.cell)}</code>"
+                f"{chart_link(anchors, row.key, row.cell, row.transform)}</td>"
                 f"<td>{html.escape(row.transform)}</td>"
                 f'<td class="num">{_seconds(row.compile_s)}</td>'
                 f'<td class="num">{_seconds(pin)}</td>'
@@ -475,7 +535,7 @@ def html_page(
                 f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
             )
         out.append("</table>")
-    out.append("<h2>Trends</h2>")
+    out.append('<h2 id="trends">Trends</h2>')
     out.append(
         "<p>compile_s over time per cell and transform: one series per cache state (cold, "
         "warm, none; unknown and memory rows are not charted), the pins as dashed lines, "
@@ -487,20 +547,38 @@ def html_page(
         out.append(f"<p>{trends.untimed} row(s) without a timestamp are not charted.</p>")
     if not trends.charts:
         out.append("<p>No timestamped cold, warm or none rows to chart.</p>")
+    rising: dict[ChartId, list[Trend]] = {}
+    for trend in [] if trend_report is None else trend_report.rising:
+        key = trend.key
+        chart_of = (key.framework, key.hardware, key.mixed_precision, trend.cell, trend.transform)
+        rising.setdefault(chart_of, []).append(trend)
     section: tuple[str, str, bool] | None = None
     for chart_id in sorted(trends.charts):
         framework, hardware, mixed, cell, transform = chart_id
         if section != (framework, hardware, mixed):
+            if section is not None:
+                out.append("</section>")
             section = (framework, hardware, mixed)
             precision = "mixed precision" if mixed else "full precision"
+            out.append('<section class="charts">')
             out.append(f"<h3>{html.escape(hardware)} | {framework} | {precision}</h3>")
         chart = trends.charts[chart_id]
         out.append(
-            f"<figure><figcaption><code>{html.escape(cell)}</code> "
+            f'<figure id="{anchors[chart_id]}" data-test="{html.escape(cell)}">'
+            f"<figcaption><code>{html.escape(cell)}</code> "
             f"[{html.escape(transform)}]</figcaption>"
         )
+        for trend in rising.get(chart_id, []):
+            out.append(
+                f'<p class="alert">{html.escape(trend.key.cache_state)} rows under '
+                f"{html.escape(trend.key.version_label)} rising: "
+                f"{html.escape(rise_text(trend))}</p>"
+            )
         out.append(chart_svg(chart_id, chart, store))
         out.append(_legend(chart) + "</figure>")
+    if section is not None:
+        out.append("</section>")
+    out.append(f"<script>{FILTER_SCRIPT}</script>")
     out.append("</body>")
     out.append("</html>")
     return "\n".join(out) + "\n"

@@ -28,7 +28,15 @@ from pytest_jaxcompile.gate.verdicts import (
     by_key,
     severity_order,
 )
-from pytest_jaxcompile.output.terminal import advice, comparison, status_sentence
+from pytest_jaxcompile.output.terminal import (
+    advice,
+    comparison,
+    folded,
+    status_sentence,
+    unpinned_fold,
+    upgrade_lines,
+    warning_lines,
+)
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 from pytest_jaxcompile.session import outcome_of, summary_section
 
@@ -142,6 +150,20 @@ def annotation_commands(
                          {"title": "jax compile rows missing"})
         for lost in outcome.lost
     ]
+    if not outcome.pin_update:
+        lines += [
+            workflow_command("warning", text.removeprefix("warning: "),
+                             {"title": "jax compile gate"})
+            for text in warning_lines(outcome)
+        ]
+        lines += [
+            workflow_command(
+                "error" if upgrade.fails(outcome.thresholds) else "warning",
+                "\n".join(upgrade_lines(upgrade, outcome.thresholds)),
+                {"title": f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new}"},
+            )
+            for upgrade in outcome.upgrades
+        ]
     return lines
 
 
@@ -257,6 +279,13 @@ def _action_lines(outcome: Outcome) -> list[str]:
             if written else ["Pins updated: nothing changed.", ""]
         )
         return lines
+    for text in warning_lines(outcome):
+        lines += [f"> [!WARNING]\n> {_text(text.removeprefix('warning: '))}", ""]
+    for upgrade in outcome.upgrades:
+        block = upgrade_lines(upgrade, outcome.thresholds)
+        kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"
+        lines += [f"> [!{kind}]"] + [f"> {_text(text)}  " for text in block] + [""]
+        return lines
     for status, rows in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
@@ -281,10 +310,21 @@ def _group_lines(
     pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
     if pin_file is not None:
         lines += [f"Pin file: {_code(relative(pin_file, outcome.rootdir))}", ""]
-    shown = [v for v in verdicts if v.status is not Status.OK]
+    fold = [v for v in verdicts if folded(v, outcome, verbose=False)]
+    shown = [v for v in verdicts if v.status is not Status.OK and v not in fold]
     ok = [v for v in verdicts if v.status is Status.OK]
     if shown:
         lines += _table(shown)
+    if fold:
+        lines += [
+            f"<details><summary>{_text(unpinned_fold(fold)[0].strip())}</summary>",
+            "",
+            *[_text(text) for text in unpinned_fold(fold)[1:]],
+            "",
+            *_table(fold),
+            "</details>",
+            "",
+        ]
     if ok and not with_ok:
         lines += [f"{len(ok)} row(s) within tolerance (listed in the JSON report).", ""]
     elif ok:
@@ -298,12 +338,12 @@ def _group_lines(
     return lines
 
 
-def _table(verdicts: list[Verdict]) -> list[str]:
+def _table(verdicts: list[Verdict], limit: int = MAX_LISTED_ROWS) -> list[str]:
     lines = [
         "| Verdict | Test | Transform | Compile | Pin | Ratio | Tolerance | Note |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
-    listed = verdicts[:MAX_LISTED_ROWS]
+    listed = verdicts[:limit]
     for verdict in listed:
         record = verdict.record
         pin = "" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
@@ -339,6 +379,48 @@ def _code(text: str) -> str:
     """A code span inside a table cell; backticks in the text widen the fence."""
     body = _cell(text)
     return f"`` {body} ``" if "`" in body else f"`{body}`"
+
+
+# --- pull-request comment -------------------------------------------------------------
+
+COMMENT_MARKER = "<!-- pytest-jaxcompile -->"  # finds the comment to edit on the next push
+COMMENT_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
+COMMENT_ORDER = (Status.DRIFT, Status.GREW, Status.MISS, Status.IMPROVED)  # what changed
+
+
+def pr_comment(
+    outcome: Outcome, report: str = "the `jaxcompile-report` artifact of this run",
+    title: str = "jax compile times",
+) -> str:
+    """One short Markdown comment for a pull request: the verdict, only the rows that fail
+    or changed (regressions, then misses, then improvements), unpinned rows as a count,
+    what to do, and where the full report is. Under GitHub's size limit at any suite size."""
+    changed = sorted(
+        (v for v in outcome.verdicts if v.status in COMMENT_ORDER),
+        key=lambda v: (COMMENT_ORDER.index(v.status), v.record.cell, v.record.transform),
+    )
+    for limit in (len(changed), 200, 50, 10, 0):
+        text = _pr_comment(outcome, changed, limit, report, title)
+        if len(text) <= COMMENT_BUDGET:
+            return text
+    return text[:COMMENT_BUDGET].rsplit("\n", 1)[0] + "\n"
+
+
+def _pr_comment(
+    outcome: Outcome, changed: list[Verdict], limit: int, report: str, title: str
+) -> str:
+    lines = [COMMENT_MARKER, f"### {title}: {_headline(outcome)}", ""]
+    counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
+    if counts:
+        lines += [f"Compile rows: {counts}.", ""]
+    if changed:
+        lines += _table(changed, limit)
+    unpinned = outcome.with_status(Status.UNPINNED)
+    if unpinned:
+        lines += [_text(" ".join(text.strip() for text in unpinned_fold(unpinned))), ""]
+    lines += _action_lines(outcome)
+    lines += [f"The full report: {report}.", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def append_step_summary(path: Path, markdown: str) -> None:

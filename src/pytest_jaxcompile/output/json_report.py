@@ -21,8 +21,9 @@ import pytest
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict
+from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict, op_changes
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
+from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (
     RECORD_KIND,
     REPORT_KIND,
@@ -42,7 +43,7 @@ REPORT_SCHEMA_VERSION = 1
 
 
 def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
-    record = verdict.record
+    record, nearest = verdict.record, verdict.nearest
     return {
         "cell": record.cell,
         "transform": record.transform,
@@ -57,6 +58,15 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
         "tolerance": verdict.tolerance,
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
         "note": verdict.note,
+        "phase": verdict.phase,
+        "op_changes": [] if verdict.pin is None else op_changes(record, verdict.pin),
+        "cache_lost": verdict.cache_lost,
+        "nearest": None if nearest is None else {
+            "key": nearest.key.to_dict(),
+            "relation": nearest.relation,
+            "pin_compile_s": nearest.pin.compile_s,
+            "ratio": nearest.ratio,
+        },
     }
 
 
@@ -77,6 +87,7 @@ def build_report(
         "pin_update": outcome.pin_update,
         "pin_error": outcome.pin_error,
         "rootdir": str(outcome.rootdir),
+        "session_s": outcome.session_s,
         "ran_cells": sorted(outcome.ran_cells),
         "environments": [
             {"hardware": hardware, "jax_version": version}
@@ -91,6 +102,19 @@ def build_report(
             for c in outcome.compile_count_changes
         ],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
+        "upgrades": [
+            {
+                "framework": upgrade.framework,
+                "hardware": upgrade.hardware,
+                "old": upgrade.old,
+                "new": upgrade.new,
+                "rows": len(upgrade.verdicts),
+                "median_ratio": upgrade.median_ratio,
+                "fails": upgrade.fails(outcome.thresholds),
+            }
+            for upgrade in outcome.upgrades
+        ],
+        "warnings": warning_lines(outcome) if not outcome.pin_update else [],
         "stale": [
             {
                 "cell": stale.cell,
@@ -129,6 +153,7 @@ class LoadedReport:
     fail_on_improvement: bool | None = None
     rootdir: str | None = None
     plugin_version: str | None = None
+    session_s: float | None = None
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -177,6 +202,7 @@ def load_report(path: Path) -> LoadedReport:
         fail_on_improvement=_optional(path, data, "fail_on_improvement", bool),
         rootdir=_optional(path, data, "rootdir", str),
         plugin_version=_optional(path, data, "plugin_version", str),
+        session_s=_optional(path, data, "session_s", float),
     )
 
 

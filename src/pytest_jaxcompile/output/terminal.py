@@ -7,6 +7,8 @@ what to do) are the one rendering of the verdict; `summary_lines` adds the sessi
 
 from __future__ import annotations
 
+import statistics
+from collections import Counter
 from collections.abc import Iterable
 
 import pytest
@@ -18,6 +20,7 @@ from pytest_jaxcompile.gate.verdicts import (
     Status,
     Thresholds,
     Tone,
+    UpgradeReport,
     Verdict,
     by_key,
     compared_seconds,
@@ -27,7 +30,6 @@ from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
 from pytest_jaxcompile.session import outcome_of, summary_section
 
 MAX_CELLS_IN_COMMAND = 3
-LEDGER_LINES_BRIEF = 5  # without -v, the ledgers of the tests that compiled longest
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]
@@ -97,24 +99,65 @@ def verdict_lines(outcome: Outcome, verbose: bool) -> list[Line]:
             header += f"  ({relative(pin_file, outcome.rootdir)})"
         lines.append((header, {"bold": True}))
         hidden = 0
+        fold: list[Verdict] = []
         for verdict in verdicts:
             if verdict.status is Status.OK and not verbose:
                 hidden += 1
                 continue
+            if folded(verdict, outcome, verbose):
+                fold.append(verdict)
+                continue
             lines.append(("  " + row_text(verdict), markup(verdict.status)))
             if verdict.note:
                 lines.append(("      " + verdict.note, {}))
+        if fold:
+            lines.extend((text, markup(Status.UNPINNED)) for text in unpinned_fold(fold))
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
     return lines
 
 
-def summary_lines(outcome: Outcome, verbose: bool) -> list[Line]:
-    """The terminal summary of a session (and of `merge`)."""
-    lines = verdict_lines(outcome, verbose)
+FOLD_WORST = 5  # unpinned rows named in a fold: those furthest from their nearest pin
+
+
+def folded(verdict: Verdict, outcome: Outcome, verbose: bool) -> bool:
+    """Unpinned rows are folded at default verbosity, unless they fail the gate."""
+    return (
+        verdict.status is Status.UNPINNED and not verbose
+        and not verdict.fails(outcome.thresholds)
+    )
+
+
+def unpinned_fold(verdicts: list[Verdict]) -> list[str]:
+    """Unpinned rows as a count per file and their comparison with their nearest pins."""
+    files = Counter(verdict.record.cell.split("::", 1)[0] for verdict in verdicts)
+    per_file = ", ".join(f"{name} {count}" for name, count in sorted(files.items()))
+    lines = [f"  unpinned   {len(verdicts)} row(s) (-v lists them): {per_file}"]
+    ratios = {
+        id(v): v.nearest.ratio for v in verdicts if v.nearest and v.nearest.ratio is not None
+    }
+    if ratios:
+        worst = sorted((v for v in verdicts if id(v) in ratios), key=lambda v: -ratios[id(v)])
+        lines.append(
+            f"      {len(ratios)} compared with their nearest pin under another key: median "
+            f"{statistics.median(ratios.values()):.2f}x; furthest: " + ", ".join(
+                f"{v.record.cell} [{v.record.transform}] {ratios[id(v)]:.2f}x"
+                for v in worst[:FOLD_WORST]
+            )
+        )
+    return lines
+
+
+def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[Line]:
+    """The terminal summary of a session (and of `merge`): what the session spent on
+    compiling first, then the verdicts, then the details; `durations` expensive compiles
+    and tests are listed (0: all)."""
+    lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
+    lines.extend(verdict_lines(outcome, verbose))
     lines.extend(_trace_profile_lines(outcome))
-    lines.extend(_ledger_lines(outcome, verbose))
-    lines.extend(_stale_lines(outcome))
+    lines.extend((text, {}) for text in duration_lines(outcome, durations))
+    lines.extend(_eager_lines(outcome.ledgers))
+    lines.extend(_stale_lines(outcome, verbose))
     lines.extend(_compile_count_lines(outcome))
     for clobber in outcome.clobbers:
         if clobber.fails:
@@ -174,29 +217,69 @@ def ledger_line(ledger: CallLedger) -> str:
     )
 
 
-def _ledger_lines(outcome: Outcome, verbose: bool) -> list[Line]:
-    if not outcome.ledgers:
+def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
+    """Compile seconds per test: its ledger's (census'd tests), else its measured rows'
+    trace, lowering and compile seconds."""
+    per_test = {ledger.cell: ledger.compile_s for ledger in outcome.ledgers}
+    with_ledger = set(per_test)  # a ledger holds every compile of its test, fixture's too
+    for verdict in outcome.verdicts:
+        record = verdict.record
+        if record.cell not in with_ledger:
+            per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
+                record.trace_s or 0.0) + (record.lower_s or 0.0)
+    return per_test
+
+
+def spend_lines(outcome: Outcome) -> list[str]:
+    """What the session spent compiling, its share of the session, and the cache states."""
+    if not outcome.verdicts or outcome.pin_update:
         return []
-    ledgers = sorted(outcome.ledgers, key=lambda ledger: (-ledger.compile_s, ledger.cell))
-    shown = ledgers if verbose else ledgers[:LEDGER_LINES_BRIEF]
-    lines: list[Line] = [("compile ledger per test:", {"bold": True})]
-    lines.extend((f"  {ledger.cell}: {ledger_line(ledger)}", {}) for ledger in shown)
-    if len(shown) < len(ledgers):
-        lines.append((f"  ... {len(ledgers) - len(shown)} more test(s) (-v lists them)", {}))
-    lines.extend(_eager_lines(ledgers))
+    spent = sum(compile_seconds_per_test(outcome).values())
+    text = f"compile time: {spent:.1f} s"
+    if outcome.session_s:
+        text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
+    states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
+    text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
+        f"{count} {state}" for state, count in sorted(states.items(), key=lambda i: -i[1])
+    )
+    if outcome.cache_saved_s:
+        text += f"; the persistent cache saved {outcome.cache_saved_s:.1f} s (JAX's figure)"
+    return [text]
+
+
+def duration_lines(outcome: Outcome, count: int) -> list[str]:
+    """The `count` most expensive compiles and tests (all with 0), like pytest --durations."""
+    if not outcome.verdicts:
+        return []
+    limit = None if count == 0 else count
+    rows = sorted(outcome.verdicts, key=lambda v: (-v.record.compile_s, v.record.cell))
+    lines = [f"slowest {len(rows[:limit])} compile(s):"]
+    lines += [
+        f"  {v.record.compile_s:8.3f} s  {v.record.cell} [{v.record.transform}] "
+        f"({v.record.cache_state})" for v in rows[:limit]
+    ]
+    per_test = compile_seconds_per_test(outcome)
+    ledgers = {ledger.cell: ledger for ledger in outcome.ledgers}
+    tests = sorted(per_test.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    lines.append(f"{len(tests)} test(s) with the most compile time:")
+    for cell, seconds in tests:
+        ledger = ledgers.get(cell)
+        lines.append(f"  {seconds:8.3f} s  {cell}" + (f": {ledger_line(ledger)}" if ledger else ""))
+    if limit is not None and len(per_test) > limit:
+        lines.append(f"  ... {len(per_test) - limit} more (--compile-durations=0 lists all)")
     return lines
 
 
-def _eager_lines(ledgers: list[CallLedger]) -> list[Line]:
+def _eager_lines(ledgers: Iterable[CallLedger]) -> list[Line]:
     """JAX's eager dispatch, summed apart: no census rows, no pins, not in max_compiles."""
     eager = [ledger for ledger in ledgers if ledger.eager_compiles]
     if not eager:
         return []
     compiles = sum(ledger.eager_compiles for ledger in eager)
-    seconds = sum(ledger.eager_compile_s for ledger in eager)
+    spent = sum(ledger.eager_compile_s for ledger in eager)
     return [(
         f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
-        f"test(s), {seconds:.3f} s; inside the ledgers' compile time, not census rows, not "
+        f"test(s), {spent:.3f} s; inside the ledgers' compile time, not census rows, not "
         "pinned, not counted by max_compiles unless count_eager", {},
     )]
 
@@ -215,18 +298,26 @@ def _lost_lines(outcome: Outcome) -> list[Line]:
     ]
 
 
-def _stale_lines(outcome: Outcome) -> list[Line]:
+STALE_BRIEF = 5  # stale pins listed at default verbosity
+
+
+def _stale_lines(outcome: Outcome, verbose: bool) -> list[Line]:
     if not outcome.stale:
         return []
+    files = Counter(relative(stale.pin_file, outcome.rootdir) for stale in outcome.stale)
     lines: list[Line] = [
         (f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
-         "measured nothing (delete them from the pin file if the transform is gone):",
+         "measured nothing (delete them from the pin file if the transform is gone): "
+         + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
          MARKUP[Tone.WARN]),
     ]
+    shown = outcome.stale if verbose else outcome.stale[:STALE_BRIEF]
     lines.extend(
         (f"  {stale.cell} [{stale.transform}] in {relative(stale.pin_file, outcome.rootdir)}", {})
-        for stale in outcome.stale
+        for stale in shown
     )
+    if len(shown) < len(outcome.stale):
+        lines.append((f"  ... {len(outcome.stale) - len(shown)} more (-v lists them)", {}))
     return lines
 
 
@@ -283,6 +374,11 @@ def closing_lines(outcome: Outcome) -> list[Line]:
              MARKUP[Tone.GOOD])
         ]
     lines: list[Line] = []
+    for upgrade in outcome.upgrades:
+        tone = Tone.BAD if upgrade.fails(outcome.thresholds) else Tone.WARN
+        lines.extend((text, MARKUP[tone]) for text in upgrade_lines(upgrade, outcome.thresholds))
+    for text in warning_lines(outcome):
+        lines.append((text, MARKUP[Tone.WARN]))
     counts = [(Status.OK, outcome.count(Status.OK))] + [
         (status, n) for status, n in outcome.counts() if status is not Status.OK
     ]
@@ -299,11 +395,66 @@ def closing_lines(outcome: Outcome) -> list[Line]:
     return lines
 
 
+def upgrade_lines(upgrade: UpgradeReport, thresholds: Thresholds) -> list[str]:
+    """The upgrade block: old and new version, rows compared, median ratio, worst rows."""
+    median = upgrade.median_ratio
+    text = (
+        f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
+        f"{len(upgrade.verdicts)} row(s) compared with their {upgrade.old} pins"
+    )
+    if median is not None:
+        text += f", median {median:.2f}x"
+    limit = thresholds.max_upgrade_slowdown
+    if upgrade.fails(thresholds):
+        assert limit is not None
+        text += f"; slower than the allowed +{limit:.0%}: the session fails"
+    elif limit is not None:
+        text += f"; within the allowed +{limit:.0%}"
+    else:
+        text += " (report only; --compile-max-upgrade-slowdown makes it a gate)"
+    lines = [text + "."]
+    worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
+    if worst:
+        lines.append("  slowest: " + ", ".join(
+            f"{v.record.cell} [{v.record.transform}] {v.nearest.ratio:.2f}x"
+            for v in worst if v.nearest is not None and v.nearest.ratio
+        ))
+    lines.append(
+        f"  Pin {upgrade.new} when it is the baseline: "
+        + repin_command(v.record.cell for v in upgrade.verdicts)
+    )
+    return lines
+
+
+def warning_lines(outcome: Outcome) -> list[str]:
+    """What makes the gate close to silent, said loudly: a lost cache, missing pins."""
+    lines = []
+    lost = outcome.cache_lost()
+    if lost:
+        lines.append(
+            f"warning: {len(lost)} row(s) compiled cold although their module is unchanged "
+            "since its warm pin: the persistent cache was not restored, was evicted or stopped "
+            "applying (--compile-expect-warm makes this a MISS that fails)."
+        )
+    if outcome.mostly_unpinned():
+        unpinned = outcome.with_status(Status.UNPINNED)
+        compared = sum(1 for v in unpinned if v.nearest is not None)
+        lines.append(
+            f"warning: {len(unpinned)} of {len(outcome.verdicts)} row(s) have no pin under "
+            "their key, while the pins directory holds pins under other keys: this runner's "
+            "hardware or jax version is not pinned, so the gate judges almost nothing"
+            + (f" ({compared} compared with their nearest pin)" if compared else "")
+            + ". Pin this runner class, or set compile_require_pinned to fail such sessions."
+        )
+    return lines
+
+
 class TerminalSummary:
     """The gate's section of pytest's terminal summary (controller only)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, durations: int) -> None:
         self.config = config
+        self.durations = durations
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -311,5 +462,6 @@ class TerminalSummary:
         if outcome is None or not outcome.has_news():
             return
         summary_section(terminalreporter)
-        for text, marks in summary_lines(outcome, self.config.get_verbosity() > 0):
+        verbose = self.config.get_verbosity() > 0
+        for text, marks in summary_lines(outcome, verbose, self.durations):
             terminalreporter.write_line(text, **marks)

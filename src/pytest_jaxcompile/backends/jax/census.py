@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
-from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -25,9 +26,7 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EventLog,
     ModuleCompile,
 )
-from pytest_jaxcompile.records import CacheDetails, CallLedger, CompileRecord
-
-CENSUS_SOURCE = "census"
+from pytest_jaxcompile.records import CENSUS_SOURCE, CacheDetails, CallLedger, CompileRecord
 
 
 def clear_in_process_caches() -> None:

@@ -1,7 +1,8 @@
 """Settings that silently stop applying: required flags, the cache, clobbering, platform.
 
 Pure logic over what records carry; `snapshot_settings` is the one place that reads
-the process's live settings (and imports jax).
+the process's live settings (and imports jax), with XLA_FLAGS as XLA read them at its
+backend's start from `backendstart`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_jaxcompile.backends import backend_of
+from pytest_jaxcompile.backends.jax.backendstart import (
+    CAPTURED_AT_BACKEND_START,
+    XLA_FLAGS_ENV,
+    at_backend_start,
+)
 from pytest_jaxcompile.backends.jax.classify import REASON_UNEXPLAINED
 from pytest_jaxcompile.records import CacheState, CompileRecord
 
-XLA_FLAGS_ENV = "XLA_FLAGS"
+BACKEND_START_KEY = "xla_flags_at_backend_start"  # in a record's settings
 PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}
 CACHE_SETTING_NAMES = (
     "jax_compilation_cache_dir",
@@ -43,12 +49,17 @@ def parse_xla_flags(raw: str | None) -> dict[str, str | None]:
 
 
 def snapshot_settings() -> dict[str, Any]:
-    """The settings that decide compile time, as in force right now (imports jax)."""
+    """The settings that decide compile time, as in force right now (imports jax).
+
+    ``xla_flags`` is the environment's ``XLA_FLAGS`` now (what JAX hashes into cache keys);
+    ``xla_flags_at_backend_start``, when known, is the value XLA read when its backend
+    started (what XLA compiles with), with ``captured_at`` saying how it was known.
+    """
     import jax
 
     config = jax.config
     raw_flags = os.environ.get(XLA_FLAGS_ENV)
-    return {
+    settings: dict[str, Any] = {
         "xla_flags": parse_xla_flags(raw_flags),
         "cache": {name: _jsonable(getattr(config, name, None)) for name in CACHE_SETTING_NAMES},
         "x64": bool(getattr(config, "jax_enable_x64", False)),
@@ -56,6 +67,29 @@ def snapshot_settings() -> dict[str, Any]:
             getattr(config, "jax_default_matmul_precision", None)
         ),
     }
+    started = at_backend_start()
+    if started is not None:
+        settings[BACKEND_START_KEY] = {
+            "flags": parse_xla_flags(started.xla_flags),
+            "captured_at": started.captured_at,
+        }
+    return settings
+
+
+def flags_at_backend_start(
+    settings: Mapping[str, Any] | None,
+) -> tuple[dict[str, str | None], str] | None:
+    """(flags XLA read when its backend started, captured_at) from a record's settings;
+    None when the record does not know them (older records, torch rows)."""
+    started = (settings or {}).get(BACKEND_START_KEY)
+    if not isinstance(started, Mapping):
+        return None
+    flags, captured_at = started.get("flags"), started.get("captured_at")
+    if not isinstance(flags, Mapping) or not isinstance(captured_at, str):
+        return None
+    return {str(name): None if value is None else str(value) for name, value in flags.items()}, (
+        captured_at
+    )
 
 
 def _jsonable(value: Any) -> Any:
@@ -93,16 +127,12 @@ def settings_problems(record: CompileRecord, requirements: Requirements) -> list
     XLA flags are checked on the rows of backends that compile with XLA only.
     """
     problems = []
-    missing = (
-        missing_flags(requirements.xla_flags, parse_xla_flags(record.xla_flags))
-        if backend_of(record).xla_rules else []
+    flags_problem = (
+        required_flags_problem(record, requirements.xla_flags)
+        if backend_of(record).xla_rules else None
     )
-    if missing:
-        problems.append(
-            f"transform {record.transform!r} compiled without the required XLA flag(s) "
-            f"{', '.join(missing)} (XLA_FLAGS in force: {record.xla_flags or 'unset'!r}; "
-            "required by ini compile_required_xla_flags)"
-        )
+    if flags_problem is not None:
+        problems.append(flags_problem)
     without_cache = record.cache_state == CacheState.NONE.value or (
         record.cache.reason == "cache_not_consulted"
     )
@@ -112,6 +142,42 @@ def settings_problems(record: CompileRecord, requirements: Requirements) -> list
             f"cache ({record.cache.reason_detail}; required by ini compile_require_cache)"
         )
     return problems
+
+
+def required_flags_problem(
+    record: CompileRecord, required: Mapping[str, str | None]
+) -> str | None:
+    """Required flags missing from the flags XLA compiled this row with, or None.
+
+    XLA reads XLA_FLAGS once, when its backend starts: rows that know that value are judged
+    on it; older rows on the environment's value at the compile.
+    """
+    started = flags_at_backend_start(record.settings)
+    in_force = parse_xla_flags(record.xla_flags) if started is None else started[0]
+    missing = missing_flags(required, in_force)
+    if not missing:
+        return None
+    text = (
+        f"transform {record.transform!r} compiled without the required XLA flag(s) "
+        f"{', '.join(missing)} ("
+    )
+    if started is None:
+        text += f"XLA_FLAGS in force: {record.xla_flags or 'unset'!r}"
+    else:
+        flags, captured_at = started
+        when = (
+            "JAX's backend started without it: XLA_FLAGS then"
+            if captured_at == CAPTURED_AT_BACKEND_START
+            else "XLA_FLAGS at session start (JAX's backend had already started; the closest "
+            "known value to what XLA read)"
+        )
+        text += f"{when} was {render_flags(flags) or 'unset'!r}"
+        if parse_xla_flags(record.xla_flags) != flags:
+            text += (
+                f"; XLA reads XLA_FLAGS only when its backend starts, so the later value "
+                f"{record.xla_flags or 'unset'!r} is not in force"
+            )
+    return text + "; required by ini compile_required_xla_flags)"
 
 
 def uncacheable_reason(record: CompileRecord) -> str | None:
@@ -151,13 +217,34 @@ class Clobber:
     first_cell: str
     discarded: tuple[str, ...] = ()  # env flags that were dropped (XLA_FLAGS only)
     fails: bool = False  # a required setting is affected
+    # XLA_FLAGS only: the flags XLA read when its backend started (None: not known)
+    at_backend_start: str | None = None
+
+    @property
+    def ignored_by_xla(self) -> bool:
+        """XLA_FLAGS changed after XLA's backend started: XLA does not apply the change."""
+        return self.at_backend_start is not None and parse_xla_flags(
+            self.at_backend_start
+        ) != parse_xla_flags(str(self.at_compile))
 
     def describe(self) -> str:
         text = (
             f"{self.setting} changed during the session: {self.at_start!r} at session start, "
             f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it)"
         )
-        if self.discarded:
+        if self.ignored_by_xla:
+            text += (
+                f"; XLA read XLA_FLAGS once, when its backend started "
+                f"({self.at_backend_start!r}), and does not apply this change, but JAX hashes "
+                "XLA_FLAGS into every persistent-cache key: compiles from then on miss the "
+                "entries cached under the old value and compile cold"
+            )
+            if self.discarded:
+                text += (
+                    f"; flags removed from the environment: {', '.join(self.discarded)} "
+                    "(XLA still compiles with the flags it started with)"
+                )
+        elif self.discarded:
             text += (
                 f"; flags set in the environment were DISCARDED: {', '.join(self.discarded)}"
             )
@@ -180,12 +267,14 @@ def find_clobbers(
         settings = record.settings or {}
         flags = settings.get("xla_flags", {})
         if "XLA_FLAGS" not in clobbers and flags != start_flags:
+            started = flags_at_backend_start(settings)
             clobbers["XLA_FLAGS"] = Clobber(
                 "XLA_FLAGS",
-                _render_flags(start_flags),
-                _render_flags(flags),
+                render_flags(start_flags),
+                render_flags(flags),
                 record.cell,
                 tuple(name for name in start_flags if name not in flags),
+                at_backend_start=None if started is None else render_flags(started[0]),
             )
         for name, value in (settings.get("cache") or {}).items():
             if name in start_cache and name not in clobbers and start_cache[name] != value:
@@ -193,11 +282,29 @@ def find_clobbers(
     return list(clobbers.values())
 
 
-def _render_flags(flags: Mapping[str, str | None]) -> str:
+def render_flags(flags: Mapping[str, str | None]) -> str:
     return " ".join(name if value is None else f"{name}={value}" for name, value in flags.items())
 
 
+def _unmet(required: Mapping[str, str | None], flags: Mapping[str, str | None]) -> set[str]:
+    """The required flags' names that `flags` lacks or sets differently."""
+    return {
+        name for name, value in required.items()
+        if name not in flags or (value is not None and flags[name] != value)
+    }
+
+
 def clobber_affects_requirements(clobber: Clobber, requirements: Requirements) -> bool:
+    """Whether the clobber left a required setting out of what was in force.
+
+    With XLA_FLAGS known at XLA's backend start: whether the change took a required flag
+    out of the flags XLA started with (a change after the start leaves XLA's flags alone).
+    """
+    if clobber.setting == "XLA_FLAGS" and clobber.at_backend_start is not None:
+        return bool(
+            _unmet(requirements.xla_flags, parse_xla_flags(clobber.at_backend_start))
+            - _unmet(requirements.xla_flags, parse_xla_flags(str(clobber.at_start)))
+        )
     if clobber.setting == "XLA_FLAGS":
         return any(name in clobber.discarded for name in requirements.xla_flags) or bool(
             requirements.xla_flags and missing_flags(

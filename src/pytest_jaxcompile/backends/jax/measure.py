@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,9 @@ from pytest_jaxcompile.backends import (
     new_record,
 )
 from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
-from pytest_jaxcompile.backends.jax.guard import XLA_FLAGS_ENV, snapshot_settings
+from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -44,10 +46,16 @@ class JaxEnvironment:
     jax_version: str
     jaxlib_version: str
     framework: str = "jax"
+    # The default backend's platform version: JAX's persistent-cache key hashes it (and
+    # jaxlib's version) beside the module, so a change recompiles. None where not available.
+    platform_version: str | None = None
 
     @property
     def versions(self) -> dict[str, str]:
-        return {"jax_version": self.jax_version, "jaxlib_version": self.jaxlib_version}
+        versions = {"jax_version": self.jax_version, "jaxlib_version": self.jaxlib_version}
+        if self.platform_version is not None:
+            versions["platform_version"] = self.platform_version
+        return versions
 
     @classmethod
     def detect(cls, hardware_override: str | None) -> JaxEnvironment:
@@ -58,7 +66,19 @@ class JaxEnvironment:
             hardware=detect_hardware(hardware_override),
             jax_version=jax.__version__,
             jaxlib_version=getattr(jaxlib, "__version__", "unknown"),
+            platform_version=backend_platform_version(),
         )
+
+
+def backend_platform_version() -> str | None:
+    """The default backend's ``platform_version``, as JAX's cache key hashes it, or None."""
+    import jax
+
+    try:
+        version = jax.devices()[0].client.platform_version
+    except (AttributeError, IndexError, RuntimeError):
+        return None
+    return version if isinstance(version, str) and version else None
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,12 @@ _STABLEHLO_OP = re.compile(r"(?<![#\w.!])\"?stablehlo\.[a-z_0-9]+")
 def count_ops(module_text: str) -> int:
     """The number of StableHLO operations in a lowered module's text."""
     return len(_STABLEHLO_OP.findall(module_text))
+
+
+def op_histogram(module_text: str) -> dict[str, int]:
+    """StableHLO operations of a lowered module by name, e.g. ``{"stablehlo.tanh": 36}``."""
+    names = Counter(match.lstrip('"') for match in _STABLEHLO_OP.findall(module_text))
+    return dict(sorted(names.items()))
 
 
 def fingerprint_module(module_text: str) -> str:
@@ -198,13 +224,19 @@ class JaxCompile:
                 f"transform {name!r} was already measured in {self._context.cell}; "
                 "give each jax_compile call its own transform= name"
             )
+        if self._context.artifacts_dir is not None:
+            from pytest_jaxcompile.output.artifacts import stage_module
+
+            stage_module(self._context.artifacts_dir, self._context.cell, name, module_text)
 
         environment = self._environment
         settings = CacheSettings.current()
         in_force = snapshot_settings()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
-        with self._monitor.capture() as events:
+        from pytest_jaxcompile.backends.jax.keyparts import captured_key_parts
+
+        with self._monitor.capture() as events, captured_key_parts() as key:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
@@ -258,6 +290,9 @@ class JaxCompile:
                 module_name=module_name,
                 fingerprint=fingerprint_module(module_text),
                 op_count=count_ops(module_text),
+                op_histogram=op_histogram(module_text),
+                cache_key_parts=dict(key.parts) or None,
+                cache_key_flags=sorted(key.flags) if key.parts else None,
                 trace_profile=trace_profile,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
@@ -317,3 +352,17 @@ def _cpu_seconds() -> float:
     counts 10 ms ticks, too coarse for a warm compile of a few milliseconds.
     """
     return time.process_time()
+
+
+def warm_up_tracing() -> None:
+    """Trace and lower a tiny function once per process before the first measurement.
+
+    JAX loads and registers much of its tracing machinery on first use; without this, the
+    first test measured in a process (which one depends on test order and xdist scheduling)
+    would pay that in its `trace_s` and `lower_s`, and trace time, which is judged, would
+    depend on order. Nothing is compiled.
+    """
+    import jax
+    import numpy as np
+
+    jax.jit(lambda x: x * 2 + 1).trace(np.float32(1)).lower()

@@ -1,0 +1,143 @@
+"""XLA_FLAGS as XLA read them: the value when JAX's backend started.
+
+XLA parses ``XLA_FLAGS`` once per process, when JAX starts its first backend (the first
+array, device query or compile); a value set later is what the environment shows, not what
+XLA compiles with. JAX's persistent-cache key, by contrast, hashes the environment's
+``XLA_FLAGS`` anew for every compile. The settings guard judges required flags on the value
+XLA read, captured here:
+
+- JAX imported, no backend started: a backend-initialisation hook (JAX's
+  ``register_backend_initialization_hook``) reads ``XLA_FLAGS`` as the backend starts.
+- JAX not imported yet: an import hook registers that hook as soon as JAX's ``xla_bridge``
+  module has loaded, before anything can start a backend. Nothing here imports JAX.
+- A backend already started when watching began (a plugin or ``conftest.py`` created
+  arrays): the value at that moment, the best available, marked ``session_start``.
+
+The capture is process-wide, as XLA's parse is: the first backend start counts. It is kept
+on the hook object in JAX's own hook list, so a second session in the same process (or this
+module imported afresh) finds it instead of starting over.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+XLA_FLAGS_ENV = "XLA_FLAGS"
+XLA_BRIDGE = "jax._src.xla_bridge"
+CAPTURED_AT_BACKEND_START = "backend_start"
+CAPTURED_AT_SESSION_START = "session_start"
+_MARKER = "_pytest_jaxcompile_backend_start"  # found by name: survives re-imports of this module
+
+
+@dataclass(frozen=True)
+class BackendStart:
+    """``XLA_FLAGS`` (None: unset) when XLA read it, and how that moment was known."""
+
+    xla_flags: str | None
+    captured_at: str  # CAPTURED_AT_BACKEND_START or CAPTURED_AT_SESSION_START
+
+
+class _Capture:
+    """The hook JAX calls with every backend it starts; keeps the first start's value."""
+
+    def __init__(self) -> None:
+        setattr(self, _MARKER, True)
+        self.value: BackendStart | None = None
+        self.registering = False  # JAX calls the hook at once for backends already started
+
+    def __call__(self, backend: Any) -> None:
+        if self.value is None:
+            self.value = BackendStart(
+                os.environ.get(XLA_FLAGS_ENV),
+                CAPTURED_AT_SESSION_START if self.registering else CAPTURED_AT_BACKEND_START,
+            )
+
+
+def _capture_in(bridge: ModuleType) -> Any | None:
+    """Our hook in JAX's hook list, or None (not registered; or a JAX without the list)."""
+    hooks = getattr(bridge, "_backend_initialization_hooks", None)
+    if not isinstance(hooks, list):
+        return None
+    return next((hook for hook in hooks if getattr(hook, _MARKER, False)), None)
+
+
+def _register(bridge: ModuleType) -> None:
+    register = getattr(bridge, "register_backend_initialization_hook", None)
+    if register is None or _capture_in(bridge) is not None:
+        return
+    capture = _Capture()
+    capture.registering = True
+    try:
+        register(capture)
+    finally:
+        capture.registering = False
+
+
+class _AfterExec(importlib.abc.Loader):
+    """Runs the real loader, puts it back on the module, then registers the hook."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        _register(module)
+
+
+class _WatchImport(importlib.abc.MetaPathFinder):
+    """Waits for JAX's xla_bridge module to be imported; never imports anything itself."""
+
+    def __init__(self) -> None:
+        setattr(self, _MARKER, True)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != XLA_BRIDGE:
+            return None
+        _unwatch_imports()
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            spec = find_spec(fullname, path, target) if find_spec is not None else None
+            if isinstance(spec, importlib.machinery.ModuleSpec):
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _AfterExec(spec.loader)
+                return spec
+        return None
+
+
+def _unwatch_imports() -> None:
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not getattr(finder, _MARKER, False)]
+
+
+def watch() -> None:
+    """Start capturing XLA_FLAGS at JAX's backend start; idempotent, imports no JAX."""
+    bridge = sys.modules.get(XLA_BRIDGE)
+    if bridge is not None:
+        _register(bridge)
+    elif not any(getattr(finder, _MARKER, False) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WatchImport())
+
+
+def at_backend_start() -> BackendStart | None:
+    """XLA_FLAGS as XLA read them, or None when unknown (no backend started while watched)."""
+    bridge = sys.modules.get(XLA_BRIDGE)
+    capture = _capture_in(bridge) if bridge is not None else None
+    value = getattr(capture, "value", None)
+    if value is None:
+        return None
+    # Read by attribute: the capture may come from an earlier import of this module.
+    return BackendStart(value.xla_flags, value.captured_at)

@@ -1,0 +1,103 @@
+"""Which parts went into a compile's persistent-cache key, from JAX's own log records.
+
+`jax/_src/cache_key.py` builds the key from named parts (the computation, the jaxlib
+version, the backend version, the XLA flags, the compile options, the accelerator config,
+the compression, a custom hook) and, when its logger is at DEBUG, logs the hash of each part
+("get_cache_key hash of serialized XLA flags: <hex>") and every XLA flag it includes. At DEBUG
+JAX hashes each part a second time to log it, so this capture is on only around a compile
+the `jax_compile` fixture measures, never for a census of a whole test.
+
+While a capture is open the logger is lowered to DEBUG and a filter takes the records of the
+capturing thread; it lets through to the user's handlers exactly what would have reached
+them anyway, so their captured log output does not change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+LOGGER = "jax._src.cache_key"
+_PART = "get_cache_key hash of serialized %s: %s"  # the part's own hash, not the cumulative
+_FLAG = "Including XLA flag in cache key: %s"
+
+
+@dataclass
+class KeyParts:
+    """One compile's cache-key parts (name -> sha256 hex) and the XLA flags in the key."""
+
+    parts: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+class _Capture(logging.Filter):
+    def __init__(self, thread: int, parts: KeyParts, passes_at: int) -> None:
+        super().__init__()
+        self.thread = thread
+        self.key = parts
+        self.passes_at = passes_at  # the level the user's configuration lets through
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.thread == self.thread:
+            args = record.args if isinstance(record.args, tuple) else ()
+            if record.msg == _PART and len(args) == 2:
+                self.key.parts.setdefault(str(args[0]), str(args[1]))
+            elif record.msg == _FLAG and len(args) == 1:
+                self.key.flags.append(str(args[0]))
+        return record.levelno >= self.passes_at
+
+
+@contextlib.contextmanager
+def captured_key_parts() -> Iterator[KeyParts]:
+    """The key parts of the compiles run on this thread inside the block."""
+    logger = logging.getLogger(LOGGER)
+    parts = KeyParts()
+    capture = _Capture(threading.get_ident(), parts, logger.getEffectiveLevel())
+    level = logger.level
+    logger.addFilter(capture)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield parts
+    finally:
+        logger.removeFilter(capture)
+        logger.setLevel(level)
+
+
+def differing_parts(
+    now: dict[str, str] | None, then: dict[str, str] | None
+) -> list[str] | None:
+    """Names of the key parts whose hash differs; None when either side was not captured."""
+    if not now or not then:
+        return None
+    return [name for name in now if name in then and now[name] != then[name]] + [
+        name for name in now if name not in then
+    ]
+
+
+def flag_changes(now: list[str] | None, then: list[str] | None) -> list[str]:
+    """XLA flags added (+), removed (-) or changed (old -> new) since the pin."""
+    if now is None or then is None:
+        return []
+    current = dict(_split(flag) for flag in now)
+    pinned = dict(_split(flag) for flag in then)
+    changes = []
+    for name in sorted(set(current) | set(pinned)):
+        if name not in pinned:
+            changes.append(f"+{_join(name, current[name])}")
+        elif name not in current:
+            changes.append(f"-{_join(name, pinned[name])}")
+        elif current[name] != pinned[name]:
+            changes.append(f"{name}: {pinned[name]} -> {current[name]}")
+    return changes
+
+
+def _split(flag: str) -> tuple[str, str | None]:
+    name, separator, value = flag.partition("=")
+    return name, value if separator else None
+
+
+def _join(name: str, value: str | None) -> str:
+    return name if value is None else f"{name}={value}"

@@ -1,0 +1,60 @@
+"""``--compile-artifacts-dir DIR``: the lowered module text of every failing row, for diffing.
+
+Each process stages the text of every module the ``jax_compile`` fixture measures in
+``DIR/.staged/`` as it measures it (pytest-xdist workers too: nothing large travels to the
+controller); at the end of the session the controller keeps the modules of the failing rows,
+named by cell and transform, and removes the rest.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_jaxcompile._io import atomic_write_text, relative
+from pytest_jaxcompile.session import outcome_of, summary_section
+
+STAGING = ".staged"
+
+
+def artifact_name(cell: str, transform: str) -> str:
+    """A file name for a cell and transform: readable, safe on every filesystem."""
+    text = f"{cell}--{transform}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:200] + ".mlir"
+
+
+def stage_module(directory: Path, cell: str, transform: str, module_text: str) -> None:
+    atomic_write_text(directory / STAGING / artifact_name(cell, transform), module_text)
+
+
+class ArtifactWriter:
+    """Registered only when ``--compile-artifacts-dir`` is given, on the controller."""
+
+    def __init__(self, config: pytest.Config, directory: Path) -> None:
+        self.config = config
+        self.directory = directory
+        self.saved: list[Path] = []
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        outcome = outcome_of(self.config)
+        staging = self.directory / STAGING
+        if outcome is not None and not outcome.pin_update:
+            for verdict in outcome.failing():
+                record = verdict.record
+                staged = staging / artifact_name(record.cell, record.transform)
+                if staged.exists():
+                    target = self.directory / staged.name
+                    staged.replace(target)
+                    self.saved.append(target)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.saved:
+            summary_section(terminalreporter)
+            where = relative(self.directory, self.config.rootpath)
+            terminalreporter.write_line(
+                f"module text of {len(self.saved)} failing row(s) saved in {where}"
+            )

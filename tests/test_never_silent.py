@@ -1,0 +1,154 @@
+"""The gate never goes silent: a new runner, a lost cache, slow tracing, a jax upgrade.
+
+Real JAX on the CPU, real persistent cache directories, real pytest sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, JaxProject, compile_summary
+
+MLP_TEST = """
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def test_mlp(jax_compile):
+        jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
+"""
+
+
+def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update", "--compile-hardware=runner-a").assert_outcomes(
+        passed=1
+    )
+    result = project.run("--compile-hardware=runner-b")
+    assert result.ret == pytest.ExitCode.OK  # an advisory, by default
+    verdict = project.report()["verdicts"][0]
+    assert verdict["status"] == "unpinned"
+    assert verdict["nearest"]["key"]["hardware"] == "runner-a"
+    assert verdict["nearest"]["relation"] == "other hardware"
+    summary = "\n".join(compile_summary(result))
+    assert "warning: 1 of 1 row(s) have no pin under their key" in summary
+    assert "1 compared with their nearest pin under another key: median" in summary
+
+    project.pytester.makeini("[pytest]\ncompile_require_pinned = true\n")
+    result = project.run("--compile-hardware=runner-b")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+        "      nearest pin runner-a | jax * | full precision | none: * s (*x)",
+        "unpinned: 1 row(s) have no pin under their key; the session fails.",
+        "Pin them with: pytest --compile-pin-update test_models.py::test_mlp",
+    ])
+
+
+def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
+    project: JaxProject,
+) -> None:
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # cold pin, cache filled
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # warm pin
+    shutil.rmtree(project.cache_dir)
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK
+    assert project.rows()[("test_mlp", "jit")]["cache_state"] == "cold"
+    result.stdout.fnmatch_lines([
+        "warning: 1 row(s) compiled cold although their module is unchanged since its warm "
+        "pin: *--compile-expect-warm makes this a MISS that fails*",
+    ])
+    assert project.report()["verdicts"][0]["cache_lost"] is True
+
+    shutil.rmtree(project.cache_dir)
+    result = project.run("--compile-expect-warm")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts() == {("test_mlp", "jit"): "MISS"}
+
+
+SLOW_TRACE = """
+    import os, time
+    import jax
+    from jaxmodels import mlp_example_args, mlp_loss
+
+    def traced(*args):
+        time.sleep(float(os.environ.get("EXTRA_TRACE_S", "0")))  # Python time while tracing
+        return mlp_loss(*args)
+
+    def test_mlp(jax_compile):
+        jax_compile(jax.jit(traced), *mlp_example_args(), transform="jit")
+"""
+
+
+def test_a_tracing_slowdown_under_a_warm_cache_is_drift(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(SLOW_TRACE)
+    project.run().assert_outcomes(passed=1)  # fills the cache
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # warm pin, trace pinned
+    assert project.rows()[("test_mlp", "jit")]["cache_state"] == "warm"
+    monkeypatch.setenv("EXTRA_TRACE_S", "0.6")  # the same module: still a warm hit
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    row = project.rows()[("test_mlp", "jit")]
+    assert row["cache_state"] == "warm"
+    verdict = project.report()["verdicts"][0]
+    assert (verdict["status"], verdict["phase"]) == ("DRIFT", "trace_s")
+    result.stdout.fnmatch_lines(["      trace time drifted: 0.6* s, pin 0.* s*"])
+
+
+OLD_JAX = "0.9.2"
+
+
+def old_jax_python() -> Path | None:
+    """A Python with jax OLD_JAX and this plugin installed (scripts/test.sh builds it)."""
+    configured = os.environ.get("JAXCOMPILE_OLD_JAX_PYTHON")
+    candidate = Path(configured) if configured else REPO / f".venv-jax-{OLD_JAX}" / "bin" / "python"
+    return candidate if candidate.exists() else None
+
+
+def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject) -> None:
+    python = old_jax_python()
+    if python is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs a jax {OLD_JAX} venv: scripts/test.sh builds it")
+        pytest.skip(f"no jax {OLD_JAX} venv (JAXCOMPILE_OLD_JAX_PYTHON)")
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    pinned = subprocess.run(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--compile-pin-update",
+         "--compile-hardware=ci-runner"],
+        cwd=project.path, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert pinned.returncode == 0, pinned.stdout[-3000:] + pinned.stderr[-3000:]
+    assert f"jax-{OLD_JAX}" in " ".join(path.name for path in project.pins_dir.iterdir())
+
+    result = project.run("--compile-hardware=ci-runner")
+    assert result.ret == pytest.ExitCode.OK
+    import jax
+
+    result.stdout.fnmatch_lines([
+        f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
+        f"their {OLD_JAX} pins, median *x (report only; --compile-max-upgrade-slowdown makes "
+        "it a gate).",
+        "  slowest: test_models.py::test_mlp [[]jit[]] *x",
+    ])
+    upgrade = project.report()["upgrades"][0]
+    assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax.__version__, 1)
+    gated = project.run("--compile-hardware=ci-runner", "--compile-max-upgrade-slowdown=0")
+    expected = pytest.ExitCode.TESTS_FAILED if upgrade["median_ratio"] > 1 else (
+        pytest.ExitCode.OK
+    )
+    assert gated.ret == expected
+    assert sys.version_info >= (3, 10)
