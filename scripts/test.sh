@@ -19,7 +19,7 @@ fi
   "jax==$old_jax" "jaxlib==$old_jax" -e "$repo"
 export JAXCOMPILE_OLD_JAX_PYTHON="$old_venv/bin/python"
 cd "$repo"
-ruff check src tests examples benchmarks conftest_example.py
+ruff check src tests examples benchmarks conftest_example.py noxfile.py
 mypy
 set +e
 # pytest-randomly (a test extra) runs the suite in a new random order each time and prints

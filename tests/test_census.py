@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import JaxProject
+from jax_behaviour import jax_logs_persistent_cache_keys
 
 RETRACE_TEST = """
     import jax, jax.numpy as jnp, pytest
@@ -63,13 +64,18 @@ def test_census_rows_of_implicit_compiles_carry_their_cache_state(project: JaxPr
     project.run().assert_outcomes(passed=1)
     cold = project.rows()[("test_step", "jit(train_step)")]
     assert (cold["cache_state"], cold["cache"]["persisted"]) == ("cold", True)
-    assert cold["fingerprint"].startswith("cachekey:jit_train_step-")
-    assert cold["module_name"] == "jit_train_step"
+    keys_logged = jax_logs_persistent_cache_keys()  # not by jax 0.4.30
+    if keys_logged:
+        assert cold["fingerprint"].startswith("cachekey:jit_train_step-")
+        assert cold["module_name"] == "jit_train_step"
+    else:  # nothing names the key, and a miss is not logged at all
+        assert (cold["fingerprint"], cold["module_name"]) == (None, None)
     assert cold["compile_s"] == cold["backend_compile_s"] > 0
     project.run().assert_outcomes(passed=1)
     warm = project.rows()[("test_step", "jit(train_step)")]
     assert warm["cache_state"] == "warm"
     assert warm["fingerprint"] == cold["fingerprint"]
+    assert warm["module_name"] == "jit_train_step"  # every version logs a hit's module
 
 
 def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxProject) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems, unique_names
-from pytest_jaxcompile.backends.jax.measure import count_ops
+from pytest_jaxcompile.backends.jax.measure import count_ops, is_cache_entry
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -20,6 +20,7 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EventLog,
     JaxEvent,
     TimeSpan,
+    _event_from_log,
 )
 from pytest_jaxcompile.backends.jax.traceprofile import (
     GROUP_JAX,
@@ -62,6 +63,35 @@ def test_compiles_inside_a_fixture_measurement_are_marked_nested() -> None:
     assert [(m.fun_name, m.nested) for m in log.module_compiles()] == [
         ("jit(census)", False), ("jit(fixture)", True),
     ]
+
+
+def test_names_and_module_names_come_from_the_logs_where_events_lack_them() -> None:
+    # jax 0.4.30: the duration event has no fun_name, its dispatch log names the function
+    # (formatted before logging), and a hit is logged with the module name only.
+    logged = [
+        _event_from_log("Finished XLA compilation of jit(step) in 0.0123 sec", ()),
+        _event_from_log("Persistent compilation cache hit for '%s'", ("jit_step",)),
+    ]
+    assert None not in logged
+    log = EventLog([*(e for e in logged if e is not None), JaxEvent(EVENT_CACHE_REQUEST),
+                    JaxEvent(EVENT_CACHE_HIT), JaxEvent(EVENT_BACKEND_COMPILE, 0.2)])
+    (module,) = log.module_compiles()
+    assert (module.fun_name, module.module_name, module.cache_key) == (
+        "jit(step)", "jit_step", None)
+    # Later versions: the event's own name wins over the log's.
+    log = EventLog([*(e for e in logged if e is not None),
+                    JaxEvent(EVENT_BACKEND_COMPILE, 0.2, "jit(step_v2)")])
+    assert log.module_compiles()[0].fun_name == "jit(step_v2)"
+    assert _event_from_log("Finished XLA compilation of %s in %s sec", ("jit(f)", 0.5)) == \
+        JaxEvent("log:compile_name", fun_name="jit(f)")
+    assert _event_from_log("Finished tracing + transforming f in 0.1 sec", ()) is None
+
+
+def test_cache_entries_are_recognised_in_every_jax_layout() -> None:
+    for name in ("jit_f-0a1b", "jit_f-0a1b-cache"):  # jax 0.4.30, then 0.4.31 on
+        assert is_cache_entry(name)
+    for name in ("jit_f-0a1b-atime", ".lockfile", "_temp_jit_f-0a1b"):
+        assert not is_cache_entry(name)
 
 
 def test_covered_time_counts_nested_spans_once() -> None:

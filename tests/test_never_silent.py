@@ -110,21 +110,19 @@ def test_a_tracing_slowdown_under_a_warm_cache_is_drift(
 OLD_JAX = "0.9.2"
 
 
-def old_jax_python() -> Path | None:
-    """A Python with jax OLD_JAX and this plugin installed (scripts/test.sh builds it)."""
-    configured = os.environ.get("JAXCOMPILE_OLD_JAX_PYTHON")
-    candidate = Path(configured) if configured else REPO / f".venv-jax-{OLD_JAX}" / "bin" / "python"
-    return candidate if candidate.exists() else None
-
-
 def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject) -> None:
-    python = old_jax_python()
-    if python is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs a jax {OLD_JAX} venv: scripts/test.sh builds it")
-        pytest.skip(f"no jax {OLD_JAX} venv (JAXCOMPILE_OLD_JAX_PYTHON)")
+    # scripts/test.sh builds a venv with jax OLD_JAX and this plugin, and names its Python.
+    configured = os.environ.get("JAXCOMPILE_OLD_JAX_PYTHON")
+    if not configured:
+        pytest.skip(f"no jax {OLD_JAX} Python named (JAXCOMPILE_OLD_JAX_PYTHON)")
+    python = Path(configured)
+    assert python.exists(), f"JAXCOMPILE_OLD_JAX_PYTHON={configured} does not exist"
     project.conftest(cache=False)
     project.tests(MLP_TEST)
+    import jax
+
+    if jax.__version__ == OLD_JAX:
+        pytest.skip(f"this Python runs jax {OLD_JAX} itself")
     pinned = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--compile-pin-update",
          "--compile-hardware=ci-runner"],
@@ -136,7 +134,6 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
 
     result = project.run("--compile-hardware=ci-runner")
     assert result.ret == pytest.ExitCode.OK
-    import jax
 
     result.stdout.fnmatch_lines([
         f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import JaxProject
 
+from pytest_jaxcompile.backends.jax.measure import is_cache_entry
+
 MODEL_TESTS = """
     import jax
     from jaxmodels import mlp_example_args, mlp_loss
@@ -26,7 +28,7 @@ def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) ->
     # Repeats of a cold compile stay cold and write nothing: one entry for the module.
     assert row["cache_state"] == "cold"
     assert row["cache"]["entries_after"] == row["cache"]["entries_before"] + 1
-    entries = sorted(path.name for path in project.cache_dir.glob("*-cache"))
+    entries = sorted(path.name for path in project.cache_dir.iterdir() if is_cache_entry(path.name))
     assert len([name for name in entries if name.startswith("jit_mlp_loss")]) == 1
     project.run("--compile-repeat", "2")
     warm = project.rows()[("test_mlp", "vag")]

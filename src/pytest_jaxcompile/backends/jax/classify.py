@@ -3,15 +3,16 @@
 Pure logic: no JAX import. The evidence is gathered by `monitor.py` from JAX's
 `jax.monitoring` events and its compiler loggers, on the measuring thread only.
 
-Facts this relies on (jax 0.10.x, see jax/_src/compiler.py and compilation_cache.py):
+Facts this relies on (jax 0.4.30 to 0.12, see jax/_src/compiler.py and compilation_cache.py):
 
 - `/jax/compilation_cache/compile_requests_use_cache` fires whenever a cache key is
   computed, also with no cache dir set, so `none` comes from the configuration.
 - `/jax/compilation_cache/cache_hits` fires on a hit; `/jax/compilation_cache/cache_misses`
   fires only when an entry is *written*. A miss that writes nothing fires neither.
 - JAX writes nothing (and logs why) below `jax_persistent_cache_min_compile_time_secs`,
-  for modules with host callbacks, for entries under the min entry size, and on processes
-  other than process 0. "Nothing written into a populated cache" is therefore not a hit.
+  for entries under the min entry size, on processes other than process 0, and, before
+  jax 0.11, for modules with host callbacks (jax 0.11 and later write and reuse those).
+  "Nothing written into a populated cache" is therefore not a hit.
 - A compile served from JAX's in-process caches fires no event at all.
 """
 
@@ -75,7 +76,7 @@ def skip_reason_from_log(template: str, args: Sequence[object]) -> SkipReason | 
         return SkipReason(
             REASON_HOST_CALLBACKS,
             "the module uses host callbacks (jax.pure_callback, jax.debug.print, ...), "
-            "which JAX never persists",
+            "which JAX before 0.11 never persists",
         )
     if "seconds to compile" in template and len(args) >= 3:
         threshold, took = _as_float(args[1]), _as_float(args[2])

@@ -34,7 +34,12 @@ from pytest_jaxcompile.backends.jax.monitor import (
 )
 from pytest_jaxcompile.records import CacheDetails, CacheState, CompileRecord
 
-CACHE_ENTRY_SUFFIX = "-cache"  # jax/_src/lru_cache.py names entries "<key>-cache"
+# jax/_src/lru_cache.py names entries "<key>-cache" next to "<key>-atime" files from jax
+# 0.4.31 on; jax 0.4.30 names them "<key>". Both keep a ".lockfile" there, and the remote
+# cache writes "_temp_<key>" first.
+CACHE_ENTRY_SUFFIX = "-cache"
+_NOT_AN_ENTRY_SUFFIX = "-atime"
+_NOT_AN_ENTRY_PREFIXES = (".", "_temp_")
 _MODULE_NAME = re.compile(r"module @([\w.$-]+)")
 
 
@@ -100,13 +105,20 @@ class CacheSettings:
         return cls(dir=str(cache_dir) if cache_dir else None, enabled=enabled)
 
 
+def is_cache_entry(name: str) -> bool:
+    """Whether a file name in a persistent cache dir is a compiled entry, in any jax layout."""
+    return not name.startswith(_NOT_AN_ENTRY_PREFIXES) and not name.endswith(
+        _NOT_AN_ENTRY_SUFFIX
+    )
+
+
 def count_cache_entries(cache_dir: str | None) -> int | None:
     """Entry files in a local cache dir; tolerant of entries appearing and vanishing."""
     if not cache_dir or "://" in cache_dir:
         return None
     try:
         with os.scandir(cache_dir) as entries:
-            return sum(1 for entry in entries if entry.name.endswith(CACHE_ENTRY_SUFFIX))
+            return sum(1 for entry in entries if is_cache_entry(entry.name))
     except FileNotFoundError:
         return 0
     except OSError:

@@ -5,13 +5,16 @@ thread it fired on and only handed to a capture opened on that same thread.
 JAX explains why it did not write a cache entry only in its loggers (at DEBUG unless
 `jax_explain_cache_misses` is on); while a capture is open those loggers are lowered
 to DEBUG and a logger filter takes the records, letting through to the user's
-handlers exactly what would have reached them anyway.
+handlers exactly what would have reached them anyway. The dispatch logger is read the
+same way for the name of each backend compile, which jax 0.4.30 does not pass with the
+compile's duration event (later versions do).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -33,10 +36,13 @@ COMPILE_PHASES = (EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE)
 # Pseudo-events this module adds to the stream.
 LOG_SKIP_REASON = "log:skip_reason"
 LOG_CACHE_KEY = "log:cache_key"
+LOG_COMPILE_NAME = "log:compile_name"  # "Finished XLA compilation of <name> in ... sec"
 NESTED_BEGIN = "capture:nested_begin"  # a fixture measurement opened inside this capture
 NESTED_END = "capture:nested_end"
 
-JAX_CACHE_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache")
+JAX_CACHE_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.dispatch")
+_COMPILE_FINISHED = "Finished XLA compilation of "
+_COMPILE_NAME = re.compile(r"Finished XLA compilation of (.+) in \S+ sec")
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,7 @@ class EventLog:
         """
         compiles: list[ModuleCompile] = []
         pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
+        logged_name: str | None = None  # from the dispatch log, for jax 0.4.30
         depth = 0
         for event in self.events:
             name = event.name
@@ -147,15 +154,18 @@ class EventLog:
                 pending.cache_retrieval_s = event.duration_s
             elif name == LOG_CACHE_KEY:
                 pending.module_name, pending.cache_key = event.fun_name, event.cache_key
+            elif name == LOG_COMPILE_NAME:
+                logged_name = event.fun_name
             elif event.skip_reason is not None:
                 pending.skip_reasons.append(event.skip_reason)
             elif name == EVENT_BACKEND_COMPILE:
-                pending.fun_name = event.fun_name or "<unnamed>"
+                pending.fun_name = event.fun_name or logged_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
                 pending.nested = depth > 0
                 pending.eager = event.eager
                 compiles.append(pending)
                 pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
+                logged_name = None
         return compiles
 
     def own_compiles(self) -> list[ModuleCompile]:
@@ -183,9 +193,18 @@ class _CacheLogFilter(logging.Filter):
 
 
 def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
+    if template.startswith(_COMPILE_FINISHED):  # JAX formats it before logging
+        try:
+            message = template % args if args else template
+        except (TypeError, ValueError):  # a filter must never break the user's compile
+            return None
+        match = _COMPILE_NAME.fullmatch(message)
+        return None if match is None else JaxEvent(LOG_COMPILE_NAME, fun_name=match[1])
     if template.startswith(("PERSISTENT COMPILATION CACHE MISS for", "Persistent compilation "
-                            "cache hit for")) and len(args) >= 2:
-        return JaxEvent(LOG_CACHE_KEY, fun_name=str(args[0]), cache_key=str(args[1]))
+                            "cache hit for")) and args:
+        # jax 0.4.30 logs only hits, and names the module without its key.
+        key = str(args[1]) if len(args) >= 2 else None
+        return JaxEvent(LOG_CACHE_KEY, fun_name=str(args[0]), cache_key=key)
     reason = skip_reason_from_log(template, args)
     return None if reason is None else JaxEvent(LOG_SKIP_REASON, skip_reason=reason)
 
