@@ -22,7 +22,12 @@ cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py noxfile.py
 mypy
 set +e
-python -m pytest -p no:cacheprovider "$@" tests
+# File order by default, so a CI run can be repeated exactly. pytest-randomly (a test extra)
+# is there to shuffle it: JAXCOMPILE_TEST_ORDER="-p randomly --randomly-seed=N" (N printed
+# by a shuffled run repeats it). The projects the tests start run in file order
+# (tests/conftest.py).
+read -r -a order <<<"${JAXCOMPILE_TEST_ORDER:--p no:randomly}"
+python -m pytest -p no:cacheprovider "${order[@]}" "$@" tests
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

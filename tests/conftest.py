@@ -140,6 +140,22 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 
 
 @pytest.fixture(autouse=True)
+def _inner_sessions_in_file_order(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions started by tests run their tests in file order.
+
+    This suite itself runs in random order under pytest-randomly (a test extra); the
+    projects its tests create are fixed inputs whose tests may depend on each other (one
+    clobbers XLA_FLAGS for the next, one fills a persistent cache for the next). A test
+    that wants them shuffled passes ``-p randomly``.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")  # it empties PYTEST_ADDOPTS when it starts
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+
+
+@pytest.fixture(autouse=True)
 def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions started by tests must not write into this job's own GitHub step summary."""
     for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):

@@ -22,6 +22,7 @@ def test_positional_seconds_and_keywords() -> None:
         ((-1,), {}, "seconds must be a non-negative number"),
         ((), {"tolerance": True}, "tolerance must be a non-negative number"),
         ((), {"mixed_precision": "yes"}, "mixed_precision must be True or False"),
+        ((), {"count_eager": 1}, "count_eager must be True or False"),
     ],
 )
 def test_bad_arguments_say_what_is_wrong(
@@ -30,6 +31,13 @@ def test_bad_arguments_say_what_is_wrong(
     with pytest.raises(ValueError, match="compile_budget") as error:
         parse_budget(args, kwargs)
     assert fragment in str(error.value)
+
+
+def test_count_eager_is_parsed_and_a_closer_false_wins() -> None:
+    assert parse_budget((), {"max_compiles": 1, "count_eager": True}).count_eager is True
+    function = CompileBudget(count_eager=False)
+    module = CompileBudget(count_eager=True, max_compiles=2)
+    assert merge_budgets([function, module]) == CompileBudget(count_eager=False, max_compiles=2)
 
 
 def test_closest_marker_wins_per_field() -> None:

@@ -139,6 +139,53 @@ def test_recompile_message_lists_every_module_and_how_often() -> None:
     assert recompile_problems(None, log.module_compiles()) == []
 
 
+def eager_events(name: str, duration: float = 0.02) -> list[JaxEvent]:
+    """A compile as JAX's eager dispatch fires it (the monitor marks it from the stack)."""
+    return [
+        JaxEvent(EVENT_TRACE, 0.001, name),
+        JaxEvent(EVENT_LOWER, 0.002, f"jit({name})"),
+        JaxEvent(EVENT_BACKEND_COMPILE, duration, f"jit({name})", eager=True),
+    ]
+
+
+def test_eager_dispatch_is_in_the_ledger_apart_from_the_tests_own_compiles() -> None:
+    log = EventLog(
+        eager_events("broadcast_in_dim") + compile_events("step") + eager_events("add")
+        + eager_events("add") + [JaxEvent(NESTED_BEGIN), *compile_events("fixture"),
+                                 JaxEvent(NESTED_END)]
+    )
+    assert [m.fun_name for m in log.own_compiles()] == ["jit(step)"]
+    assert [m.fun_name for m in log.eager_compiles()] == [
+        "jit(broadcast_in_dim)", "jit(add)", "jit(add)",
+    ]
+    ledger = build_ledger(log, "t.py::test_f", wall_s=5.0)
+    assert (ledger.compiles, ledger.modules) == (1, {"jit(step)": 1})
+    assert ledger.eager_compiles == 3
+    assert ledger.eager_modules == {"jit(add)": 2, "jit(broadcast_in_dim)": 1}
+    assert ledger.eager_compile_s == pytest.approx(3 * 0.023)
+    # Eager time stays in the partition's compile time (its phases are JAX's events).
+    assert ledger.backend_compile_s == pytest.approx(0.5 + 3 * 0.02 + 0.5)
+
+
+def test_eager_dispatch_counts_against_max_compiles_only_when_asked() -> None:
+    log = EventLog(compile_events("step") + eager_events("broadcast_in_dim") * 2
+                   + eager_events("add"))
+    own, eager = log.own_compiles(), log.eager_compiles()
+    assert recompile_problems(1, own, eager) == []
+    problems = recompile_problems(1, own, eager, count_eager=True)
+    assert problems[0].startswith(
+        "4 backend compiles, eager dispatch included, in this test, over its "
+        "compile_budget(max_compiles=1)"
+    )
+    assert "  eager dispatch (operations outside jit): 3x (counted): jit(add), " \
+        "jit(broadcast_in_dim) 2x" in problems
+    # Over budget on its own compiles: the eager ones are named, said not to count.
+    problems = recompile_problems(0, own, eager)
+    assert problems[0].startswith("1 backend compiles in this test")
+    assert any("3x (not counted, compile_budget(count_eager=True) counts them)" in line
+               for line in problems)
+
+
 def test_repeated_names_get_numbered() -> None:
     assert unique_names(["jit(f)", "jit(g)", "jit(f)", "jit(f)"]) == [
         "jit(f)", "jit(g)", "jit(f)#2", "jit(f)#3",

@@ -147,6 +147,12 @@ OPTIONS: tuple[Option, ...] = (
            "with the most compile time (0: all)", default=5, metavar="N", minimum=0),
     Option("compile_census", "flag", "record every compile of every test (tests marked "
            "compile_budget always are)"),
+    Option("compile_count_eager", "flag", "JAX's eager dispatch of operations outside jit "
+           "(jnp.ones, x + 1) counts against compile_budget(max_compiles=N); a marker's "
+           "count_eager overrides"),
+    Option("compile_keep_caches", "flag", "do not clear JAX's in-process caches before each "
+           "census'd test; faster, but a test's compile count then depends on which tests ran "
+           "before it in the same process"),
     Option("compile_trace_profile", "flag", "attribute each measured function's trace time to "
            "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
            in_ini=False),
@@ -349,6 +355,8 @@ class Settings:
     record_dir: Path | None = None
     artifacts_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
+    count_eager: bool = False  # eager dispatch counts against max_compiles
+    keep_caches: bool = False  # census'd tests start without clearing JAX's caches
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -388,4 +396,6 @@ class Settings:
             record_dir=values["compile_record_dir"],
             artifacts_dir=values["compile_artifacts_dir"],
             github=str(values["compile_github"]),
+            count_eager=bool(values["compile_count_eager"]),
+            keep_caches=bool(values["compile_keep_caches"]),
         )

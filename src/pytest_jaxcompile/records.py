@@ -370,6 +370,11 @@ class CallLedger:
     outcome: str | None = None
     framework: str = "jax"
     compile_other_s: float | None = None  # compile time outside every measured phase
+    # JAX's eager dispatch (operations outside jit): inside compile_s, never in `compiles`
+    # or `modules`; its seconds are the modules' trace, lowering and backend compile.
+    eager_compiles: int = 0
+    eager_compile_s: float = 0.0
+    eager_modules: dict[str, int] = field(default_factory=dict)  # by JAX function name
     record_kind: str = LEDGER_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -389,6 +394,9 @@ class CallLedger:
         overlays: dict[str, float],
         framework: str = "jax",
         compile_other_s: float | None = None,
+        eager_compiles: int = 0,
+        eager_compile_s: float = 0.0,
+        eager_modules: dict[str, int] | None = None,
     ) -> CallLedger:
         """The one ledger builder: compile is capped at the wall (the phases and the wall
         come from different clocks), and the rest of the wall is the residual."""
@@ -411,6 +419,9 @@ class CallLedger:
             overlays=overlays,
             framework=framework,
             compile_other_s=compile_other_s,
+            eager_compiles=eager_compiles,
+            eager_compile_s=eager_compile_s,
+            eager_modules=dict(eager_modules or {}),
         )
 
     def to_dict(self) -> dict[str, Any]:

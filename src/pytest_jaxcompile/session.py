@@ -216,7 +216,13 @@ class SessionCollector:
             torch_since = now_us()
             # JAX's events only when the suite imported JAX: a torch-only census must not
             # pay for (or depend on) a JAX import.
-            capture = self.monitor.capture() if "jax" in sys.modules else nullcontext(None)
+            uses_jax = "jax" in sys.modules
+            if uses_jax and not self.settings.keep_caches:
+                from pytest_jaxcompile.backends.jax.census import clear_in_process_caches
+
+                # Each test compiles what it uses, whatever ran before it in this process.
+                clear_in_process_caches()
+            capture = self.monitor.capture() if uses_jax else nullcontext(None)
             sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the test call's peak RSS
             with capture as log, sampler:
                 start = time.perf_counter()
@@ -228,8 +234,13 @@ class SessionCollector:
                     torch_frames = self._torch_census(item, torch_since, memory)
                     self._jax_census(item, log, wall_s, torch_frames, memory)
             problems = over_budget(budget, self.records_of(item.nodeid))
-            own = [m for m in log.module_compiles() if not m.nested] if log is not None else []
-            problems += recompile_problems(budget.max_compiles, own)
+            count_eager = (
+                self.settings.count_eager if budget.count_eager is None else budget.count_eager
+            )
+            if log is not None:
+                problems += recompile_problems(
+                    budget.max_compiles, log.own_compiles(), log.eager_compiles(), count_eager
+                )
             problems += torch_recompile_problems(budget.max_compiles, torch_frames)
         problems += self._requirement_problems(item, budget)
         if problems:

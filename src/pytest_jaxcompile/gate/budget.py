@@ -13,12 +13,13 @@ from pytest_jaxcompile.records import CompileRecord
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
     "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
-    "max_ops_growth=None, max_memory_growth=None, max_flops_growth=None, cacheable=None): a "
-    "ceiling on any transform's compile_s in this test, a drift tolerance for its pins, "
-    "whether it runs in mixed precision (part of the comparability key), a ceiling on its "
-    "backend compiles, how much its modules may grow over their pinned op counts, compiled "
-    "temp bytes and flops, and whether every module must be persistent-cacheable. "
-    "The marker also turns on the census of every compile in the test."
+    "max_ops_growth=None, max_memory_growth=None, max_flops_growth=None, cacheable=None, "
+    "count_eager=None): a ceiling on any transform's compile_s in this test, a drift "
+    "tolerance for its pins, whether it runs in mixed precision (part of the comparability "
+    "key), a ceiling on its backend compiles, how much its modules may grow over their "
+    "pinned op counts, compiled temp bytes and flops, whether every module must be "
+    "persistent-cacheable, and whether JAX's eager dispatch of operations outside jit counts "
+    "against max_compiles. The marker also turns on the census of every compile in the test."
 )
 
 
@@ -32,6 +33,7 @@ class CompileBudget:
     cacheable: bool | None = None
     max_memory_growth: float | None = None  # compiled temp bytes over the pin
     max_flops_growth: float | None = None
+    count_eager: bool | None = None  # None: the session's compile_count_eager
 
 
 # The non-negative number arguments.
@@ -50,6 +52,7 @@ def _signature(
     max_memory_growth: float | None = None,
     max_flops_growth: float | None = None,
     cacheable: bool | None = None,
+    count_eager: bool | None = None,
 ) -> None:
     """The marker's signature; arguments are bound against it to reject typos."""
 
@@ -69,7 +72,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
             raise ValueError(
                 f"@pytest.mark.{MARKER_NAME}: {name} must be a non-negative number, got {value!r}"
             )
-    for name in ("mixed_precision", "cacheable"):
+    for name in ("mixed_precision", "cacheable", "count_eager"):
         flag = values.get(name)
         if flag is not None and not isinstance(flag, bool):
             raise ValueError(
@@ -93,6 +96,7 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
         cacheable=values.get("cacheable"),
         max_memory_growth=_float_or_none(values.get("max_memory_growth")),
         max_flops_growth=_float_or_none(values.get("max_flops_growth")),
+        count_eager=values.get("count_eager"),
     )
 
 

@@ -158,6 +158,7 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     lines.extend(verdict_lines(outcome, verbose))
     lines.extend(_trace_profile_lines(outcome))
     lines.extend((text, {}) for text in duration_lines(outcome, durations))
+    lines.extend(_eager_lines(outcome.ledgers))
     lines.extend(_stale_lines(outcome, verbose))
     lines.extend(_compile_count_lines(outcome))
     for clobber in outcome.clobbers:
@@ -208,9 +209,13 @@ def ledger_line(ledger: CallLedger) -> str:
     )
     phases = ", ".join(f"{label} {value:.3f}" for label, value in figures if value is not None)
     overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
+    eager = (
+        f"; eager dispatch {ledger.eager_compiles} ({ledger.eager_compile_s:.3f} s)"
+        if ledger.eager_compiles else ""
+    )
     return (
         f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
-        f"{ledger.persistent_cache_hits} from the persistent cache"
+        f"{ledger.persistent_cache_hits} from the persistent cache{eager}"
     )
 
 
@@ -265,6 +270,20 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     if limit is not None and len(per_test) > limit:
         lines.append(f"  ... {len(per_test) - limit} more (--compile-durations=0 lists all)")
     return lines
+
+
+def _eager_lines(ledgers: Iterable[CallLedger]) -> list[Line]:
+    """JAX's eager dispatch, summed apart: no census rows, no pins, not in max_compiles."""
+    eager = [ledger for ledger in ledgers if ledger.eager_compiles]
+    if not eager:
+        return []
+    compiles = sum(ledger.eager_compiles for ledger in eager)
+    spent = sum(ledger.eager_compile_s for ledger in eager)
+    return [(
+        f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
+        f"test(s), {spent:.3f} s; inside the ledgers' compile time, not census rows, not "
+        "pinned, not counted by max_compiles unless count_eager", {},
+    )]
 
 
 def _compile_count_lines(outcome: Outcome) -> list[Line]:

@@ -1,10 +1,17 @@
-"""Census: every compile a test triggers, from JAX's events; the test's ledger."""
+"""Census: every compile a test triggers, from JAX's events; the test's ledger.
+
+A test's own compiles become census rows, count against ``max_compiles`` and make its
+pinned compile count. JAX's eager dispatch of operations outside jit (``jnp.ones(5)``,
+``x + 1``; see `eager`) is none of these: it is summed in the ledger, by JAX function
+name, and counts against ``max_compiles`` only when the test asks (``count_eager``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
@@ -21,6 +28,18 @@ from pytest_jaxcompile.backends.jax.monitor import (
     ModuleCompile,
 )
 from pytest_jaxcompile.records import CENSUS_SOURCE, CacheDetails, CallLedger, CompileRecord
+
+
+def clear_in_process_caches() -> None:
+    """Forget every compiled and traced function of this process (``jax.clear_caches``).
+
+    Called before each census'd test, so that what it compiles does not depend on which
+    tests ran before it in the same process (or pytest-xdist worker). The persistent
+    cache is untouched: a module another test compiled is a persistent-cache hit.
+    """
+    import jax
+
+    jax.clear_caches()  # type: ignore[no-untyped-call]
 
 
 def unique_names(names: list[str]) -> list[str]:
@@ -40,7 +59,7 @@ def census_records(
     cache: CacheSettings,
     memory: dict[str, Any] | None = None,
 ) -> list[CompileRecord]:
-    """One record per module compiled in the test outside fixture measurements.
+    """One record per module the test compiled itself (see `EventLog.own_compiles`).
 
     The settings recorded are those in force when the test's call ended. `memory` is the
     test call's peak RSS (`RssPeak.figures`), shared by every row of the test. JAX's
@@ -50,7 +69,7 @@ def census_records(
     xla_flags = os.environ.get(XLA_FLAGS_ENV)
     # Load when the call ended, so the load gate applies to census rows as well.
     host = host_state()
-    compiles = [module for module in log.module_compiles() if not module.nested]
+    compiles = log.own_compiles()
     names = unique_names([module.fun_name for module in compiles])
     records = []
     for module, name in zip(compiles, names, strict=True):
@@ -98,9 +117,11 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
     """Partition the call's wall time: compile (union of JAX's phase spans) + residual.
 
     Time counts every compile; the compile count only the test's own (not the
-    jax_compile fixture's measurements, which fresh compiles and repeats multiply).
+    jax_compile fixture's measurements, which fresh compiles and repeats multiply, nor
+    JAX's eager dispatch, which is counted beside it).
     """
-    compiles = [module for module in log.module_compiles() if not module.nested]
+    compiles = log.own_compiles()
+    eager = log.eager_compiles()
     if log.spans:
         trace_s = log.covered_s(EVENT_TRACE)
         lower_s = log.covered_s(EVENT_LOWER)
@@ -131,22 +152,48 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
         persistent_cache_hits=sum(1 for module in compiles if module.cache_hits),
         modules=dict(sorted(Counter(module.fun_name for module in compiles).items())),
         overlays=overlays,
+        eager_compiles=len(eager),
+        eager_compile_s=sum(module.seconds for module in eager),
+        eager_modules=dict(sorted(Counter(module.fun_name for module in eager).items())),
     )
 
 
-def recompile_problems(max_compiles: int | None, compiles: list[ModuleCompile]) -> list[str]:
-    """The compile_budget(max_compiles=N) failure: every module and how often it compiled."""
-    if max_compiles is None or len(compiles) <= max_compiles:
+def recompile_problems(
+    max_compiles: int | None,
+    compiles: Sequence[ModuleCompile],
+    eager: Sequence[ModuleCompile] = (),
+    count_eager: bool = False,
+) -> list[str]:
+    """The compile_budget(max_compiles=N) failure: every module and how often it compiled.
+
+    `compiles` are the test's own; `eager` (JAX's eager dispatch) count only with
+    `count_eager`, and are named apart either way.
+    """
+    counted = [*compiles, *eager] if count_eager else list(compiles)
+    if max_compiles is None or len(counted) <= max_compiles:
         return []
     counts = Counter(module.fun_name for module in compiles)
     hits = Counter(module.fun_name for module in compiles if module.cache_hits)
+    what = "compiles, eager dispatch included," if count_eager else "compiles"
     lines = [
-        f"{len(compiles)} backend compiles in this test, over its "
+        f"{len(counted)} backend {what} in this test, over its "
         f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
     ]
     for name, count in counts.most_common():
         detail = f"{count - hits[name]} compiled by XLA, {hits[name]} from the persistent cache"
         lines.append(f"  {name}: {count}x ({detail})")
+    if eager:
+        names = Counter(module.fun_name for module in eager)
+        listed = ", ".join(
+            f"{name}" + (f" {count}x" if count > 1 else "") for name, count in sorted(names.items())
+        )
+        counted_or_not = "counted" if count_eager else (
+            "not counted, compile_budget(count_eager=True) counts them"
+        )
+        lines.append(
+            f"  eager dispatch (operations outside jit): {len(eager)}x ({counted_or_not}): "
+            f"{listed}"
+        )
     if any(count > 1 for count in counts.values()):
         lines.append(
             "A function compiled more than once retraced: look for a fresh closure or "

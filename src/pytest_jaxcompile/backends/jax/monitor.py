@@ -15,12 +15,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.classify import SkipReason, skip_reason_from_log
+from pytest_jaxcompile.backends.jax.eager import is_eager_dispatch
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
 EVENT_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -50,6 +52,7 @@ class JaxEvent:
     fun_name: str | None = None
     skip_reason: SkipReason | None = None  # for JAX's "not writing" log records
     cache_key: str | None = None  # for JAX's cache hit/miss log records
+    eager: bool = False  # a backend compile of JAX's eager dispatch (see eager.py)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class ModuleCompile:
     cache_retrieval_s: float | None = None
     skip_reasons: list[SkipReason] = field(default_factory=list)
     nested: bool = False  # measured by a fixture call inside the capture
+    eager: bool = False  # JAX's eager dispatch of an operation outside jit (see eager.py)
+
+    @property
+    def seconds(self) -> float:
+        """Trace, lowering and backend compile of this module, summed."""
+        return self.trace_s + self.lower_s + self.backend_compile_s
 
 
 @dataclass
@@ -153,10 +162,19 @@ class EventLog:
                 pending.fun_name = event.fun_name or logged_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
                 pending.nested = depth > 0
+                pending.eager = event.eager
                 compiles.append(pending)
                 pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
                 logged_name = None
         return compiles
+
+    def own_compiles(self) -> list[ModuleCompile]:
+        """The test's own compiles: not a fixture's measurement, not JAX's eager dispatch."""
+        return [m for m in self.module_compiles() if not m.nested and not m.eager]
+
+    def eager_compiles(self) -> list[ModuleCompile]:
+        """JAX's eager dispatch of operations outside jit (not a fixture's measurement)."""
+        return [m for m in self.module_compiles() if not m.nested and m.eager]
 
 
 class _CacheLogFilter(logging.Filter):
@@ -274,8 +292,13 @@ class CompileMonitor:
         self.deliver(threading.get_ident(), JaxEvent(event, fun_name=_fun_name(kwargs)))
 
     def _on_duration(self, event: str, duration_secs: float, **kwargs: Any) -> None:
+        thread = threading.get_ident()
+        if thread not in self._captures:
+            return  # no capture on this thread: nothing to deliver, no stack to read
+        # The compile runs below this call on this thread: its stack says whose it is.
+        eager = event == EVENT_BACKEND_COMPILE and is_eager_dispatch(sys._getframe(1))
         self.deliver(
-            threading.get_ident(), JaxEvent(event, float(duration_secs), _fun_name(kwargs))
+            thread, JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager)
         )
 
     def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
