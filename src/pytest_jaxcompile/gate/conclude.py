@@ -82,6 +82,8 @@ def conclude(
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
     outcome.upgrades = upgrade_reports(outcome.verdicts)
+    saved = [ledger.overlays.get("cache_saved_s") for ledger in outcome.ledgers]
+    outcome.cache_saved_s = sum(figure for figure in saved if figure) or None
     outcome.pins_exist = next(store.groups(), None) is not None
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
     outcome.clobbers = list(clobbers)

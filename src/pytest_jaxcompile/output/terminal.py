@@ -244,7 +244,7 @@ def spend_lines(outcome: Outcome) -> list[str]:
     text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
         f"{count} {state}" for state, count in sorted(states.items(), key=lambda i: -i[1])
     )
-    if outcome.cache_saved_s:
+    if outcome.cache_saved_s and outcome.cache_saved_s > 0:
         text += f"; the persistent cache saved {outcome.cache_saved_s:.1f} s (JAX's figure)"
     return [text]
 

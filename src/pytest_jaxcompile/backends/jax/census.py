@@ -22,6 +22,7 @@ from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_RETRIEVAL,
+    EVENT_CACHE_SAVED,
     EVENT_LOWER,
     EVENT_TRACE,
     EventLog,
@@ -138,6 +139,9 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
     retrieval = log.total(EVENT_CACHE_RETRIEVAL)
     if retrieval:
         overlays["cache_retrieval_s"] = retrieval  # lies inside backend_compile_s
+    saved = log.total(EVENT_CACHE_SAVED)
+    if saved:
+        overlays["cache_saved_s"] = saved  # JAX's figure: compile time the cache saved
     overlap = trace_s + lower_s + backend_s - compile_s
     if overlap > 1e-6:
         overlays["phase_overlap_s"] = overlap
