@@ -153,7 +153,8 @@ def spread(values: list[float]) -> str:
 
 
 def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
-             directory: Path, rounds: int) -> None:
+             directory: Path, rounds: int) -> bool:
+    """Prints the overhead figures; False when a way's pass/fail counts differ."""
     args = [*files, *selection]
     warmup = run_pytest(python, directory, [*WAYS["disabled"], *args])
     print(f"  warm-up (fills the cache): {warmup.seconds:.1f} s, {warmup.counts}")
@@ -171,8 +172,10 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
             if way == "census":
                 last_census = run
     base = seconds["disabled"]
+    same_counts = True
     for way in WAYS:
         ratios = [s / b for s, b in zip(seconds[way], base, strict=True)]
+        same_counts &= counts[way] == counts["disabled"]
         same = "same counts" if counts[way] == counts["disabled"] else "COUNTS DIFFER"
         print(f"  {way:<12} median {statistics.median(seconds[way]):6.1f} s  "
               f"{spread(ratios)}  {same}: {sorted(counts[way])}")
@@ -187,10 +190,12 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
               f"{ran} test(s) ran; rows per test median "
               f"{statistics.median(per_test.values()) if per_test else 0}, "
               f"max {max(per_test.values()) if per_test else 0}")
+    return same_counts
 
 
 def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
-         directory: Path, reruns: int) -> None:
+         directory: Path, reruns: int) -> bool:
+    """Prints the gate figures; False on a failing row or a verdict -n 2 changes."""
     args = [*files, *selection]
     for label in ("cold", "warm"):
         run = run_pytest(python, directory, ["--compile-census", "--compile-pin-update", *args])
@@ -221,6 +226,7 @@ def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
             print(f"    {row[0]} [{row[1]}]: serial {v_s.get(row)}, -n 2 {v_p.get(row)}")
     print(f"  total over {reruns} rerun(s): {false_alarms} failing row(s) (false alarms), "
           f"{disagreements} row(s) judged differently by -n 2")
+    return false_alarms == 0 and disagreements == 0
 
 
 def main() -> int:
@@ -255,18 +261,23 @@ def main() -> int:
     load = os.getloadavg()
     print(f"versions (python, jax, jaxlib, pytest, xdist, suites' packages): {versions}")
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    good = True
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="jaxcompile-real-suites-"))
     for suite in suites:
         selection = selections[suite.name]
         print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
         files = prepare(workdir / f"{suite.name}-overhead", suite, packages)
-        overhead(python, suite, selection, files, workdir / f"{suite.name}-overhead", args.rounds)
+        good &= overhead(python, suite, selection, files, workdir / f"{suite.name}-overhead",
+                         args.rounds)
         files = prepare(workdir / f"{suite.name}-gate", suite, packages)
-        gate(python, suite, selection, files, workdir / f"{suite.name}-gate", args.reruns)
+        good &= gate(python, suite, selection, files, workdir / f"{suite.name}-gate", args.reruns)
     load = os.getloadavg()
     print(f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
           f"scratch in {workdir}")
-    return 0
+    if not good:
+        print("FAILED: pass/fail counts differ from the plugin-disabled run, a false alarm, "
+              "or a verdict -n 2 changes (above)")
+    return 0 if good else 1
 
 
 if __name__ == "__main__":
