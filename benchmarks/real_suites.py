@@ -1,0 +1,284 @@
+"""Real suites: the plugin on test files that ship with real JAX projects (optax, chex).
+
+    python benchmarks/real_suites.py [--rounds 3] [--reruns 3] [--suite optax --suite chex]
+                                     [--select 'optax=-k test_explicit_dtype'] [--venv DIR]
+
+Installs pinned versions of the projects (and pytest, pytest-xdist, this plugin as an
+editable install) into a scratch venv -- nothing here touches the plugin's own install --,
+copies the selected test files out of the installed packages into a scratch directory (a
+rootdir of their own, so pins land there), and measures:
+
+1. Overhead. After one untimed run that fills the persistent cache, each round runs the
+   suite four ways in fresh pytest processes, interleaved so drifting load hits all ways:
+   plugin disabled (``-p no:jaxcompile``), loaded but unused, ``--compile-census``, and
+   ``--compile-census -n 2``. Pass/fail counts must equal the disabled run's; ratios to
+   the disabled run of the same round are reported as medians with their range.
+2. What the census says: the summary's first lines and the rows per test (``--compile-report``).
+3. Gate quality. On a fresh cache and pins directory: ``--compile-census --compile-pin-update``
+   twice (pins cold, then warm), then K unchanged reruns serial and with ``-n 2``: the
+   failing rows (``DRIFT``/``MISS``/``GREW``, all false alarms here) and whether ``-n 2``
+   gives every row the verdict the serial rerun gave it.
+
+The persistent cache is JAX's own, switched on by environment alone
+(``JAX_COMPILATION_CACHE_DIR``, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0``), no conftest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# The versions measured (docs/benchmarks.md); the test-only deps are what the files import.
+PINNED = ["jax==0.10.2", "jaxlib==0.10.2", "pytest==9.2.0", "pytest-xdist==3.8.0"]
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    requirements: tuple[str, ...]
+    files: tuple[str, ...]  # paths inside site-packages
+    default_args: tuple[str, ...]
+
+
+SUITES = {
+    "optax": Suite(
+        "optax", ("optax==0.2.8", "scipy==1.17.1", "scikit-learn==1.9.1"),
+        ("optax/_src/alias_test.py",), ("-k", "test_optimization or test_explicit_dtype"),
+    ),
+    "chex": Suite(
+        "chex", ("chex==0.1.92", "cloudpickle==3.1.3"),
+        ("chex/_src/variants_test.py", "chex/_src/dataclass_test.py"), (),
+    ),
+}
+
+WAYS = {
+    "disabled": ["-p", "no:jaxcompile"],
+    "loaded": [],
+    "census": ["--compile-census"],
+    "census -n 2": ["--compile-census", "-n", "2"],
+}
+FAILING = {"DRIFT", "MISS", "GREW"}
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected"
+                    r"|subtests passed|subtests failed|subtests skipped)")
+
+
+def venv_python(venv: Path, suites: list[Suite]) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    requirements = [*PINNED, *(r for suite in suites for r in suite.requirements)]
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements, "-e", str(REPO)],
+                   check=True)
+    return python
+
+
+def site_packages(python: Path) -> Path:
+    code = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    out = subprocess.run([str(python), "-c", code],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return Path(out)
+
+
+def prepare(directory: Path, suite: Suite, packages: Path) -> list[str]:
+    """A fresh rootdir holding copies of the suite's test files; returns their names."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    (directory / "pytest.ini").write_text("[pytest]\n")
+    names = []
+    for file in suite.files:
+        name = file.replace("/", "_")
+        shutil.copy(packages / file, directory / name)
+        names.append(name)
+    return names
+
+
+@dataclass
+class Run:
+    seconds: float
+    counts: dict[str, int]
+    stdout: str
+    returncode: int
+
+
+def run_pytest(python: Path, directory: Path, args: list[str]) -> Run:
+    env = {
+        **os.environ, "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(directory / "jax-cache"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    env.pop("PYTHONPATH", None)
+    start = time.perf_counter()
+    proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=directory, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    counts = {kind: int(n) for n, kind in _COUNT.findall(last)}
+    return Run(seconds, counts, proc.stdout, proc.returncode)
+
+
+def census_head(stdout: str, lines: int = 4) -> list[str]:
+    text = stdout.splitlines()
+    for index, line in enumerate(text):
+        if "jax compile times" in line:
+            return text[index + 1:index + 1 + lines]
+    return ["(no census section)"]
+
+
+def verdicts(report: Path) -> dict[tuple[str, str], str]:
+    data = json.loads(report.read_text())
+    out: dict[tuple[str, str], str] = {}
+    for verdict in data["verdicts"]:
+        out[(verdict["cell"], verdict["transform"])] = verdict["status"]
+    return out
+
+
+def spread(values: list[float]) -> str:
+    return f"x{statistics.median(values):.3f} (range {min(values):.3f}-{max(values):.3f})"
+
+
+def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
+             directory: Path, rounds: int) -> bool:
+    """Prints the overhead figures; False when a way's pass/fail counts differ."""
+    args = [*files, *selection]
+    warmup = run_pytest(python, directory, [*WAYS["disabled"], *args])
+    print(f"  warm-up (fills the cache): {warmup.seconds:.1f} s, {warmup.counts}")
+    seconds: dict[str, list[float]] = {way: [] for way in WAYS}
+    counts: dict[str, set[str]] = {way: set() for way in WAYS}
+    last_census = None
+    for _ in range(rounds):
+        for way, extra in WAYS.items():
+            report = directory / "report.json"
+            more = ["--compile-report", str(report)] if way == "census" else []
+            run = run_pytest(python, directory, [*extra, *more, *args])
+            seconds[way].append(run.seconds)
+            tests = {k: v for k, v in run.counts.items() if k != "deselected"}
+            counts[way].add(json.dumps(tests, sort_keys=True))
+            if way == "census":
+                last_census = run
+    base = seconds["disabled"]
+    same_counts = True
+    for way in WAYS:
+        ratios = [s / b for s, b in zip(seconds[way], base, strict=True)]
+        same_counts &= counts[way] == counts["disabled"]
+        same = "same counts" if counts[way] == counts["disabled"] else "COUNTS DIFFER"
+        print(f"  {way:<12} median {statistics.median(seconds[way]):6.1f} s  "
+              f"{spread(ratios)}  {same}: {sorted(counts[way])}")
+    if last_census is not None:
+        print("  census summary, first lines:")
+        for line in census_head(last_census.stdout):
+            print(f"    {line}")
+        data = json.loads((directory / "report.json").read_text())
+        per_test = Counter(record["cell"] for record in data["records"])
+        ran = len(data["ran_cells"])
+        print(f"  rows: {sum(per_test.values())} over {len(per_test)} test(s) with rows, "
+              f"{ran} test(s) ran; rows per test median "
+              f"{statistics.median(per_test.values()) if per_test else 0}, "
+              f"max {max(per_test.values()) if per_test else 0}")
+    return same_counts
+
+
+def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
+         directory: Path, reruns: int) -> bool:
+    """Prints the gate figures; False on a failing row or a verdict -n 2 changes."""
+    args = [*files, *selection]
+    for label in ("cold", "warm"):
+        run = run_pytest(python, directory, ["--compile-census", "--compile-pin-update", *args])
+        print(f"  pin {label}: {run.seconds:.1f} s, exit {run.returncode}, {run.counts}")
+    false_alarms = 0
+    disagreements = 0
+    for index in range(reruns):
+        serial = directory / f"serial-{index}.json"
+        parallel = directory / f"xdist-{index}.json"
+        run_s = run_pytest(python, directory,
+                           ["--compile-census", "--compile-report", str(serial), *args])
+        run_p = run_pytest(python, directory, ["--compile-census", "-n", "2",
+                                               "--compile-report", str(parallel), *args])
+        v_s, v_p = verdicts(serial), verdicts(parallel)
+        failing_s = Counter(s for s in v_s.values() if s in FAILING)
+        failing_p = Counter(s for s in v_p.values() if s in FAILING)
+        both = v_s.keys() & v_p.keys()
+        differ = sorted(row for row in both if v_s[row] != v_p[row])
+        only = sorted(v_s.keys() ^ v_p.keys())
+        false_alarms += sum(failing_s.values()) + sum(failing_p.values())
+        disagreements += len(differ)
+        print(f"  rerun {index + 1}: serial exit {run_s.returncode} {dict(Counter(v_s.values()))} "
+              f"failing {dict(failing_s)}; -n 2 exit {run_p.returncode} "
+              f"{dict(Counter(v_p.values()))} failing {dict(failing_p)}")
+        print(f"    rows in both: {len(both)}, another verdict under -n 2: {len(differ)}; "
+              f"rows in one run only (another test of that worker paid the compile): {len(only)}")
+        for row in [*differ, *only][:5]:
+            print(f"    {row[0]} [{row[1]}]: serial {v_s.get(row)}, -n 2 {v_p.get(row)}")
+    print(f"  total over {reruns} rerun(s): {false_alarms} failing row(s) (false alarms), "
+          f"{disagreements} row(s) judged differently by -n 2")
+    return false_alarms == 0 and disagreements == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reruns", type=int, default=3)
+    parser.add_argument("--suite", action="append", choices=sorted(SUITES),
+                        help="a suite to run (repeatable; default all)")
+    parser.add_argument("--select", action="append", default=[], metavar="NAME=ARGS",
+                        help="pytest arguments replacing a suite's default selection, "
+                             "e.g. 'optax=-k test_explicit_dtype'")
+    parser.add_argument("--venv", type=Path,
+                        default=Path(tempfile.gettempdir()) / "jaxcompile-real-suites-venv",
+                        help="scratch venv (created if missing, reused otherwise)")
+    parser.add_argument("--workdir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args()
+    suites = [SUITES[name] for name in (args.suite or sorted(SUITES))]
+    selections = {suite.name: list(suite.default_args) for suite in suites}
+    for item in args.select:
+        name, _, rest = item.partition("=")
+        if name not in selections:
+            parser.error(f"--select {item!r}: no suite {name!r} (choose from {sorted(selections)})")
+        selections[name] = shlex.split(rest)
+    python = venv_python(args.venv, suites)
+    packages = site_packages(python)
+    versions = subprocess.run(
+        [str(python), "-c", "import sys, importlib.metadata as m; print(sys.version.split()[0], "
+         + ", ".join(f"m.version({p!r})" for p in
+                     ["jax", "jaxlib", "pytest", "pytest-xdist",
+                      *(r.split("==")[0] for s in suites for r in s.requirements)]) + ")"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()
+    print(f"versions (python, jax, jaxlib, pytest, xdist, suites' packages): {versions}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    good = True
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="jaxcompile-real-suites-"))
+    for suite in suites:
+        selection = selections[suite.name]
+        print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
+        files = prepare(workdir / f"{suite.name}-overhead", suite, packages)
+        good &= overhead(python, suite, selection, files, workdir / f"{suite.name}-overhead",
+                         args.rounds)
+        files = prepare(workdir / f"{suite.name}-gate", suite, packages)
+        good &= gate(python, suite, selection, files, workdir / f"{suite.name}-gate", args.reruns)
+    load = os.getloadavg()
+    print(f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+          f"scratch in {workdir}")
+    if not good:
+        print("FAILED: pass/fail counts differ from the plugin-disabled run, a false alarm, "
+              "or a verdict -n 2 changes (above)")
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
