@@ -149,7 +149,7 @@ class Pin:
         if self.ops:
             table["ops"] = dict(sorted(self.ops.items()))
         if self.key_parts:
-            table["key_parts"] = dict(self.key_parts)
+            table["key_parts"] = dict(sorted(self.key_parts.items()))  # deterministic bytes
             table["key_flags"] = list(self.key_flags or [])
         for name in VERSION_PIN_FIELDS:
             if getattr(self, name) is not None:
