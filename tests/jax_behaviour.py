@@ -14,6 +14,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import pytest
+
 _HOST_CALLBACK_PROBE = textwrap.dedent(
     """
     import sys
@@ -134,3 +136,22 @@ def jax_logs_persistent_cache_keys() -> bool:
             check=True, env=env, capture_output=True, text=True,
         )
         return "PERSISTENT COMPILATION CACHE MISS for" in done.stderr
+
+
+@functools.cache
+def jax_has_backend_initialization_hooks() -> bool:
+    """Whether this jax lets a plugin hook its backend's start (XLA_FLAGS as XLA read them).
+
+    Where it does not, the plugin reads the value as unknown and judges as before.
+    """
+    from jax._src import xla_bridge
+
+    return hasattr(xla_bridge, "register_backend_initialization_hook")
+
+
+def needs_backend_hooks() -> pytest.MarkDecorator:
+    return pytest.mark.skipif(
+        not jax_has_backend_initialization_hooks(),
+        reason="this jax has no backend-initialization hooks: XLA_FLAGS at backend start is "
+        "read as unknown",
+    )

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from jax_behaviour import needs_backend_hooks
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -63,6 +64,7 @@ def test_jax_imported_before_watching_is_captured_at_its_backend_start() -> None
     assert lines == ["None", started, started, "1"]
 
 
+@needs_backend_hooks()
 def test_watching_before_jax_is_imported_leaves_no_trace_on_jax() -> None:
     lines = _run(
         """

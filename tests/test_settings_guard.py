@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import JaxProject
-from jax_behaviour import jax_persists_host_callbacks
+from jax_behaviour import jax_persists_host_callbacks, needs_backend_hooks
 
 from pytest_jaxcompile.backends.jax.measure import is_cache_entry
 
@@ -45,6 +45,7 @@ def _clobbering_suite(project: JaxProject) -> None:
     )
 
 
+@needs_backend_hooks()
 def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_force(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +82,7 @@ def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_for
     assert clobber["fails"] is False
 
 
+@needs_backend_hooks()
 def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,6 +131,7 @@ REQUIRE_BOTH = (
 )
 
 
+@needs_backend_hooks()
 def test_a_required_flag_set_after_the_backend_started_is_not_in_force(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,6 +166,7 @@ def test_a_required_flag_set_after_the_backend_started_is_not_in_force(
     assert project.report()["clobbers"] == []  # set before the session: nothing changed in it
 
 
+@needs_backend_hooks()
 def test_a_backend_started_before_the_plugin_watched_is_judged_on_the_session_start_value(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
