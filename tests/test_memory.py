@@ -50,7 +50,8 @@ def test_a_persistent_cache_hit_reports_what_the_miss_did(project: JaxProject) -
     assert [warm[name] for name in names] == [cold[name] for name in names]
     assert cold["compiled_temp_bytes"] > 0 and cold["flops"] > 0 and cold["bytes_accessed"] > 0
     assert cold["compiled_argument_bytes"] > cold["compiled_output_bytes"] > 0
-    assert cold["compiled_code_bytes"] == 0  # jax 0.10's CPU backend reports no code size
+    # The CPU backend of jax 0.10 and 0.12 reports no code size (0); jax 0.4.30's does.
+    assert cold["compiled_code_bytes"] >= 0
 
 
 class _Fake:
