@@ -234,29 +234,29 @@ def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
         measured, pinned = getattr(record, figure), getattr(pin, figure)
         if limit is None or measured is None or not pinned or measured <= pinned * (1 + limit):
             continue
-        note = (
+        return _restated(
+            verdict, pin, Status.GREW, figure,
             f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
-            f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})"
-        )
-        change = what_changed(record, pin)
-        if change is not None and change not in (verdict.note or ""):
-            note = f"{note}; {change}"
-        return dataclasses.replace(
-            verdict, status=Status.GREW, phase=figure,
-            note=note if verdict.note is None else f"{note}; {verdict.note}",
+            f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})",
         )
     if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, thresholds):
         return verdict
-    note = (
+    return _restated(
+        verdict, pin, Status.DRIFT, RSS_PHASE,
         f"RSS growth during the compile drifted: {record.compile_rss_growth_mib:.1f} MiB, pin "
         f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
-        f"MiB; floor {thresholds.rss_floor_mib:g} MiB)"
+        f"MiB; floor {thresholds.rss_floor_mib:g} MiB)",
     )
-    change = what_changed(record, pin)
+
+
+def _restated(verdict: Verdict, pin: Pin, status: Status, phase: str, note: str) -> Verdict:
+    """The verdict with a memory finding first in its note, and what changed in the module
+    (unless the note already says it)."""
+    change = what_changed(verdict.record, pin)
     if change is not None and change not in (verdict.note or ""):
         note = f"{note}; {change}"
     return dataclasses.replace(
-        verdict, status=Status.DRIFT, phase=RSS_PHASE,
+        verdict, status=status, phase=phase,
         note=note if verdict.note is None else f"{note}; {verdict.note}",
     )
 
