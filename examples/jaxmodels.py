@@ -1,8 +1,9 @@
 """Small example JAX models used by the demo and by the plugin's own tests.
 
-Everything here is pure ``jax.numpy``. Importing this module only defines
-functions: no arrays are created and nothing is traced or compiled until a
-function is called.
+The models are pure ``jax.numpy``. Their parameters and example inputs are
+drawn with NumPy and placed with ``jax.device_put``, so building them compiles
+nothing: every compile a test sees is one of its own. Importing this module
+only defines functions: no arrays are created until a function is called.
 
 The MLP depth (number of hidden layers) used by :func:`mlp_example_args` is
 read from the ``JAXMODELS_DEPTH`` environment variable (default 2). Because
@@ -14,12 +15,14 @@ uses this to inject a compile-time regression.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "ATTENTION_DIM",
@@ -97,21 +100,26 @@ def mlp_widths(depth: int | None = None) -> list[int]:
     return [IN_WIDTH, *([HIDDEN_WIDTH] * depth), OUT_WIDTH]
 
 
-def _dense_init(key: jax.Array, fan_in: int, fan_out: int) -> jax.Array:
+def _normal(rng: np.random.Generator, shape: Sequence[int], scale: float = 1.0) -> jax.Array:
+    """A float32 normal array on the default device, without compiling anything."""
+    return jax.device_put((scale * rng.standard_normal(tuple(shape))).astype(np.float32))
+
+
+def _dense_init(rng: np.random.Generator, fan_in: int, fan_out: int) -> jax.Array:
     """Return a ``(fan_in, fan_out)`` weight with variance ``1 / fan_in``."""
-    scale = 1.0 / math.sqrt(fan_in)
-    return scale * jax.random.normal(key, (fan_in, fan_out), dtype=jnp.float32)
+    return _normal(rng, (fan_in, fan_out), 1.0 / math.sqrt(fan_in))
 
 
-def mlp_init(key: jax.Array, widths: Sequence[int]) -> MLPParams:
-    """Initialise an MLP whose layer sizes are ``widths`` (input first)."""
+def mlp_init(seed: int, widths: Sequence[int]) -> MLPParams:
+    """Initialise (deterministically from ``seed``) an MLP whose layer sizes are ``widths``
+    (input first)."""
     if len(widths) < 2:
         msg = f"widths needs at least an input and an output size, got {widths!r}"
         raise ValueError(msg)
-    keys = jax.random.split(key, len(widths) - 1)
+    rng = np.random.default_rng(seed)
     return [
-        (_dense_init(k, fan_in, fan_out), jnp.zeros((fan_out,), jnp.float32))
-        for k, fan_in, fan_out in zip(keys, widths[:-1], widths[1:], strict=True)
+        (_dense_init(rng, fan_in, fan_out), jax.device_put(np.zeros((fan_out,), np.float32)))
+        for fan_in, fan_out in itertools.pairwise(widths)
     ]
 
 
@@ -128,15 +136,11 @@ def mlp_loss(params: MLPParams, x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.mean((mlp_apply(params, x) - y) ** 2)
 
 
-def attention_init(key: jax.Array, dim: int) -> AttentionParams:
-    """Initialise a single-head self-attention block of width ``dim``."""
-    kq, kk, kv, ko = jax.random.split(key, 4)
-    return {
-        "wq": _dense_init(kq, dim, dim),
-        "wk": _dense_init(kk, dim, dim),
-        "wv": _dense_init(kv, dim, dim),
-        "wo": _dense_init(ko, dim, dim),
-    }
+def attention_init(seed: int, dim: int) -> AttentionParams:
+    """Initialise (deterministically from ``seed``) a single-head self-attention block of
+    width ``dim``."""
+    rng = np.random.default_rng(seed)
+    return {name: _dense_init(rng, dim, dim) for name in ("wq", "wk", "wv", "wo")}
 
 
 def _softmax(logits: jax.Array) -> jax.Array:
@@ -162,13 +166,13 @@ def attention_loss(params: AttentionParams, x: jax.Array) -> jax.Array:
 
 def example_inputs(shape: Sequence[int], *, seed: int = 0) -> jax.Array:
     """Return a deterministic standard-normal float32 array of ``shape``."""
-    return jax.random.normal(jax.random.key(seed), tuple(shape), dtype=jnp.float32)
+    return _normal(np.random.default_rng(seed), shape)
 
 
 @functools.cache
 def _mlp_example_arrays(depth: int) -> tuple[MLPParams, jax.Array, jax.Array]:
     """Build (once per process and depth) the arrays behind :func:`mlp_example_args`."""
-    params = mlp_init(jax.random.key(0), mlp_widths(depth))
+    params = mlp_init(0, mlp_widths(depth))
     x = example_inputs((BATCH, IN_WIDTH), seed=1)
     y = example_inputs((BATCH, OUT_WIDTH), seed=2)
     return params, x, y
@@ -177,7 +181,7 @@ def _mlp_example_arrays(depth: int) -> tuple[MLPParams, jax.Array, jax.Array]:
 @functools.cache
 def _attention_example_arrays() -> tuple[AttentionParams, jax.Array]:
     """Build (once per process) the arrays behind :func:`attention_example_args`."""
-    params = attention_init(jax.random.key(3), ATTENTION_DIM)
+    params = attention_init(3, ATTENTION_DIM)
     x = example_inputs((BATCH, ATTENTION_SEQ, ATTENTION_DIM), seed=4)
     return params, x
 
@@ -188,9 +192,8 @@ def mlp_example_args(
     """Return ``(params, x, y)`` for :func:`mlp_loss`; depth from the env by default.
 
     ``x`` is ``(BATCH, IN_WIDTH)`` and ``y`` is ``(BATCH, OUT_WIDTH)``. The
-    first call per depth runs (and so compiles) about 15 small ``jax.random``
-    ops; later calls reuse the arrays. Call it before any region whose
-    compiles you count.
+    arrays are built once per process and depth, and building them compiles
+    nothing.
     """
     if depth is None:
         depth = model_depth()
@@ -201,8 +204,7 @@ def mlp_example_args(
 def attention_example_args() -> tuple[AttentionParams, jax.Array]:
     """Return ``(params, x)`` for :func:`attention_loss`.
 
-    ``x`` is ``(BATCH, ATTENTION_SEQ, ATTENTION_DIM)``. As with
-    :func:`mlp_example_args`, the first call runs small ``jax.random`` ops.
+    ``x`` is ``(BATCH, ATTENTION_SEQ, ATTENTION_DIM)``, built once per process.
     """
     params, x = _attention_example_arrays()
     return dict(params), x

@@ -254,7 +254,7 @@ MODEL_TESTS = """
     BATCH = int(os.environ.get("MODEL_BATCH", "8"))
 
     def test_model(jax_compile):
-        params = m.mlp_init(jax.random.key(0), m.mlp_widths(6))
+        params = m.mlp_init(0, m.mlp_widths(6))
         x = m.example_inputs((BATCH, m.IN_WIDTH), seed=1)
         y = m.example_inputs((BATCH, m.OUT_WIDTH), seed=2)
         jax_compile(jax.value_and_grad(m.mlp_loss), params, x, y, transform="vag")
