@@ -86,8 +86,11 @@ def _run_tests(session: nox.Session) -> None:
         "'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__, "
         "'pytest', pytest.__version__)",
     )
+    # On pytest-xdist workers, as scripts/test.sh runs it (JAXCOMPILE_TEST_WORKERS, default 2).
+    workers = os.environ.get("JAXCOMPILE_TEST_WORKERS", "2")
     session.run(
-        "python", "-m", "pytest", "-p", "no:cacheprovider", *session.posargs, "tests"
+        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *session.posargs,
+        "tests",
     )
 
 

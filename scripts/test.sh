@@ -22,12 +22,16 @@ cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py noxfile.py
 mypy
 set +e
-# File order by default, so a CI run can be repeated exactly. pytest-randomly (a test extra)
+# Tests are handed out in file order by default. pytest-randomly (a test extra)
 # is there to shuffle it: JAXCOMPILE_TEST_ORDER="-p randomly --randomly-seed=N" (N printed
 # by a shuffled run repeats it). The projects the tests start run in file order
 # (tests/conftest.py).
 read -r -a order <<<"${JAXCOMPILE_TEST_ORDER:--p no:randomly}"
-python -m pytest -p no:cacheprovider "${order[@]}" "$@" tests
+# Most tests start a pytest session of their own (a fresh process that imports JAX), so
+# the suite runs on pytest-xdist workers, two by default (the CI machine's cores):
+# JAXCOMPILE_TEST_WORKERS=0 runs it in this one process.
+workers="${JAXCOMPILE_TEST_WORKERS:-2}"
+python -m pytest -p no:cacheprovider -n "$workers" "${order[@]}" "$@" tests
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -162,6 +162,14 @@ def _outside_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _outside_this_suites_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions started by tests are not pytest-xdist workers, even when this suite runs
+    under xdist (scripts/test.sh): xdist tells a worker who it is in the environment."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def set_pins(pins_dir: Path, seconds: dict[str, float], tolerance: float) -> None:
     """Give the named tests' pins fixed figures, and every other pin a huge tolerance,
     so that verdicts are certain whatever the timing (trace and lowering not judged)."""
