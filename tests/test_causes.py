@@ -90,3 +90,76 @@ def test_a_changed_compile_option_is_named_as_the_compile_options_part(
     result = project.run("-v")
     assert project.rows()[("test_mlp", "jit")]["cache_state"] == "cold"
     result.stdout.fnmatch_lines(["*its cache key changed: the compile_options part*"])
+
+
+RETRACING_TESTS = """
+    import logging
+    import os
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import pytest
+    from jax._src import config
+
+    SHAPES = [int(n) for n in os.environ.get("SHAPES", "3,4,5").split(",")]
+
+    def f(x):
+        return jnp.sin(x) * 2
+
+    @pytest.mark.compile_budget(max_compiles=1)
+    def test_shapes():
+        compiled = jax.jit(f)
+        for n in SHAPES:
+            compiled(np.ones(n, np.float32)).block_until_ready()
+
+    @pytest.mark.compile_budget(max_compiles=5)
+    def test_logs_are_the_users(caplog):
+        assert config.explain_cache_misses.value  # JAX explains while the test runs
+        logging.getLogger("app").warning("mine")
+        compiled = jax.jit(f)
+        for n in (3, 4):
+            compiled(np.ones(n, np.float32)).block_until_ready()
+        assert [record.getMessage() for record in caplog.records] == ["mine"]
+
+    def test_unbudgeted():
+        assert not config.explain_cache_misses.value  # never turned on, and restored
+        jax.jit(f)(np.ones(3, np.float32)).block_until_ready()
+"""
+
+
+def test_max_compiles_names_each_new_input_shape_and_leaves_the_logs_alone(
+    project: JaxProject,
+) -> None:
+    # The persistent cache is on: its cache-miss records are raised to WARNING while JAX
+    # explains, and must still not reach the test's captured logs.
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(RETRACING_TESTS)
+    result = project.run("--compile-census")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
+        "*  jit(f): 3x (3 compiled by XLA, 0 from the persistent cache)",
+        "*    compile 2: f (test_models.py:*): * f32[[]4[]]*",
+        "*    compile 3: f (test_models.py:*): * f32[[]5[]]*",
+    ])
+    assert "TRACING CACHE MISS" not in result.stdout.str()
+
+
+def test_a_changed_compile_count_names_why_the_function_compiled_again(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(RETRACING_TESTS)
+    monkeypatch.setenv("SHAPES", "3")
+    project.run("--compile-census", "--compile-pin-update", "-k", "test_shapes")
+    monkeypatch.setenv("SHAPES", "3,4")
+    result = project.run("--compile-census", "-k", "test_shapes")
+    result.assert_outcomes(failed=1)  # over max_compiles=1 as well
+    result.stdout.fnmatch_lines([
+        "compile count changed: test_models.py::test_shapes: 2 backend compile(s), pinned 1",
+        "    jit(f) compile 2: f (test_models.py:*): * f32[[]4[]]*",
+    ])
+    (change,) = project.report()["compile_count_changes"]
+    (why,) = change["recompiles"]
+    assert why.startswith("jit(f) compile 2: f (test_models.py:") and "f32[4]" in why

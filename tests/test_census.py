@@ -46,7 +46,9 @@ def test_fresh_closure_per_call_fails_max_compiles_naming_the_module(
         [
             "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
             "*jit(<lambda>): 3x (3 compiled by XLA, 0 from the persistent cache)",
-            "*retraced*",
+            "*    compile 2: <lambda> (test_models.py:*): a new function object, defined where "
+            "an earlier one was: it is re-created*",
+            "*    compile 3: <lambda> (test_models.py:*): a new function object*",
         ]
     )
     rows = project.rows()

@@ -95,14 +95,16 @@ def test_a_guard_failure_recompile_fails_max_compiles_with_the_reason(
         [
             "*2 torch.compile frame compiles in this test, over its "
             "compile_budget(max_compiles=1):",
-            "  total at *test_models.py:*",
-            "  total at *test_models.py:* (recompile: *rank mismatch*)",
+            "  total at *test_models.py:*: 2x",
+            "    compile 2: recompile: *rank mismatch*",
         ]
     )
     rows = torch_project.rows()
     assert rows[("test_recompiles", "total#2")]["source"] == "census"
     (ledger,) = torch_project.report()["ledgers"]
     assert ledger["framework"] == "torch" and ledger["compiles"] == 2
+    (recompile,) = ledger["recompiles"]
+    assert recompile.startswith("total compile 2: recompile: ") and "rank" in recompile
     assert ledger["compile_s"] + ledger["execute_and_python_s"] == pytest.approx(
         ledger["wall_s"], abs=1e-9
     )

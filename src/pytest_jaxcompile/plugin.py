@@ -16,6 +16,7 @@ from pytest_jaxcompile.gate.budget import MARKER_HELP, budget_of
 from pytest_jaxcompile.options import Settings, add_pytest_options
 from pytest_jaxcompile.session import (
     COLLECTOR_KEY,
+    WORKER_INPUT_COUNTED_KEY,
     WORKER_OUTPUT_KEY,
     SessionCollector,
 )
@@ -127,6 +128,11 @@ class XdistHooks:
 
     def __init__(self, collector: SessionCollector) -> None:
         self._collector = collector
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Each worker learns which tests have a pinned compile count (only the controller
+        reads the pins)."""
+        node.workerinput[WORKER_INPUT_COUNTED_KEY] = sorted(self._collector.counted_cells)
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))

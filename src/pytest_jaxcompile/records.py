@@ -375,6 +375,10 @@ class CallLedger:
     eager_compiles: int = 0
     eager_compile_s: float = 0.0
     eager_modules: dict[str, int] = field(default_factory=dict)  # by JAX function name
+    # Why each compile of a function after its first happened, in the backend's words
+    # (JAX's tracing-cache miss explanations, torch's recompile reasons); None when the
+    # test was not asked (no max_compiles budget or pinned compile count).
+    recompiles: list[str] | None = None
     record_kind: str = LEDGER_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -397,6 +401,7 @@ class CallLedger:
         eager_compiles: int = 0,
         eager_compile_s: float = 0.0,
         eager_modules: dict[str, int] | None = None,
+        recompiles: list[str] | None = None,
     ) -> CallLedger:
         """The one ledger builder: compile is capped at the wall (the phases and the wall
         come from different clocks), and the rest of the wall is the residual."""
@@ -422,6 +427,7 @@ class CallLedger:
             eager_compiles=eager_compiles,
             eager_compile_s=eager_compile_s,
             eager_modules=dict(eager_modules or {}),
+            recompiles=recompiles,
         )
 
     def to_dict(self) -> dict[str, Any]:

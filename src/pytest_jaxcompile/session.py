@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     )
 
 WORKER_OUTPUT_KEY = "jaxcompile"
+# What the controller tells each xdist worker: the tests with a pinned compile count.
+WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
 COLLECTOR_KEY = pytest.StashKey["SessionCollector"]()
 OUTCOME_KEY = pytest.StashKey[Outcome]()
 TORCH_PROBE_KEY = pytest.StashKey["TorchCompile"]()
@@ -55,6 +57,9 @@ class SessionCollector:
         self.ledgers: dict[str, CallLedger] = {}
         self.ran_cells: set[str] = set()
         self.store: PinStore | None = None
+        # Tests whose compile count is pinned: JAX explains their recompiles (as for a
+        # max_compiles budget), so that a changed count names its cause.
+        self.counted_cells: set[str] = set()
         self.worker_identities: set[Identity] = set()  # environments xdist workers ran in
         self.workers_merged: set[str] = set()
         self.workers_lost: set[str] = set()
@@ -187,6 +192,8 @@ class SessionCollector:
             else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
         )
         if self.is_xdist_worker:
+            workerinput = getattr(self.config, "workerinput", {})
+            self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
             return
         try:
             self.store = PinStore.load(self.settings.pins_dir)
@@ -196,6 +203,7 @@ class SessionCollector:
                 "Fix the file by hand or restore it from version control "
                 "(it was left as it is)."
             ) from None
+        self.counted_cells = self.store.cells_with_compile_counts()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -222,7 +230,10 @@ class SessionCollector:
 
                 # Each test compiles what it uses, whatever ran before it in this process.
                 clear_in_process_caches()
-            capture = self.monitor.capture() if uses_jax else nullcontext(None)
+            # JAX explains its recompiles only where a count is judged (it costs a diff of
+            # cache keys per miss).
+            explain = budget.max_compiles is not None or item.nodeid in self.counted_cells
+            capture = self.monitor.capture(explain=explain) if uses_jax else nullcontext(None)
             sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the test call's peak RSS
             with capture as log, sampler:
                 start = time.perf_counter()
@@ -239,7 +250,8 @@ class SessionCollector:
             )
             if log is not None:
                 problems += recompile_problems(
-                    budget.max_compiles, log.own_compiles(), log.eager_compiles(), count_eager
+                    budget.max_compiles, log.own_compiles(), log.eager_compiles(), count_eager,
+                    explained=explain,
                 )
             problems += torch_recompile_problems(budget.max_compiles, torch_frames)
         problems += self._requirement_problems(item, budget)

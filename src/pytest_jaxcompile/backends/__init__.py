@@ -9,6 +9,8 @@ clobbered ``XLA_FLAGS``) judges only rows of backends that compile with XLA.
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +39,31 @@ BACKENDS: dict[str, Backend] = {
 
 def backend_of(record: CompileRecord) -> Backend:
     return BACKENDS[record.framework]
+
+
+@dataclass(frozen=True)
+class Recompile:
+    """A compile of a function after its first in a test, with the backend's reason."""
+
+    function: str  # the module (JAX) or frame (torch) name, as the rows name it
+    ordinal: int  # 2 for the function's second compile in the test
+    why: str
+
+    def line(self) -> str:
+        """``jit(f) compile 2: f (test_x.py:6): different input types: ...``"""
+        return f"{self.function} compile {self.ordinal}: {self.why}"
+
+
+def recompiles(compiles: Iterable[tuple[str, str | None]], unexplained: str) -> list[Recompile]:
+    """Each compile after a function's first, in order, from ``(name, reason or None)``
+    per compile; `unexplained` stands where the backend gave no reason."""
+    seen: Counter[str] = Counter()
+    found = []
+    for function, why in compiles:
+        seen[function] += 1
+        if seen[function] > 1:
+            found.append(Recompile(function, seen[function], why or unexplained))
+    return found
 
 
 class Environment(Protocol):

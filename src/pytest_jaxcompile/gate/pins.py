@@ -504,6 +504,10 @@ class PinStore:
         group = self._groups.get(key)
         return None if group is None else group.compiles.get(cell)
 
+    def cells_with_compile_counts(self) -> set[str]:
+        """The tests whose compile count is pinned under some key."""
+        return {cell for group in self._groups.values() for cell in group.compiles}
+
     def update(
         self, records: Iterable[CompileRecord], compiles: Mapping[str, int] | None = None
     ) -> list[Path]:

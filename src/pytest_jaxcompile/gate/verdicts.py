@@ -776,6 +776,14 @@ class CompileCountChange:
     cell: str
     compiles: int
     pinned: int
+    # Why each compile of a function after its first happened (the ledger's `recompiles`).
+    recompiles: tuple[str, ...] = ()
+
+    def headline(self) -> str:
+        return (
+            f"compile count changed: {self.cell}: {self.compiles} backend compile(s), "
+            f"pinned {self.pinned}"
+        )
 
 
 def compile_count_changes(
@@ -792,5 +800,7 @@ def compile_count_changes(
             if (count := store.compiles_pinned(key, ledger.cell)) is not None
         }
         if pinned and ledger.compiles not in pinned:
-            changes.append(CompileCountChange(ledger.cell, ledger.compiles, max(pinned)))
+            changes.append(CompileCountChange(
+                ledger.cell, ledger.compiles, max(pinned), tuple(ledger.recompiles or ())
+            ))
     return sorted(changes, key=lambda change: change.cell)

@@ -152,6 +152,11 @@ def annotation_commands(
     ]
     if not outcome.pin_update:
         lines += [
+            workflow_command("warning", "\n".join([change.headline(), *change.recompiles]),
+                             {"title": "jax compile count changed"})
+            for change in outcome.compile_count_changes
+        ]
+        lines += [
             workflow_command("warning", text.removeprefix("warning: "),
                              {"title": "jax compile gate"})
             for text in warning_lines(outcome)
@@ -281,6 +286,9 @@ def _action_lines(outcome: Outcome) -> list[str]:
         return lines
     for text in warning_lines(outcome):
         lines += [f"> [!WARNING]\n> {_text(text.removeprefix('warning: '))}", ""]
+    for change in outcome.compile_count_changes:
+        block = [change.headline(), *change.recompiles]
+        lines += ["> [!NOTE]"] + [f"> {_text(text)}  " for text in block] + [""]
     for upgrade in outcome.upgrades:
         block = upgrade_lines(upgrade, outcome.thresholds)
         kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"

@@ -109,7 +109,8 @@ def build_report(
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
         "compile_count_changes": [
-            {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned}
+            {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned,
+             "recompiles": list(c.recompiles)}
             for c in outcome.compile_count_changes
         ],
         "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],

@@ -287,11 +287,11 @@ def _eager_lines(ledgers: Iterable[CallLedger]) -> list[Line]:
 
 
 def _compile_count_lines(outcome: Outcome) -> list[Line]:
-    return [
-        (f"compile count changed: {change.cell}: {change.compiles} backend compile(s), "
-         f"pinned {change.pinned}", MARKUP[Tone.WARN])
-        for change in outcome.compile_count_changes
-    ]
+    lines: list[Line] = []
+    for change in outcome.compile_count_changes:
+        lines.append((change.headline(), MARKUP[Tone.WARN]))
+        lines.extend((f"    {why}", {}) for why in change.recompiles)
+    return lines
 
 
 def _lost_lines(outcome: Outcome) -> list[Line]:

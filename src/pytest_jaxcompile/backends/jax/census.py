@@ -17,6 +17,7 @@ from typing import Any
 from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
+from pytest_jaxcompile.backends.jax.explain import recompile_explanations
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
@@ -159,6 +160,9 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
         eager_compiles=len(eager),
         eager_compile_s=sum(module.seconds for module in eager),
         eager_modules=dict(sorted(Counter(module.fun_name for module in eager).items())),
+        recompiles=(
+            [r.line() for r in recompile_explanations(compiles)] if log.explained else None
+        ),
     )
 
 
@@ -167,8 +171,11 @@ def recompile_problems(
     compiles: Sequence[ModuleCompile],
     eager: Sequence[ModuleCompile] = (),
     count_eager: bool = False,
+    *,
+    explained: bool = False,
 ) -> list[str]:
-    """The compile_budget(max_compiles=N) failure: every module and how often it compiled.
+    """The compile_budget(max_compiles=N) failure: every module and how often it compiled,
+    and, when JAX `explained` its tracing-cache misses, why each compile after the first.
 
     `compiles` are the test's own; `eager` (JAX's eager dispatch) count only with
     `count_eager`, and are named apart either way.
@@ -183,9 +190,16 @@ def recompile_problems(
         f"{len(counted)} backend {what} in this test, over its "
         f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
     ]
+    why: dict[str, list[str]] = {}
+    if explained:
+        for recompile in recompile_explanations(compiles):
+            why.setdefault(recompile.function, []).append(
+                f"    compile {recompile.ordinal}: {recompile.why}"
+            )
     for name, count in counts.most_common():
         detail = f"{count - hits[name]} compiled by XLA, {hits[name]} from the persistent cache"
         lines.append(f"  {name}: {count}x ({detail})")
+        lines.extend(why.get(name, []))
     if eager:
         names = Counter(module.fun_name for module in eager)
         listed = ", ".join(
@@ -198,7 +212,7 @@ def recompile_problems(
             f"  eager dispatch (operations outside jit): {len(eager)}x ({counted_or_not}): "
             f"{listed}"
         )
-    if any(count > 1 for count in counts.values()):
+    if any(count > 1 for count in counts.values()) and not why:
         lines.append(
             "A function compiled more than once retraced: look for a fresh closure or "
             "jax.jit(...) per call, or changing shapes, dtypes or static arguments."

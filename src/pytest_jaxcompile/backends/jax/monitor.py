@@ -7,7 +7,8 @@ JAX explains why it did not write a cache entry only in its loggers (at DEBUG un
 to DEBUG and a logger filter takes the records, letting through to the user's
 handlers exactly what would have reached them anyway. The dispatch logger is read the
 same way for the name of each backend compile, which jax 0.4.30 does not pass with the
-compile's duration event (later versions do).
+compile's duration event (later versions do). A capture opened with ``explain=True`` also
+reads JAX's explanations of tracing-cache misses (see `explain`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from typing import Any
 
 from pytest_jaxcompile.backends.jax.classify import SkipReason, skip_reason_from_log
 from pytest_jaxcompile.backends.jax.eager import is_eager_dispatch
+from pytest_jaxcompile.backends.jax.explain import (
+    EXPLAIN_RAISED_PREFIXES,
+    RETRACE_HEADER,
+    RETRACE_LOGGERS,
+    Retrace,
+    explaining,
+    parse_explanation,
+)
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
 EVENT_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -40,6 +49,7 @@ COMPILE_PHASES = (EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE)
 LOG_SKIP_REASON = "log:skip_reason"
 LOG_CACHE_KEY = "log:cache_key"
 LOG_COMPILE_NAME = "log:compile_name"  # "Finished XLA compilation of <name> in ... sec"
+LOG_RETRACE = "log:retrace"  # JAX's explanation of a tracing-cache miss
 NESTED_BEGIN = "capture:nested_begin"  # a fixture measurement opened inside this capture
 NESTED_END = "capture:nested_end"
 
@@ -56,6 +66,7 @@ class JaxEvent:
     skip_reason: SkipReason | None = None  # for JAX's "not writing" log records
     cache_key: str | None = None  # for JAX's cache hit/miss log records
     eager: bool = False  # a backend compile of JAX's eager dispatch (see eager.py)
+    retrace: Retrace | None = None  # for JAX's tracing-cache miss explanations
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,7 @@ class ModuleCompile:
     cache_writes: int = 0
     cache_retrieval_s: float | None = None
     skip_reasons: list[SkipReason] = field(default_factory=list)
+    retraces: list[Retrace] = field(default_factory=list)  # JAX's, while explaining
     nested: bool = False  # measured by a fixture call inside the capture
     eager: bool = False  # JAX's eager dispatch of an operation outside jit (see eager.py)
 
@@ -95,6 +107,7 @@ class EventLog:
 
     events: list[JaxEvent] = field(default_factory=list)
     spans: list[TimeSpan] = field(default_factory=list)
+    explained: bool = False  # JAX explained its tracing-cache misses meanwhile
 
     def count(self, name: str) -> int:
         return sum(1 for event in self.events if event.name == name)
@@ -161,6 +174,8 @@ class EventLog:
                 logged_name = event.fun_name
             elif event.skip_reason is not None:
                 pending.skip_reasons.append(event.skip_reason)
+            elif event.retrace is not None:
+                pending.retraces.append(event.retrace)
             elif name == EVENT_BACKEND_COMPILE:
                 pending.fun_name = event.fun_name or logged_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
@@ -181,7 +196,13 @@ class EventLog:
 
 
 class _CacheLogFilter(logging.Filter):
-    """Hands JAX's cache log records to the capture of the thread that emitted them."""
+    """Hands JAX's log records to the capture of the thread that emitted them.
+
+    A record passes on to the user's handlers only at the level it would have had without
+    the plugin: its logger's own level, and DEBUG for what JAX raises to WARNING only
+    because the plugin turned the explanation of cache misses on for that thread; an
+    explanation the plugin asked for never passes.
+    """
 
     def __init__(self, monitor: CompileMonitor, passes_at: int) -> None:
         super().__init__()
@@ -189,13 +210,23 @@ class _CacheLogFilter(logging.Filter):
         self._passes_at = passes_at
 
     def filter(self, record: logging.LogRecord) -> bool:
-        event = _event_from_log(str(record.msg), _log_args(record))
+        template = str(record.msg)
+        event = _event_from_log(template, _log_args(record))
         if event is not None:
             self._monitor.deliver(record.thread, event)
-        return record.levelno >= self._passes_at
+        level = record.levelno
+        if record.thread in self._monitor.explaining_threads:
+            if template.startswith(RETRACE_HEADER):
+                return False  # JAX writes it only because the plugin asked
+            if template.startswith(EXPLAIN_RAISED_PREFIXES):
+                level = logging.DEBUG
+        return level >= self._passes_at
 
 
 def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
+    if template.startswith(RETRACE_HEADER):  # JAX formats it before logging
+        retrace = parse_explanation(template)
+        return None if retrace is None else JaxEvent(LOG_RETRACE, retrace=retrace)
     if template.startswith(_COMPILE_FINISHED):  # JAX formats it before logging
         try:
             message = template % args if args else template
@@ -226,9 +257,11 @@ class CompileMonitor:
         self._lock = threading.Lock()
         self._captures: dict[int, list[EventLog]] = {}
         self._installed = False
-        self._log_users = 0
+        self._log_users: dict[str, int] = {}
         self._saved_levels: dict[str, int] = {}
         self._filters: dict[str, _CacheLogFilter] = {}
+        # Threads on which the plugin (not the user) turned jax_explain_cache_misses on.
+        self.explaining_threads: set[int] = set()
 
     def _listeners(self) -> tuple[tuple[str, str, Any], ...]:
         return (
@@ -262,33 +295,42 @@ class CompileMonitor:
         self._installed = False
 
     @contextlib.contextmanager
-    def capture(self) -> Iterator[EventLog]:
+    def capture(self, *, explain: bool = False) -> Iterator[EventLog]:
         """Collect the events JAX fires on the current thread until the block exits.
 
         Captures nest (a fixture measurement inside a census of the whole test): the
-        outer ones see every event, bracketed by NESTED_BEGIN/NESTED_END markers.
+        outer ones see every event, bracketed by NESTED_BEGIN/NESTED_END markers. With
+        `explain`, JAX explains each tracing-cache miss on this thread meanwhile, and
+        each compile carries the explanations since the previous one (`retraces`).
         """
         self.install()
-        log = EventLog()
+        log = EventLog(explained=explain)
         thread = threading.get_ident()
-        with self._lock:
-            stack = self._captures.setdefault(thread, [])
-            for outer in stack:
-                outer.events.append(JaxEvent(NESTED_BEGIN))
-            stack.append(log)
-            self._open_loggers()
-        try:
-            yield log
-        finally:
+        loggers = JAX_CACHE_LOGGERS + (RETRACE_LOGGERS if explain else ())
+        with contextlib.ExitStack() as stack_of_contexts:
+            if explain:
+                ours = stack_of_contexts.enter_context(explaining())
+                if ours and thread not in self.explaining_threads:
+                    self.explaining_threads.add(thread)
+                    stack_of_contexts.callback(self.explaining_threads.discard, thread)
             with self._lock:
-                stack = self._captures.get(thread, [])
-                if log in stack:
-                    stack.remove(log)
+                stack = self._captures.setdefault(thread, [])
                 for outer in stack:
-                    outer.events.append(JaxEvent(NESTED_END))
-                if not stack:
-                    self._captures.pop(thread, None)
-                self._close_loggers()
+                    outer.events.append(JaxEvent(NESTED_BEGIN))
+                stack.append(log)
+                self._open_loggers(loggers)
+            try:
+                yield log
+            finally:
+                with self._lock:
+                    stack = self._captures.get(thread, [])
+                    if log in stack:
+                        stack.remove(log)
+                    for outer in stack:
+                        outer.events.append(JaxEvent(NESTED_END))
+                    if not stack:
+                        self._captures.pop(thread, None)
+                    self._close_loggers(loggers)
 
     # Listener callbacks: keep them cheap, they run inside every JAX compile.
     def _on_event(self, event: str, **kwargs: Any) -> None:
@@ -315,24 +357,28 @@ class CompileMonitor:
         for log in stack or ():
             log.events.append(event)
 
-    def _open_loggers(self) -> None:
-        self._log_users += 1
-        if self._log_users > 1:
-            return
-        for name in JAX_CACHE_LOGGERS:
+    def _open_loggers(self, names: tuple[str, ...]) -> None:
+        """Lower JAX's loggers so that their records are created, and read them."""
+        for name in names:
+            self._log_users[name] = self._log_users.get(name, 0) + 1
+            if self._log_users[name] > 1:
+                continue
             logger = logging.getLogger(name)
             self._saved_levels[name] = logger.level
             passes_at = logger.getEffectiveLevel()
             log_filter = _CacheLogFilter(self, passes_at)
             self._filters[name] = log_filter
             logger.addFilter(log_filter)
-            logger.setLevel(min(logging.DEBUG, passes_at))
+            # Explanations are logged at WARNING: no need for the retrace loggers' DEBUG.
+            lowest = logging.WARNING if name in RETRACE_LOGGERS else logging.DEBUG
+            logger.setLevel(min(lowest, passes_at))
 
-    def _close_loggers(self) -> None:
-        self._log_users -= 1
-        if self._log_users > 0:
-            return
-        for name in JAX_CACHE_LOGGERS:
+    def _close_loggers(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            self._log_users[name] -= 1
+            if self._log_users[name] > 0:
+                continue
+            del self._log_users[name]
             logger = logging.getLogger(name)
             logger.removeFilter(self._filters.pop(name))
             logger.setLevel(self._saved_levels.pop(name))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,10 @@ from pytest_jaxcompile.backends import (
     DuplicateTransformError,
     MeasureContext,
     Measured,
+    Recompile,
     host_state,
     new_record,
+    recompiles,
 )
 from pytest_jaxcompile.backends.hardware import (
     Hardware,
@@ -327,17 +330,39 @@ class TorchCompile:
             self._sink(record)
 
 
+NO_RECOMPILE_REASON = "torch gave no recompile reason"
+
+
+def frame_recompiles(frames: list[FrameCompile]) -> list[Recompile]:
+    """Each compile of a frame after its first, with dynamo's recompile reason."""
+    return recompiles(
+        (
+            (frame.name, f"recompile: {frame.recompile_reason}" if frame.recompile_reason
+             else None)
+            for frame in frames
+        ),
+        NO_RECOMPILE_REASON,
+    )
+
+
 def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> list[str]:
-    """compile_budget(max_compiles=N) for torch: frame compiles and recompiles, with reasons."""
+    """compile_budget(max_compiles=N) for torch: each frame, how often it compiled, and
+    why each compile after its first (as the JAX message says it)."""
     if max_compiles is None or len(frames) <= max_compiles:
         return []
     lines = [
         f"{len(frames)} torch.compile frame compiles in this test, over its "
         f"compile_budget(max_compiles={max_compiles}):"
     ]
-    for frame in frames:
-        reason = f" (recompile: {frame.recompile_reason})" if frame.recompile_reason else ""
-        lines.append(f"  {frame.name} at {frame.location}{reason}")
+    why: dict[str, list[str]] = {}
+    for recompile in frame_recompiles(frames):
+        why.setdefault(recompile.function, []).append(
+            f"    compile {recompile.ordinal}: {recompile.why}"
+        )
+    first_at = {frame.name: frame.location for frame in reversed(frames)}
+    for name, count in Counter(frame.name for frame in frames).most_common():
+        lines.append(f"  {name} at {first_at[name]}: {count}x")
+        lines.extend(why.get(name, []))
     return lines
 
 
@@ -363,4 +388,5 @@ def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) ->
             for name in ("inductor_s", "inductor_code_gen_s", "triton_s")
         },
         framework=FRAMEWORK,
+        recompiles=[recompile.line() for recompile in frame_recompiles(frames)],
     )
