@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from jax_behaviour import needs_backend_hooks
+from jax_behaviour import jax_has_backend_initialization_hooks
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -64,8 +64,10 @@ def test_jax_imported_before_watching_is_captured_at_its_backend_start() -> None
     assert lines == ["None", started, started, "1"]
 
 
-@needs_backend_hooks()
 def test_watching_before_jax_is_imported_leaves_no_trace_on_jax() -> None:
+    """On any jax: the import watch puts JAX's own loader back and removes itself. The
+    backend start is captured where this jax has backend-initialization hooks; elsewhere
+    the value stays unknown (None), and nothing fails."""
     lines = _run(
         """
         import sys
@@ -88,5 +90,7 @@ def test_watching_before_jax_is_imported_leaves_no_trace_on_jax() -> None:
         "SourceFileLoader SourceFileLoader",
         "False",
         "None",
-        "BackendStart(xla_flags='', captured_at='backend_start')",
+        "BackendStart(xla_flags='', captured_at='backend_start')"
+        if jax_has_backend_initialization_hooks()
+        else "None",
     ]

@@ -7,7 +7,9 @@ import json
 import pytest
 from conftest import JaxProject
 
-HEAVY_DEPTH = "512"  # JAXMODELS_DEPTH of the injected regression (default 2): ~10x the compile
+# JAXMODELS_DEPTH of the injected regression (default 2): its compile takes about 8x as long
+# on jax 0.12 (1.5 s here), some 350x on jax 0.4.30 (24 s).
+HEAVY_DEPTH = "512"
 
 MODEL_TESTS = """
     import jax
@@ -65,7 +67,14 @@ def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
     result = project.run("--compile-pin-update")
     assert result.ret == pytest.ExitCode.OK  # re-pinning never fails on drift
     assert project.pin_files() != before
-    assert project.run().ret == pytest.ExitCode.OK
+    # Judged against the new pin now. The wide tolerance keeps this about the pin, not the
+    # host: jax 0.4.30's 24 s compile of this model has measured 1.9x its pin, in CPU seconds
+    # too, on a shared 2-core machine; against the old pin it is 8x (jax 0.12) and more.
+    result = project.run("--compile-tolerance", "3")
+    assert result.ret == pytest.ExitCode.OK
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] in ("ok", "improved")
+    assert "module grew" not in (verdict["note"] or "")  # the pin holds the heavier module
 
 
 def test_drift_on_an_unchanged_module_points_at_the_environment(project: JaxProject) -> None:
