@@ -144,8 +144,8 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     upgrade = project.report()["upgrades"][0]
     assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax.__version__, 1)
     gated = project.run("--compile-hardware=ci-runner", "--compile-max-upgrade-slowdown=0")
-    expected = pytest.ExitCode.TESTS_FAILED if upgrade["median_ratio"] > 1 else (
-        pytest.ExitCode.OK
-    )
+    # Judge the gated run by its own figure: the ratio moves between runs.
+    gated_ratio = project.report()["upgrades"][0]["median_ratio"]
+    expected = pytest.ExitCode.TESTS_FAILED if gated_ratio > 1 else pytest.ExitCode.OK
     assert gated.ret == expected
     assert sys.version_info >= (3, 10)
