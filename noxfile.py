@@ -88,9 +88,9 @@ def _run_tests(session: nox.Session) -> None:
     )
     # On pytest-xdist workers, as scripts/test.sh runs it (JAXCOMPILE_TEST_WORKERS, default 2).
     workers = os.environ.get("JAXCOMPILE_TEST_WORKERS", "2")
+    # No path given: pyproject.toml's testpaths (tests/); `-- tests/test_x.py` runs one file.
     session.run(
-        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *session.posargs,
-        "tests",
+        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *session.posargs
     )
 
 

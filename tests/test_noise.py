@@ -95,6 +95,8 @@ def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
     assert row["compile_cpu_s"] > 0
     project.set_pin_field("compile_s", 1000.0)  # wall: far faster than pinned
     project.set_pin_field("compile_cpu_s", 0.0001)  # cpu: far slower than pinned
+    for phase in ("trace_s", "lower_s"):  # judged in wall seconds: with no floor, noise
+        project.set_pin_field(phase, None)
     project.run("--compile-floor", "0")
     assert project.verdicts()[("test_mlp", "vag")] == "improved"
     result = project.run("--compile-floor", "0", "--compile-metric", "cpu")
