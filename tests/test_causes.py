@@ -163,3 +163,36 @@ def test_a_changed_compile_count_names_why_the_function_compiled_again(
     (change,) = project.report()["compile_count_changes"]
     (why,) = change["recompiles"]
     assert why.startswith("jit(f) compile 2: f (test_models.py:") and "f32[4]" in why
+
+
+CENSUS_TEST = """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import pytest
+
+    @pytest.mark.compile_budget
+    def test_step():
+        jax.jit(lambda x: jnp.tanh(x) @ x.T)(np.ones((8, 8), np.float32)).block_until_ready()
+"""
+
+
+def test_a_census_miss_names_the_flag_and_a_flag_is_not_a_changed_module(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(CENSUS_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # cold
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # warm
+    (row,) = project.rows().values()
+    assert row["cache_state"] == "warm"
+    # The module's own fingerprint, and the key's parts beside it, as for fixture rows.
+    assert row["fingerprint"].startswith("computation:")
+    assert "XLA flags" in row["cache_key_parts"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+    result = project.run("--compile-expect-warm")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert project.verdicts() == {("test_step", "jit(<lambda>)"): "MISS"}
+    result.stdout.fnmatch_lines([
+        "*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"
+    ])

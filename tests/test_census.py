@@ -46,9 +46,10 @@ def test_fresh_closure_per_call_fails_max_compiles_naming_the_module(
         [
             "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
             "*jit(<lambda>): 3x (3 compiled by XLA, 0 from the persistent cache)",
-            "*    compile 2: <lambda> (test_models.py:*): a new function object, defined where "
+            # jax 0.4.30 names the function by its qualname (test_retrace.<locals>.<lambda>)
+            "*    compile 2: *<lambda> (test_models.py:*): a new function object, defined where "
             "an earlier one was: it is re-created*",
-            "*    compile 3: <lambda> (test_models.py:*): a new function object*",
+            "*    compile 3: *<lambda> (test_models.py:*): a new function object*",
         ]
     )
     rows = project.rows()
@@ -66,12 +67,15 @@ def test_census_rows_of_implicit_compiles_carry_their_cache_state(project: JaxPr
     project.run().assert_outcomes(passed=1)
     cold = project.rows()[("test_step", "jit(train_step)")]
     assert (cold["cache_state"], cold["cache"]["persisted"]) == ("cold", True)
-    keys_logged = jax_logs_persistent_cache_keys()  # not by jax 0.4.30
-    if keys_logged:
-        assert cold["fingerprint"].startswith("cachekey:jit_train_step-")
+    # The fingerprint is JAX's hash of the computation part of the key: not the whole key,
+    # which a changed XLA flag changes too.
+    computation = cold["cache_key_parts"]["computation"]
+    assert cold["fingerprint"] == f"computation:{computation}"
+    assert "xla flags" in {part.lower() for part in cold["cache_key_parts"]}
+    if jax_logs_persistent_cache_keys():  # not by jax 0.4.30
         assert cold["module_name"] == "jit_train_step"
-    else:  # nothing names the key, and a miss is not logged at all
-        assert (cold["fingerprint"], cold["module_name"]) == (None, None)
+    else:  # a miss is not logged at all
+        assert cold["module_name"] is None
     assert cold["compile_s"] == cold["backend_compile_s"] > 0
     project.run().assert_outcomes(passed=1)
     warm = project.rows()[("test_step", "jit(train_step)")]

@@ -233,7 +233,10 @@ class SessionCollector:
             # JAX explains its recompiles only where a count is judged (it costs a diff of
             # cache keys per miss).
             explain = budget.max_compiles is not None or item.nodeid in self.counted_cells
-            capture = self.monitor.capture(explain=explain) if uses_jax else nullcontext(None)
+            capture = (
+                self.monitor.capture(explain=explain, key_parts=True)
+                if uses_jax else nullcontext(None)
+            )
             sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the test call's peak RSS
             with capture as log, sampler:
                 start = time.perf_counter()

@@ -281,13 +281,25 @@ def _rss_drifted(record: CompileRecord, pin: Pin, thresholds: Thresholds) -> boo
     return measured > pinned * (1 + tolerance) and measured - pinned > thresholds.rss_floor_mib
 
 
+def same_module(fingerprint: str | None, pinned: str | None) -> bool | None:
+    """Whether two fingerprints say the module is unchanged; None when one is missing or
+    they are of different kinds (``sha256:`` of a fixture's module text, a census row's
+    ``computation:`` key part, or the whole ``cachekey:`` pinned by earlier releases)."""
+    if not fingerprint or not pinned:
+        return None
+    if fingerprint.partition(":")[0] != pinned.partition(":")[0]:
+        return None
+    return fingerprint == pinned
+
+
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
     """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile."""
     warm_key = dataclasses.replace(record.key, cache_state="warm")
     warm_pin = store.get(warm_key, record.cell, record.transform)
-    if warm_pin is None or not warm_pin.fingerprint or not record.fingerprint:
+    unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)
+    if warm_pin is None or unchanged is None:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
-    if warm_pin.fingerprint == record.fingerprint:
+    if unchanged:
         changed = version_differences(record, warm_pin)
         if changed:
             return None, (
@@ -636,18 +648,19 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             if changes:
                 change += ": " + ", ".join(changes[:TOP_OP_CHANGES])
             return change
-        if pin.fingerprint and record.fingerprint and pin.fingerprint != record.fingerprint:
+        if same_module(record.fingerprint, pin.fingerprint) is False:
             changes = op_changes(record, pin)
             return f"module changed with the same op count ({record.op_count} ops)" + (
                 ": " + ", ".join(changes[:TOP_OP_CHANGES]) if changes else ""
             )
-    if not pin.fingerprint or not record.fingerprint:
+    unchanged = same_module(record.fingerprint, pin.fingerprint)
+    if unchanged is None or record.fingerprint is None:
         return None
-    if record.fingerprint.startswith("cachekey:"):
-        if pin.fingerprint == record.fingerprint:
+    if record.fingerprint.startswith("cachekey:"):  # the whole key: module, flags, options
+        if unchanged:
             return "cache key unchanged: look at the environment (host load)"
         return "cache key changed since pinning (module, XLA flags or compile options)"
-    if pin.fingerprint == record.fingerprint:
+    if unchanged:
         cause = key_change(record, pin)
         if cause:
             return f"module unchanged since pinning, but its cache key changed: {cause}"

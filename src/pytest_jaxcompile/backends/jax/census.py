@@ -19,6 +19,7 @@ from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.explain import recompile_explanations
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
+from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART
 from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -52,6 +53,17 @@ def unique_names(names: list[str]) -> list[str]:
         seen[name] += 1
         unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return unique
+
+
+def module_fingerprint(module: ModuleCompile) -> str | None:
+    """The module's own fingerprint: the hash JAX gives its computation part of the cache key
+    (``computation:``), so that a changed XLA flag or compile option is not a changed module.
+    Where no part was logged, the whole key (``cachekey:``, covering module, flags and
+    options); None where JAX computed no key (the persistent cache off)."""
+    computation = module.key.parts.get(COMPUTATION_PART)
+    if computation:
+        return f"computation:{computation}"
+    return f"cachekey:{module.cache_key}" if module.cache_key else None
 
 
 def census_records(
@@ -106,7 +118,9 @@ def census_records(
                 backend_compile_s=module.backend_compile_s,
                 cache_retrieval_s=module.cache_retrieval_s,
                 module_name=module.module_name,
-                fingerprint=f"cachekey:{module.cache_key}" if module.cache_key else None,
+                fingerprint=module_fingerprint(module),
+                cache_key_parts=dict(module.key.parts) or None,
+                cache_key_flags=sorted(module.key.flags) if module.key.parts else None,
                 xla_flags=xla_flags,
                 settings=in_force,
                 **(memory or {}),

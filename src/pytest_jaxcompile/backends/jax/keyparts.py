@@ -4,8 +4,10 @@
 version, the backend version, the XLA flags, the compile options, the accelerator config,
 the compression, a custom hook) and, when its logger is at DEBUG, logs the hash of each part
 ("get_cache_key hash of serialized XLA flags: <hex>") and every XLA flag it includes. At DEBUG
-JAX hashes each part a second time to log it, so this capture is on only around a compile
-the `jax_compile` fixture measures, never for a census of a whole test.
+JAX hashes each part a second time to log it: about +20 ms on a 1 MiB module, a few percent
+of a persistent-cache hit (benchmarks/key_parts_cost.py), and nothing when the persistent cache
+is off (JAX computes no key). This capture is on around a compile the `jax_compile` fixture
+measures; the census reads the same records through `CompileMonitor.capture(key_parts=True)`.
 
 While a capture is open the logger is lowered to DEBUG and a filter takes the records of the
 capturing thread; it lets through to the user's handlers exactly what would have reached
@@ -25,12 +27,27 @@ _PART = "get_cache_key hash of serialized %s: %s"  # the part's own hash, not th
 _FLAG = "Including XLA flag in cache key: %s"
 
 
+COMPUTATION_PART = "computation"  # the module itself, canonicalised: its fingerprint
+
+
 @dataclass
 class KeyParts:
     """One compile's cache-key parts (name -> sha256 hex) and the XLA flags in the key."""
 
     parts: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+
+    def take(self, template: object, args: tuple[object, ...]) -> None:
+        """Keep what one of the cache_key logger's records says (see `is_key_record`)."""
+        if template == _PART and len(args) == 2:
+            self.parts.setdefault(str(args[0]), str(args[1]))
+        elif template == _FLAG and len(args) == 1:
+            self.flags.append(str(args[0]))
+
+
+def is_key_record(template: object, args: tuple[object, ...]) -> bool:
+    """Whether a cache_key log record names a key part's hash or an XLA flag in the key."""
+    return (template == _PART and len(args) == 2) or (template == _FLAG and len(args) == 1)
 
 
 class _Capture(logging.Filter):
@@ -42,11 +59,7 @@ class _Capture(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread == self.thread:
-            args = record.args if isinstance(record.args, tuple) else ()
-            if record.msg == _PART and len(args) == 2:
-                self.key.parts.setdefault(str(args[0]), str(args[1]))
-            elif record.msg == _FLAG and len(args) == 1:
-                self.key.flags.append(str(args[0]))
+            self.key.take(record.msg, record.args if isinstance(record.args, tuple) else ())
         return record.levelno >= self.passes_at
 
 

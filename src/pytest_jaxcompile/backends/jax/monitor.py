@@ -32,6 +32,8 @@ from pytest_jaxcompile.backends.jax.explain import (
     explaining,
     parse_explanation,
 )
+from pytest_jaxcompile.backends.jax.keyparts import LOGGER as KEY_PARTS_LOGGER
+from pytest_jaxcompile.backends.jax.keyparts import KeyParts, is_key_record
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
 EVENT_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -50,6 +52,7 @@ LOG_SKIP_REASON = "log:skip_reason"
 LOG_CACHE_KEY = "log:cache_key"
 LOG_COMPILE_NAME = "log:compile_name"  # "Finished XLA compilation of <name> in ... sec"
 LOG_RETRACE = "log:retrace"  # JAX's explanation of a tracing-cache miss
+LOG_KEY_RECORD = "log:key_record"  # a record of JAX's cache_key logger (see keyparts)
 NESTED_BEGIN = "capture:nested_begin"  # a fixture measurement opened inside this capture
 NESTED_END = "capture:nested_end"
 
@@ -67,6 +70,7 @@ class JaxEvent:
     cache_key: str | None = None  # for JAX's cache hit/miss log records
     eager: bool = False  # a backend compile of JAX's eager dispatch (see eager.py)
     retrace: Retrace | None = None  # for JAX's tracing-cache miss explanations
+    key_record: tuple[str, tuple[Any, ...]] | None = None  # a cache_key (template, args)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class ModuleCompile:
     cache_retrieval_s: float | None = None
     skip_reasons: list[SkipReason] = field(default_factory=list)
     retraces: list[Retrace] = field(default_factory=list)  # JAX's, while explaining
+    key: KeyParts = field(default_factory=KeyParts)  # its cache key's parts, when read
     nested: bool = False  # measured by a fixture call inside the capture
     eager: bool = False  # JAX's eager dispatch of an operation outside jit (see eager.py)
 
@@ -176,6 +181,8 @@ class EventLog:
                 pending.skip_reasons.append(event.skip_reason)
             elif event.retrace is not None:
                 pending.retraces.append(event.retrace)
+            elif event.key_record is not None:
+                pending.key.take(*event.key_record)
             elif name == EVENT_BACKEND_COMPILE:
                 pending.fun_name = event.fun_name or logged_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
@@ -224,6 +231,8 @@ class _CacheLogFilter(logging.Filter):
 
 
 def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
+    if is_key_record(template, args):
+        return JaxEvent(LOG_KEY_RECORD, key_record=(template, args))
     if template.startswith(RETRACE_HEADER):  # JAX formats it before logging
         retrace = parse_explanation(template)
         return None if retrace is None else JaxEvent(LOG_RETRACE, retrace=retrace)
@@ -295,18 +304,23 @@ class CompileMonitor:
         self._installed = False
 
     @contextlib.contextmanager
-    def capture(self, *, explain: bool = False) -> Iterator[EventLog]:
+    def capture(self, *, explain: bool = False, key_parts: bool = False) -> Iterator[EventLog]:
         """Collect the events JAX fires on the current thread until the block exits.
 
         Captures nest (a fixture measurement inside a census of the whole test): the
         outer ones see every event, bracketed by NESTED_BEGIN/NESTED_END markers. With
         `explain`, JAX explains each tracing-cache miss on this thread meanwhile, and
-        each compile carries the explanations since the previous one (`retraces`).
+        each compile carries the explanations since the previous one (`retraces`); with
+        `key_parts`, each compile carries its persistent-cache key's parts (`key`).
         """
         self.install()
         log = EventLog(explained=explain)
         thread = threading.get_ident()
-        loggers = JAX_CACHE_LOGGERS + (RETRACE_LOGGERS if explain else ())
+        loggers = (
+            JAX_CACHE_LOGGERS
+            + (RETRACE_LOGGERS if explain else ())
+            + ((KEY_PARTS_LOGGER,) if key_parts else ())
+        )
         with contextlib.ExitStack() as stack_of_contexts:
             if explain:
                 ours = stack_of_contexts.enter_context(explaining())
