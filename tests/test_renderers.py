@@ -19,12 +19,19 @@ from records_factory import make_record
 
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Tone, Verdict, row_fails
+from pytest_jaxcompile.gate.verdicts import (
+    RSS_PHASE,
+    Status,
+    Thresholds,
+    Tone,
+    Verdict,
+    row_fails,
+)
 from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
 from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.output.terminal import summary_lines, verdict_lines
+from pytest_jaxcompile.output.terminal import status_sentence, summary_lines, verdict_lines
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
 
@@ -82,6 +89,25 @@ def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> 
     assert step_summary(outcome).splitlines()[0] == (
         "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"
     )
+
+
+def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Path) -> None:
+    outcome = outcome_with([Status.DRIFT, Status.DRIFT], tmp_path)
+    slower, memory = outcome.verdicts
+    on_memory = dataclasses.replace(memory, phase=RSS_PHASE)
+
+    def sentence(verdicts: list[Verdict]) -> str:
+        return status_sentence(Status.DRIFT, verdicts, Thresholds())
+
+    assert "slower" in sentence([slower]) and "memory" not in sentence([slower])
+    assert "memory" in sentence([on_memory]) and "slower" not in sentence([on_memory])
+    assert sentence([slower, on_memory]).startswith(
+        "DRIFT: 2 row(s) compiled slower than their pin by more than the tolerance and by more "
+        "than 0.25 s, or grew the process's memory during the compile"
+    )
+    closing = [text for text, _ in summary_lines(outcome, verbose=False)]
+    assert any(text.startswith("DRIFT: 2 row(s) compiled slower") for text in closing)
+    assert not any("memory" in text for text in closing if text.startswith("DRIFT:"))
 
 
 def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ def _row_annotation(verdict: Verdict, outcome: Outcome, path_of: PathOf) -> str:
     message = (
         f"{record.cell} [{record.transform}] compiled in {comparison(verdict)}, under "
         f"{record.key.describe()}: "
-        + status_sentence(verdict.status, 1, outcome.thresholds).split(": ", 1)[1]
+        + status_sentence(verdict.status, [verdict], outcome.thresholds).split(": ", 1)[1]
     )
     if verdict.note:
         message += f"\n{verdict.note}"
@@ -294,10 +294,11 @@ def _action_lines(outcome: Outcome) -> list[str]:
         kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"
         lines += [f"> [!{kind}]"] + [f"> {_text(text)}  " for text in block] + [""]
         return lines
-    for status, rows in outcome.counts():
+    for status, _ in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
-        lines += [_text(status_sentence(status, rows, outcome.thresholds)), ""]
+        lines += [_text(status_sentence(status, outcome.with_status(status),
+                                        outcome.thresholds)), ""]
         what = advice(status, outcome.with_status(status))
         if what is not None:
             sentence, command = what

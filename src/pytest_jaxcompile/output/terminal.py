@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pytest
 
@@ -18,6 +18,7 @@ from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.verdicts import (
     MEMORY_PHASES,
     METRIC_CPU,
+    RSS_PHASE,
     Status,
     Thresholds,
     Tone,
@@ -330,8 +331,7 @@ _MEANING: dict[Status, str] = {
     Status.GREW: "compiled a module that grew beyond its limit (op count, compiled temp "
     "bytes or flops)",
     Status.DRIFT: "compiled slower than their pin by more than the tolerance and by more "
-    "than {floor:g} s, or grew the process's memory during the compile by more than the "
-    "tolerance and {rss_floor:g} MiB",
+    "than {floor:g} s",
     Status.IMPROVED: "compiled faster than their pin",
     Status.UNPINNED: "have no pin under their key",
     Status.NOISY: "were measured above {max_load:g} load per core and stayed within "
@@ -348,13 +348,24 @@ _ADVICE: dict[Status, str] = {
 }
 
 
-def status_sentence(status: Status, rows: int, thresholds: Thresholds) -> str:
-    """``DRIFT: 2 row(s) compiled slower ...; the session fails.``"""
-    meaning = _MEANING[status].format(
+# A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
+_RSS_DRIFT = "grew the process's memory during the compile by more than the tolerance and " \
+    "{rss_floor:g} MiB"
+
+
+def status_sentence(status: Status, verdicts: Sequence[Verdict], thresholds: Thresholds) -> str:
+    """``DRIFT: 2 row(s) compiled slower ...; the session fails.``
+
+    A DRIFT sentence names the kinds of drift its rows have: time, memory, or both."""
+    meanings = [_MEANING[status]]
+    if status is Status.DRIFT:
+        on_memory = [verdict.phase == RSS_PHASE for verdict in verdicts]
+        meanings = [_MEANING[status]] * (not all(on_memory)) + [_RSS_DRIFT] * any(on_memory)
+    meaning = ", or ".join(meanings).format(
         floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
         rss_floor=thresholds.rss_floor_mib,
     )
-    text = f"{status.value}: {rows} row(s) {meaning}"
+    text = f"{status.value}: {len(verdicts)} row(s) {meaning}"
     if row_fails(status, thresholds):
         return text + "; the session fails."
     if status in (Status.DRIFT, Status.IMPROVED) and thresholds.time_advisory:
@@ -392,10 +403,13 @@ def closing_lines(outcome: Outcome) -> list[Line]:
     listed = ", ".join(f"{n} {status.value}" for status, n in counts if n)
     if listed:
         lines.append((f"compile rows: {listed}", {"bold": True}))
-    for status, n in outcome.counts():
+    for status, _ in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
-        lines.append((status_sentence(status, n, outcome.thresholds), markup(status)))
+        lines.append(
+            (status_sentence(status, outcome.with_status(status), outcome.thresholds),
+             markup(status))
+        )
         what = advice(status, outcome.with_status(status))
         if what is not None:
             lines.append((" ".join(what), markup(status)))
