@@ -110,6 +110,14 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
     assert not any("memory" in text for text in closing if text.startswith("DRIFT:"))
 
 
+def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path) -> None:
+    outcome = outcome_with([Status.UNPINNED], tmp_path, failed=False)
+    header = verdict_lines(outcome, verbose=False)[0][0]
+    assert header.endswith("  (no pin file yet: p.toml)")
+    (tmp_path / "p.toml").write_text("")
+    assert verdict_lines(outcome, verbose=False)[0][0].endswith("  (p.toml)")
+
+
 def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path / "pins")
     outcome = outcome_with(list(Status), tmp_path)

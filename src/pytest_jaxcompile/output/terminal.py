@@ -98,8 +98,9 @@ def verdict_lines(outcome: Outcome, verbose: bool) -> list[Line]:
     for key, verdicts in by_key(outcome.verdicts):
         pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
         header = key.describe()
-        if pin_file is not None:
-            header += f"  ({relative(pin_file, outcome.rootdir)})"
+        if pin_file is not None:  # where its pins live, or will once pinned
+            where = relative(pin_file, outcome.rootdir)
+            header += f"  ({where})" if pin_file.exists() else f"  (no pin file yet: {where})"
         lines.append((header, {"bold": True}))
         hidden = 0
         fold: list[Verdict] = []
