@@ -32,6 +32,7 @@ from pytest_jaxcompile.output.github import annotation_commands, record_path_res
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
 from pytest_jaxcompile.output.junit import junit_properties
 from pytest_jaxcompile.output.terminal import status_sentence, summary_lines, verdict_lines
+from pytest_jaxcompile.records import CallLedger
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
 
@@ -116,6 +117,33 @@ def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path
     assert header.endswith("  (no pin file yet: p.toml)")
     (tmp_path / "p.toml").write_text("")
     assert verdict_lines(outcome, verbose=False)[0][0].endswith("  (p.toml)")
+
+
+def test_eager_dispatch_that_the_clearing_makes_costly_points_at_keep_caches(
+    tmp_path: Path,
+) -> None:
+    ledger = CallLedger.partition(
+        "tests/t.py::test_0", 2.0, 1.0, trace_s=0.2, lower_s=0.3, backend_compile_s=0.5,
+        compiles=1, persistent_cache_hits=1, modules={"jit(f)": 1}, overlays={},
+        eager_compiles=40, eager_compile_s=0.8,
+    )
+    outcome = outcome_with([Status.OK], tmp_path, failed=False)
+    outcome.ledgers, outcome.session_s = [ledger], 4.0
+
+    def hint(cleared: bool) -> list[str]:
+        outcome.caches_cleared = cleared
+        return [text for text, _ in summary_lines(outcome, verbose=False)
+                if "--compile-keep-caches" in text]
+
+    assert hint(True) == [
+        "  20% of the session: each census'd test starts with JAX's in-process caches cleared "
+        "and compiles its eager operations again. Where tests jit their own functions, "
+        "--compile-keep-caches saves that time without changing their counts "
+        "(docs/census.md#each-test-compiles-what-it-uses)"
+    ]
+    assert hint(False) == []  # kept caches: nothing to save
+    outcome.session_s = 100.0
+    assert hint(True) == []  # a small share is not worth a line
 
 
 def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:

@@ -405,6 +405,7 @@ class SessionCollector:
         )
         outcome.lost = list(self.lost)
         outcome.session_s = time.perf_counter() - self._started
+        outcome.caches_cleared = not self.settings.keep_caches
         if self.records and (
             self.settings.report_path is not None or self.settings.record_dir is not None
         ):  # one git call at most, and only in sessions that write records

@@ -160,7 +160,7 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     lines.extend(verdict_lines(outcome, verbose))
     lines.extend(_trace_profile_lines(outcome))
     lines.extend((text, {}) for text in duration_lines(outcome, durations))
-    lines.extend(_eager_lines(outcome.ledgers))
+    lines.extend(_eager_lines(outcome))
     lines.extend(_stale_lines(outcome, verbose))
     lines.extend(_compile_count_lines(outcome))
     for clobber in outcome.clobbers:
@@ -274,18 +274,32 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     return lines
 
 
-def _eager_lines(ledgers: Iterable[CallLedger]) -> list[Line]:
+# Eager dispatch over this share of the session, with the caches cleared: say what it costs.
+EAGER_SHARE_WORTH_A_HINT = 0.1
+
+
+def _eager_lines(outcome: Outcome) -> list[Line]:
     """JAX's eager dispatch, summed apart: no census rows, no pins, not in max_compiles."""
-    eager = [ledger for ledger in ledgers if ledger.eager_compiles]
+    eager = [ledger for ledger in outcome.ledgers if ledger.eager_compiles]
     if not eager:
         return []
     compiles = sum(ledger.eager_compiles for ledger in eager)
     spent = sum(ledger.eager_compile_s for ledger in eager)
-    return [(
+    lines: list[Line] = [(
         f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
         f"test(s), {spent:.3f} s; inside the ledgers' compile time, not census rows, not "
         "pinned, not counted by max_compiles unless count_eager", {},
     )]
+    session = outcome.session_s
+    if outcome.caches_cleared and session and spent > EAGER_SHARE_WORTH_A_HINT * session:
+        # The clearing that keeps counts order-independent drops eager executables too.
+        lines.append((
+            f"  {spent / session:.0%} of the session: each census'd test starts with JAX's "
+            "in-process caches cleared and compiles its eager operations again. Where tests "
+            "jit their own functions, --compile-keep-caches saves that time without changing "
+            "their counts (docs/census.md#each-test-compiles-what-it-uses)", MARKUP[Tone.WARN],
+        ))
+    return lines
 
 
 def _compile_count_lines(outcome: Outcome) -> list[Line]:
