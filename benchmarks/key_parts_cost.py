@@ -31,6 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "examples"))
 
+from pytest_jaxcompile.backends.jax.monitor import CompileMonitor  # noqa: E402
+
+MONITOR = CompileMonitor()  # the capture the fixture and the census open
 
 KEY_SECONDS: list[float] = []  # time inside JAX's cache_key.get, per compile
 
@@ -55,15 +58,13 @@ def _timed_compile(lower, capture: bool) -> tuple[float, float]:  # type: ignore
     """Seconds of the compile, and of the key computation inside it."""
     import jax
 
-    from pytest_jaxcompile.backends.jax.keyparts import captured_key_parts
-
     jax.clear_caches()  # type: ignore[no-untyped-call]
     lowered = lower()  # a Lowered keeps its executable: lower afresh, time the compile only
     start = time.perf_counter()
     if capture:
-        with captured_key_parts() as parts:
+        with MONITOR.capture(key_parts=True) as events:
             lowered.compile()
-        assert parts.parts, "no key part was logged: is the persistent cache on?"
+        assert events.key_parts().parts, "no key part was logged: is the persistent cache on?"
     else:
         lowered.compile()
     return time.perf_counter() - start, KEY_SECONDS.pop()

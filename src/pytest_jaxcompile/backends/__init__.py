@@ -54,6 +54,16 @@ class Recompile:
         return f"{self.function} compile {self.ordinal}: {self.why}"
 
 
+def recompile_lines_by_function(found: Iterable[Recompile]) -> dict[str, list[str]]:
+    """``    compile 2: why`` lines per function, for a budget failure that lists functions."""
+    lines: dict[str, list[str]] = {}
+    for recompile in found:
+        lines.setdefault(recompile.function, []).append(
+            f"    compile {recompile.ordinal}: {recompile.why}"
+        )
+    return lines
+
+
 def recompiles(compiles: Iterable[tuple[str, str | None]], unexplained: str) -> list[Recompile]:
     """Each compile after a function's first, in order, from ``(name, reason or None)``
     per compile; `unexplained` stands where the backend gave no reason."""

@@ -637,6 +637,7 @@ def op_changes(record: CompileRecord, pin: Pin) -> list[str]:
 
 def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -> str | None:
     """The deterministic explanation beside a time verdict: did the module change?"""
+    unchanged = same_module(record.fingerprint, pin.fingerprint)
     if record.op_count is not None and pin.op_count is not None:
         if record.op_count != pin.op_count:
             direction = "grew" if record.op_count > pin.op_count else "shrank"
@@ -648,12 +649,11 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             if changes:
                 change += ": " + ", ".join(changes[:TOP_OP_CHANGES])
             return change
-        if same_module(record.fingerprint, pin.fingerprint) is False:
+        if unchanged is False:
             changes = op_changes(record, pin)
             return f"module changed with the same op count ({record.op_count} ops)" + (
                 ": " + ", ".join(changes[:TOP_OP_CHANGES]) if changes else ""
             )
-    unchanged = same_module(record.fingerprint, pin.fingerprint)
     if unchanged is None or record.fingerprint is None:
         return None
     if record.fingerprint.startswith("cachekey:"):  # the whole key: module, flags, options

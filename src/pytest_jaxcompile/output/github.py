@@ -297,9 +297,9 @@ def _action_lines(outcome: Outcome) -> list[str]:
     for status, _ in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
-        lines += [_text(status_sentence(status, outcome.with_status(status),
-                                        outcome.thresholds)), ""]
-        what = advice(status, outcome.with_status(status))
+        rows = outcome.with_status(status)
+        lines += [_text(status_sentence(status, rows, outcome.thresholds)), ""]
+        what = advice(status, rows)
         if what is not None:
             sentence, command = what
             lines += [sentence, "", "```bash", command, "```", ""]

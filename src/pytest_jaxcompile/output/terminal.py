@@ -373,9 +373,9 @@ def status_sentence(status: Status, verdicts: Sequence[Verdict], thresholds: Thr
 
     A DRIFT sentence names the kinds of drift its rows have: time, memory, or both."""
     meanings = [_MEANING[status]]
-    if status is Status.DRIFT:
-        on_memory = [verdict.phase == RSS_PHASE for verdict in verdicts]
-        meanings = [_MEANING[status]] * (not all(on_memory)) + [_RSS_DRIFT] * any(on_memory)
+    if status is Status.DRIFT and any(verdict.phase == RSS_PHASE for verdict in verdicts):
+        on_time = any(verdict.phase != RSS_PHASE for verdict in verdicts)
+        meanings = [_MEANING[status], _RSS_DRIFT] if on_time else [_RSS_DRIFT]
     meaning = ", or ".join(meanings).format(
         floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
         rss_floor=thresholds.rss_floor_mib,
@@ -421,11 +421,9 @@ def closing_lines(outcome: Outcome) -> list[Line]:
     for status, _ in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
-        lines.append(
-            (status_sentence(status, outcome.with_status(status), outcome.thresholds),
-             markup(status))
-        )
-        what = advice(status, outcome.with_status(status))
+        rows = outcome.with_status(status)
+        lines.append((status_sentence(status, rows, outcome.thresholds), markup(status)))
+        what = advice(status, rows)
         if what is not None:
             lines.append((" ".join(what), markup(status)))
     return lines

@@ -14,7 +14,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_jaxcompile.backends import MeasureContext, Measured, host_state, new_record
+from pytest_jaxcompile.backends import (
+    MeasureContext,
+    Measured,
+    host_state,
+    new_record,
+    recompile_lines_by_function,
+)
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.explain import recompile_explanations
@@ -119,8 +125,7 @@ def census_records(
                 cache_retrieval_s=module.cache_retrieval_s,
                 module_name=module.module_name,
                 fingerprint=module_fingerprint(module),
-                cache_key_parts=dict(module.key.parts) or None,
-                cache_key_flags=sorted(module.key.flags) if module.key.parts else None,
+                **module.key.record_fields(),
                 xla_flags=xla_flags,
                 settings=in_force,
                 **(memory or {}),
@@ -204,12 +209,7 @@ def recompile_problems(
         f"{len(counted)} backend {what} in this test, over its "
         f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
     ]
-    why: dict[str, list[str]] = {}
-    if explained:
-        for recompile in recompile_explanations(compiles):
-            why.setdefault(recompile.function, []).append(
-                f"    compile {recompile.ordinal}: {recompile.why}"
-            )
+    why = recompile_lines_by_function(recompile_explanations(compiles)) if explained else {}
     for name, count in counts.most_common():
         detail = f"{count - hits[name]} compiled by XLA, {hits[name]} from the persistent cache"
         lines.append(f"  {name}: {count}x ({detail})")

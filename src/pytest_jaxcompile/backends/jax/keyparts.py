@@ -6,20 +6,15 @@ the compression, a custom hook) and, when its logger is at DEBUG, logs the hash 
 ("get_cache_key hash of serialized XLA flags: <hex>") and every XLA flag it includes. At DEBUG
 JAX hashes each part a second time to log it: about +20 ms on a 1 MiB module, a few percent
 of a persistent-cache hit (benchmarks/key_parts_cost.py), and nothing when the persistent cache
-is off (JAX computes no key). This capture is on around a compile the `jax_compile` fixture
-measures; the census reads the same records through `CompileMonitor.capture(key_parts=True)`.
-
-While a capture is open the logger is lowered to DEBUG and a filter takes the records of the
-capturing thread; it lets through to the user's handlers exactly what would have reached
-them anyway, so their captured log output does not change.
+is off (JAX computes no key). `CompileMonitor.capture(key_parts=True)` reads the records,
+around a compile the `jax_compile` fixture measures and around a census'd test: the logger is
+lowered to DEBUG while a capture is open, and its filter takes the records of the capturing
+thread and lets through to the user's handlers exactly what would have reached them anyway,
+so their captured log output does not change.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 LOGGER = "jax._src.cache_key"
@@ -37,46 +32,29 @@ class KeyParts:
     parts: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
 
+    def record_fields(self) -> dict[str, object]:
+        """The record's ``cache_key_parts`` and ``cache_key_flags`` (None: nothing logged)."""
+        return {
+            "cache_key_parts": dict(self.parts) or None,
+            "cache_key_flags": sorted(self.flags) if self.parts else None,
+        }
+
     def take(self, template: object, args: tuple[object, ...]) -> None:
-        """Keep what one of the cache_key logger's records says (see `is_key_record`)."""
-        if template == _PART and len(args) == 2:
+        """Keep what one of the cache_key logger's records says, if it is a key record."""
+        if not is_key_record(template, args):
+            return
+        if template == _PART:
             self.parts.setdefault(str(args[0]), str(args[1]))
-        elif template == _FLAG and len(args) == 1:
+        else:
             self.flags.append(str(args[0]))
+
+
+_ARGS = {_PART: 2, _FLAG: 1}  # each key record's template -> its number of arguments
 
 
 def is_key_record(template: object, args: tuple[object, ...]) -> bool:
     """Whether a cache_key log record names a key part's hash or an XLA flag in the key."""
-    return (template == _PART and len(args) == 2) or (template == _FLAG and len(args) == 1)
-
-
-class _Capture(logging.Filter):
-    def __init__(self, thread: int, parts: KeyParts, passes_at: int) -> None:
-        super().__init__()
-        self.thread = thread
-        self.key = parts
-        self.passes_at = passes_at  # the level the user's configuration lets through
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.thread == self.thread:
-            self.key.take(record.msg, record.args if isinstance(record.args, tuple) else ())
-        return record.levelno >= self.passes_at
-
-
-@contextlib.contextmanager
-def captured_key_parts() -> Iterator[KeyParts]:
-    """The key parts of the compiles run on this thread inside the block."""
-    logger = logging.getLogger(LOGGER)
-    parts = KeyParts()
-    capture = _Capture(threading.get_ident(), parts, logger.getEffectiveLevel())
-    level = logger.level
-    logger.addFilter(capture)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield parts
-    finally:
-        logger.removeFilter(capture)
-        logger.setLevel(level)
+    return isinstance(template, str) and _ARGS.get(template) == len(args)
 
 
 def differing_parts(

@@ -248,9 +248,7 @@ class JaxCompile:
         in_force = snapshot_settings()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
-        from pytest_jaxcompile.backends.jax.keyparts import captured_key_parts
-
-        with self._monitor.capture() as events, captured_key_parts() as key, RssSampler() as rss:
+        with self._monitor.capture(key_parts=True) as events, RssSampler() as rss:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
@@ -307,8 +305,7 @@ class JaxCompile:
                 fingerprint=fingerprint_module(module_text),
                 op_count=count_ops(module_text),
                 op_histogram=op_histogram(module_text),
-                cache_key_parts=dict(key.parts) or None,
-                cache_key_flags=sorted(key.flags) if key.parts else None,
+                **events.key_parts().record_fields(),
                 trace_profile=trace_profile,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,

@@ -124,6 +124,15 @@ class EventLog:
     def skip_reasons(self) -> tuple[SkipReason, ...]:
         return tuple(e.skip_reason for e in self.events if e.skip_reason is not None)
 
+    def key_parts(self) -> KeyParts:
+        """The cache-key parts of the capture's compiles (a capture with ``key_parts``):
+        each part's first hash, and every XLA flag logged."""
+        key = KeyParts()
+        for event in self.events:
+            if event.key_record is not None:
+                key.take(*event.key_record)
+        return key
+
     def covered_s(self, *names: str) -> float:
         """Seconds covered by the time spans of these events, overlaps counted once.
 

@@ -24,6 +24,7 @@ from pytest_jaxcompile.backends import (
     Recompile,
     host_state,
     new_record,
+    recompile_lines_by_function,
     recompiles,
 )
 from pytest_jaxcompile.backends.hardware import (
@@ -354,11 +355,7 @@ def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> 
         f"{len(frames)} torch.compile frame compiles in this test, over its "
         f"compile_budget(max_compiles={max_compiles}):"
     ]
-    why: dict[str, list[str]] = {}
-    for recompile in frame_recompiles(frames):
-        why.setdefault(recompile.function, []).append(
-            f"    compile {recompile.ordinal}: {recompile.why}"
-        )
+    why = recompile_lines_by_function(frame_recompiles(frames))
     first_at = {frame.name: frame.location for frame in reversed(frames)}
     for name, count in Counter(frame.name for frame in frames).most_common():
         lines.append(f"  {name} at {first_at[name]}: {count}x")
