@@ -102,9 +102,10 @@ def test_a_tracing_slowdown_under_a_warm_cache_is_drift(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     row = project.rows()[("test_mlp", "jit")]
     assert row["cache_state"] == "warm"
+    assert row["trace_s"] >= 0.6  # the sleep; a loaded runner can add to it
     verdict = project.report()["verdicts"][0]
     assert (verdict["status"], verdict["phase"]) == ("DRIFT", "trace_s")
-    result.stdout.fnmatch_lines(["      trace time drifted: 0.6* s, pin 0.* s*"])
+    result.stdout.fnmatch_lines([f"      trace time drifted: {row['trace_s']:.3f} s, pin 0.* s*"])
 
 
 OLD_JAX = "0.9.2"
