@@ -2,19 +2,21 @@
 
     python benchmarks/cache_clearing.py [--tests 60] [--rounds 3]
 
-A census'd test starts with JAX's in-process caches cleared (``jax.clear_caches()``), so
-that what it compiles does not depend on the tests before it; ``--compile-keep-caches``
-turns that off. The cost is that functions shared between tests are traced, lowered and
-compiled (or read from the persistent cache) again in every test that uses them, and the
-eager operations a test runs are compiled again.
+A census'd test that calls a function an earlier test compiled, and which is still in
+memory, starts with JAX's in-process caches cleared (``jax.clear_caches()``), so that what
+it compiles does not depend on the tests before it; ``--compile-clear-caches=never`` turns
+that off. The cost is that functions shared between tests are traced, lowered and compiled
+(or read from the persistent cache) again in every test that uses them, and the eager
+operations a test runs are compiled again.
 
 The generated suite is the case where this costs most: every test calls one of two
 module-level jitted training steps (``value_and_grad`` of the example MLP and attention
 block, shared by all tests), builds an input eagerly and checks the result with
 ``jnp.allclose``. It runs in fresh pytest processes, ``--compile-census`` on every test,
-with caches kept and cleared, without a persistent cache and with a warm one (minimum
-compile time 0, filled by a run before the first round), and with the plugin disabled as
-the baseline. The figure per way is the fastest round's wall time of the whole pytest
+with caches kept (``never``) and cleared (the default ``auto``, which clears before every
+test here: the shared steps stay in memory), without a persistent cache and with a warm one
+(minimum compile time 0, filled by a run before the first round), and with the plugin
+disabled as the baseline. The figure per way is the fastest round's wall time of the whole pytest
 process; rounds interleave the ways, so drifting load hits all of them.
 """
 
@@ -64,9 +66,11 @@ def pytest_configure(config):
 
 WAYS = {
     "plugin disabled": (False, ["-p", "no:jaxcompile"]),
-    "census, caches kept": (False, ["--compile-census", "--compile-keep-caches"]),
+    "census, caches kept": (False, ["--compile-census", "--compile-clear-caches=never"]),
     "census, caches cleared": (False, ["--compile-census"]),
-    "warm cache, census, caches kept": (True, ["--compile-census", "--compile-keep-caches"]),
+    "warm cache, census, caches kept": (
+        True, ["--compile-census", "--compile-clear-caches=never"]
+    ),
     "warm cache, census, caches cleared": (True, ["--compile-census"]),
 }
 

@@ -11,7 +11,8 @@ rootdir of their own, so pins land there), and measures:
 1. Overhead. After one untimed run that fills the persistent cache, each round runs the
    suite five ways in fresh pytest processes, interleaved so drifting load hits all ways:
    plugin disabled (``-p no:jaxcompile``), loaded but unused, ``--compile-census``, the census
-   with ``--compile-keep-caches``, and ``--compile-census -n 2``. Pass/fail counts must equal
+   clearing JAX's caches before every test (``--compile-clear-caches=always``), and
+   ``--compile-census -n 2``. Pass/fail counts must equal
    the disabled run's; ratios to the disabled run of the same round are reported as medians
    with their range.
 2. What the census says: the summary's first lines and the rows per test (``--compile-report``).
@@ -71,7 +72,7 @@ WAYS = {
     "disabled": ["-p", "no:jaxcompile"],
     "loaded": [],
     "census": ["--compile-census"],
-    "census, caches kept": ["--compile-census", "--compile-keep-caches"],
+    "census, always clear": ["--compile-census", "--compile-clear-caches=always"],
     "census -n 2": ["--compile-census", "-n", "2"],
 }
 FAILING = {"DRIFT", "MISS", "GREW"}

@@ -119,31 +119,38 @@ def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path
     assert verdict_lines(outcome, verbose=False)[0][0].endswith("  (p.toml)")
 
 
-def test_eager_dispatch_that_the_clearing_makes_costly_points_at_keep_caches(
+def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
     tmp_path: Path,
 ) -> None:
-    ledger = CallLedger.partition(
-        "tests/t.py::test_0", 2.0, 1.0, trace_s=0.2, lower_s=0.3, backend_compile_s=0.5,
-        compiles=1, persistent_cache_hits=1, modules={"jit(f)": 1}, overlays={},
-        eager_compiles=40, eager_compile_s=0.8,
-    )
+    def ledger(number: int, cleared_because: str | None) -> CallLedger:
+        return CallLedger.partition(
+            f"tests/t.py::test_{number}", 2.0, 1.0, trace_s=0.2, lower_s=0.3,
+            backend_compile_s=0.5, compiles=1, persistent_cache_hits=1,
+            modules={"jit(f)": 1}, overlays={}, eager_compiles=40, eager_compile_s=0.4,
+            caches_cleared_because=cleared_because,
+        )
+
+    still_there = "train_step (models) is still in memory"
     outcome = outcome_with([Status.OK], tmp_path, failed=False)
-    outcome.ledgers, outcome.session_s = [ledger], 4.0
+    outcome.ledgers = [ledger(0, "the first census'd test"), ledger(1, still_there),
+                       ledger(2, still_there), ledger(3, None)]
+    outcome.session_s = 8.0
 
-    def hint(cleared: bool) -> list[str]:
-        outcome.caches_cleared = cleared
+    def hint() -> list[str]:
         return [text for text, _ in summary_lines(outcome, verbose=False)
-                if "--compile-keep-caches" in text]
+                if "caches cleared" in text]
 
-    assert hint(True) == [
-        "  20% of the session: each census'd test starts with JAX's in-process caches cleared "
-        "and compiles its eager operations again. Where tests jit their own functions, "
-        "--compile-keep-caches saves that time without changing their counts "
+    assert hint() == [
+        "  20% of the session; 3 census'd test(s) started with JAX's in-process caches "
+        "cleared and compiled their eager operations again, 2 of them because "
+        "train_step (models) is still in memory "
         "(docs/census.md#each-test-compiles-what-it-uses)"
     ]
-    assert hint(False) == []  # kept caches: nothing to save
     outcome.session_s = 100.0
-    assert hint(True) == []  # a small share is not worth a line
+    assert hint() == []  # a small share is not worth a line
+    outcome.session_s = 8.0
+    outcome.ledgers = [ledger(0, None)]
+    assert hint() == []  # nothing cleared: nothing to explain
 
 
 def test_the_dashboard_renders_every_status(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
+from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
@@ -150,9 +151,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile_count_eager", "flag", "JAX's eager dispatch of operations outside jit "
            "(jnp.ones, x + 1) counts against compile_budget(max_compiles=N); a marker's "
            "count_eager overrides"),
-    Option("compile_keep_caches", "flag", "do not clear JAX's in-process caches before each "
-           "census'd test; faster, but a test's compile count then depends on which tests ran "
-           "before it in the same process"),
+    Option("compile_clear_caches", "choice", "when a census'd test starts with JAX's "
+           "in-process caches cleared: 'auto' when a function an earlier test traced or "
+           "compiled is still in memory, 'always', or 'never' (faster, but a test's compile "
+           "count then depends on the tests before it in the same process)",
+           default=CLEAR_AUTO, choices=CLEAR_MODES),
     Option("compile_trace_profile", "flag", "attribute each measured function's trace time to "
            "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
            in_ini=False),
@@ -356,7 +359,7 @@ class Settings:
     artifacts_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
-    keep_caches: bool = False  # census'd tests start without clearing JAX's caches
+    clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -397,5 +400,5 @@ class Settings:
             artifacts_dir=values["compile_artifacts_dir"],
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
-            keep_caches=bool(values["compile_keep_caches"]),
+            clear_caches=str(values["compile_clear_caches"]),
         )

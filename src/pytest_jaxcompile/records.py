@@ -379,6 +379,9 @@ class CallLedger:
     # (JAX's tracing-cache miss explanations, torch's recompile reasons); None when the
     # test was not asked (no max_compiles budget or pinned compile count).
     recompiles: list[str] | None = None
+    # Why the test started with JAX's in-process caches cleared (a function an earlier test
+    # compiled was still in memory, ...); None when it did not.
+    caches_cleared_because: str | None = None
     record_kind: str = LEDGER_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -402,6 +405,7 @@ class CallLedger:
         eager_compile_s: float = 0.0,
         eager_modules: dict[str, int] | None = None,
         recompiles: list[str] | None = None,
+        caches_cleared_because: str | None = None,
     ) -> CallLedger:
         """The one ledger builder: compile is capped at the wall (the phases and the wall
         come from different clocks), and the rest of the wall is the residual."""
@@ -428,6 +432,7 @@ class CallLedger:
             eager_compile_s=eager_compile_s,
             eager_modules=dict(eager_modules or {}),
             recompiles=recompiles,
+            caches_cleared_because=caches_cleared_because,
         )
 
     def to_dict(self) -> dict[str, Any]:

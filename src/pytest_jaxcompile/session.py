@@ -222,14 +222,22 @@ class SessionCollector:
             )
 
             torch_since = now_us()
+            count_eager = (
+                self.settings.count_eager if budget.count_eager is None else budget.count_eager
+            )
             # JAX's events only when the suite imported JAX: a torch-only census must not
             # pay for (or depend on) a JAX import.
             uses_jax = "jax" in sys.modules
-            if uses_jax and not self.settings.keep_caches:
-                from pytest_jaxcompile.backends.jax.census import clear_in_process_caches
+            cleared_because = None
+            if uses_jax:
+                from pytest_jaxcompile.backends.jax.residue import clear_before_census
 
                 # Each test compiles what it uses, whatever ran before it in this process.
-                clear_in_process_caches()
+                self.monitor.install()  # from now on, it notes what the program leaves
+                cleared_because = clear_before_census(
+                    self.monitor.residue, self.settings.clear_caches,
+                    eager_counted=count_eager and budget.max_compiles is not None,
+                )
             # JAX explains its recompiles only where a count is judged (it costs a diff of
             # cache keys per miss).
             explain = budget.max_compiles is not None or item.nodeid in self.counted_cells
@@ -246,11 +254,8 @@ class SessionCollector:
                     wall_s = time.perf_counter() - start
                     memory = sampler.stop().figures(SCOPE_TEST)
                     torch_frames = self._torch_census(item, torch_since, memory)
-                    self._jax_census(item, log, wall_s, torch_frames, memory)
+                    self._jax_census(item, log, wall_s, torch_frames, memory, cleared_because)
             problems = over_budget(budget, self.records_of(item.nodeid))
-            count_eager = (
-                self.settings.count_eager if budget.count_eager is None else budget.count_eager
-            )
             if log is not None:
                 problems += recompile_problems(
                     budget.max_compiles, log.own_compiles(), log.eager_compiles(), count_eager,
@@ -305,7 +310,7 @@ class SessionCollector:
 
     def _jax_census(
         self, item: pytest.Item, log: EventLog | None, wall_s: float,
-        torch_frames: list[FrameCompile], memory: dict[str, Any],
+        torch_frames: list[FrameCompile], memory: dict[str, Any], cleared_because: str | None,
     ) -> None:
         """JAX census rows, and the test's ledger (torch's when only torch compiled)."""
         from pytest_jaxcompile.backends.jax.census import build_ledger, census_records
@@ -322,7 +327,7 @@ class SessionCollector:
         if torch_frames and not jax_compiles:
             self.ledgers[item.nodeid] = torch_ledger(torch_frames, item.nodeid, wall_s)
         elif log is not None:
-            self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s)
+            self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s, cleared_because)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -405,7 +410,6 @@ class SessionCollector:
         )
         outcome.lost = list(self.lost)
         outcome.session_s = time.perf_counter() - self._started
-        outcome.caches_cleared = not self.settings.keep_caches
         if self.records and (
             self.settings.report_path is not None or self.settings.record_dir is not None
         ):  # one git call at most, and only in sessions that write records

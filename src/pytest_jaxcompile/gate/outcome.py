@@ -42,7 +42,6 @@ class Outcome:
     session_s: float | None = None  # the session's wall seconds, where known
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     pins_exist: bool = False  # the pins directory holds pins (under any key)
-    caches_cleared: bool = False  # census'd tests started with JAX's in-process caches cleared
 
     @property
     def fail_on_improvement(self) -> bool:

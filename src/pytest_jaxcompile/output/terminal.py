@@ -291,13 +291,19 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
         "pinned, not counted by max_compiles unless count_eager", {},
     )]
     session = outcome.session_s
-    if outcome.caches_cleared and session and spent > EAGER_SHARE_WORTH_A_HINT * session:
-        # The clearing that keeps counts order-independent drops eager executables too.
+    cleared = Counter(
+        ledger.caches_cleared_because for ledger in outcome.ledgers
+        if ledger.caches_cleared_because
+    )
+    if cleared and session and spent > EAGER_SHARE_WORTH_A_HINT * session:
+        # Clearing keeps counts order-independent, and drops eager executables too: name
+        # what made the plugin clear, so the user can see whether it is theirs to change.
+        reason, times = cleared.most_common(1)[0]
         lines.append((
-            f"  {spent / session:.0%} of the session: each census'd test starts with JAX's "
-            "in-process caches cleared and compiles its eager operations again. Where tests "
-            "jit their own functions, --compile-keep-caches saves that time without changing "
-            "their counts (docs/census.md#each-test-compiles-what-it-uses)", MARKUP[Tone.WARN],
+            f"  {spent / session:.0%} of the session; {cleared.total()} census'd test(s) "
+            "started with JAX's in-process caches cleared and compiled their eager operations "
+            f"again, {times} of them because {reason} "
+            "(docs/census.md#each-test-compiles-what-it-uses)", MARKUP[Tone.WARN],
         ))
     return lines
 

@@ -39,18 +39,6 @@ from pytest_jaxcompile.backends.jax.monitor import (
 from pytest_jaxcompile.records import CENSUS_SOURCE, CacheDetails, CallLedger, CompileRecord
 
 
-def clear_in_process_caches() -> None:
-    """Forget every compiled and traced function of this process (``jax.clear_caches``).
-
-    Called before each census'd test, so that what it compiles does not depend on which
-    tests ran before it in the same process (or pytest-xdist worker). The persistent
-    cache is untouched: a module another test compiled is a persistent-cache hit.
-    """
-    import jax
-
-    jax.clear_caches()  # type: ignore[no-untyped-call]
-
-
 def unique_names(names: list[str]) -> list[str]:
     """``jit(f)``, ``jit(f)#2``, ...: the same function compiling again gets a new row."""
     seen: Counter[str] = Counter()
@@ -134,7 +122,9 @@ def census_records(
     return records
 
 
-def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
+def build_ledger(
+    log: EventLog, cell: str, wall_s: float | None, caches_cleared_because: str | None = None
+) -> CallLedger:
     """Partition the call's wall time: compile (union of JAX's phase spans) + residual.
 
     Time counts every compile; the compile count only the test's own (not the
@@ -182,6 +172,7 @@ def build_ledger(log: EventLog, cell: str, wall_s: float | None) -> CallLedger:
         recompiles=(
             [r.line() for r in recompile_explanations(compiles)] if log.explained else None
         ),
+        caches_cleared_because=caches_cleared_because,
     )
 
 

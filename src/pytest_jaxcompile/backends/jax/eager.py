@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -49,23 +50,53 @@ JAX_PACKAGES = ("jax", "jaxlib")
 _PASSED_OVER = frozenset(sys.stdlib_module_names) | {"pytest_jaxcompile"}
 
 
-def is_eager_dispatch(frame: FrameType | None) -> bool:
-    """Whether the compile running below `frame` is JAX's eager dispatch of an operation."""
+@dataclass(frozen=True)
+class Dispatch:
+    """Whose compile (or trace, or lowering) runs below a frame, and what JAX keeps it under.
+
+    `owners` are the objects JAX's in-process caches key a program's work on, found in the
+    dispatch frames between the event and the program's code: the function a jitted
+    callable wraps (``cache_miss``, ``_infer_params``, ``jit_trace``, ``jit_lower``) and
+    the jaxpr being compiled (``_pjit_call_impl_python``). While all of them are gone,
+    nothing the program compiled there can be reused; none found means nobody can tell
+    (see `residue`).
+    """
+
+    eager: bool
+    owners: tuple[Any, ...] = ()
+    site: str | None = None  # the program's frame the walk stopped at: file:line
+
+
+EAGER = Dispatch(eager=True)
+
+
+def dispatch_of(frame: FrameType | None) -> Dispatch:
+    """Walk out from `frame`: whether the work below it is JAX's eager dispatch of an
+    operation, and, when it is the program's, the objects JAX caches it under."""
+    decided: bool | None = None
+    owners: list[Any] = []
+    site = None
     for _ in range(MAX_FRAMES):
         if frame is None:
-            return False
+            break
         module = frame.f_globals.get("__name__")
         if not isinstance(module, str):
-            return False
+            break
         top = module.partition(".")[0]
         if top in JAX_PACKAGES:
-            verdict = _dispatch_verdict(frame, module)
-            if verdict is not None:
-                return verdict
+            if decided is None:
+                decided = _dispatch_verdict(frame, module)
+                if decided:
+                    return EAGER
+            owner = _cache_owner(frame)
+            if owner is not None:
+                owners.append(owner)
         elif top not in _PASSED_OVER:
-            return False  # the program's own code called the compile
+            # The program's own code called the compile.
+            site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+            break
         frame = frame.f_back
-    return False
+    return Dispatch(eager=False, owners=tuple(owners), site=site)
 
 
 def _dispatch_verdict(frame: FrameType, module: str) -> bool | None:
@@ -78,12 +109,28 @@ def _dispatch_verdict(frame: FrameType, module: str) -> bool | None:
         if source is not None:
             return _in_jax_files(source)
     elif name == "cache_miss":
-        local = frame.f_locals
-        fun = local.get("fun")
-        if fun is None:
-            fun = getattr(local.get("jit_info"), "fun", None)
+        fun = _wrapped_function(frame)
         if fun is not None:
             return _defined_in_jax(fun)
+    return None
+
+
+def _wrapped_function(frame: FrameType) -> Any:
+    """The function a jitted callable wraps, in its ``cache_miss`` or ``_infer_params``."""
+    local = frame.f_locals
+    fun = local.get("fun")
+    return getattr(local.get("jit_info"), "fun", None) if fun is None else fun
+
+
+def _cache_owner(frame: FrameType) -> Any:
+    """The object JAX keys this frame's caches on, in the frames that have one."""
+    name = frame.f_code.co_name
+    if name in ("cache_miss", "_infer_params"):
+        return _wrapped_function(frame)
+    if name == "_pjit_call_impl_python":
+        return frame.f_locals.get("jaxpr")
+    if name in ("jit_trace", "jit_lower"):  # jax.jit(f).trace(x), .lower(x)
+        return getattr(frame.f_locals.get("jit_func"), "_fun", None)
     return None
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.classify import SkipReason, skip_reason_from_log
-from pytest_jaxcompile.backends.jax.eager import is_eager_dispatch
+from pytest_jaxcompile.backends.jax.eager import dispatch_of
 from pytest_jaxcompile.backends.jax.explain import (
     EXPLAIN_RAISED_PREFIXES,
     RETRACE_HEADER,
@@ -34,6 +34,7 @@ from pytest_jaxcompile.backends.jax.explain import (
 )
 from pytest_jaxcompile.backends.jax.keyparts import LOGGER as KEY_PARTS_LOGGER
 from pytest_jaxcompile.backends.jax.keyparts import KeyParts, is_key_record
+from pytest_jaxcompile.backends.jax.residue import ProgramResidue
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
 EVENT_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -280,6 +281,8 @@ class CompileMonitor:
         self._filters: dict[str, _CacheLogFilter] = {}
         # Threads on which the plugin (not the user) turned jax_explain_cache_misses on.
         self.explaining_threads: set[int] = set()
+        # What the program's traces and compiles left in JAX's in-process caches.
+        self.residue = ProgramResidue()
 
     def _listeners(self) -> tuple[tuple[str, str, Any], ...]:
         return (
@@ -361,13 +364,17 @@ class CompileMonitor:
 
     def _on_duration(self, event: str, duration_secs: float, **kwargs: Any) -> None:
         thread = threading.get_ident()
-        if thread not in self._captures:
-            return  # no capture on this thread: nothing to deliver, no stack to read
-        # The compile runs below this call on this thread: its stack says whose it is.
-        eager = event == EVENT_BACKEND_COMPILE and is_eager_dispatch(sys._getframe(1))
-        self.deliver(
-            thread, JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager)
-        )
+        eager = False
+        if event in COMPILE_PHASES:
+            # The work runs below this call on this thread: its stack says whose it is and
+            # what JAX keeps it under, whether or not a capture is open (see residue).
+            dispatch = dispatch_of(sys._getframe(1))
+            self.residue.note(dispatch)
+            eager = event == EVENT_BACKEND_COMPILE and dispatch.eager
+        if thread in self._captures:
+            self.deliver(
+                thread, JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager)
+            )
 
     def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
         if event in COMPILE_PHASES:

@@ -1,0 +1,122 @@
+"""What the program left in JAX's in-process caches, and when a census'd test must clear them.
+
+A census'd test must compile every function it calls, whatever ran before it in the same
+process: otherwise a module-level ``train_step`` counts one compile in the first test that
+calls it and none in the next. ``jax.clear_caches()`` guarantees that, but it also drops
+the executables of JAX's eager dispatch (``jnp.ones(5)``, ``x + 1``), which every test
+then compiles again: on optax's ``alias_test.py`` that nearly doubled the suite's time.
+
+JAX keeps a program's traces and executables in caches keyed on the function a jitted
+callable wraps and on its jaxprs, weakly or through strong references that keep those
+objects alive. So the monitor notes, for every trace, lowering and compile of the program's
+(not eager dispatch), the objects its dispatch frames name (`eager.Dispatch.owners`), as
+weak references. While every one of them is gone, nothing the program compiled can be
+reused and the caches need no clearing: a test that jits its own functions leaves nothing
+behind. A work whose owners the stack does not name (``jax.jit(f).lower(x).compile()``,
+what ran before the plugin listened) counts as still in memory: when in doubt, clear.
+JAX's eager dispatch stays cached; its compiles are counted apart and not pinned (see
+census), except for a test whose ``count_eager`` makes them count: that test always starts
+from cleared caches.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from pytest_jaxcompile.backends.jax.eager import Dispatch
+
+CLEAR_AUTO = "auto"
+CLEAR_ALWAYS = "always"
+CLEAR_NEVER = "never"
+CLEAR_MODES = (CLEAR_AUTO, CLEAR_ALWAYS, CLEAR_NEVER)
+
+BEFORE_LISTENING = "the first census'd test in this process (what ran before it is unknown)"
+
+
+class ProgramResidue:
+    """Weak references to what keeps the program's compiled work in JAX's caches."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[int, weakref.ref[Any]] = {}
+        self._untracked: str | None = BEFORE_LISTENING
+
+    def note(self, dispatch: Dispatch) -> None:
+        """A trace, lowering or compile ran below `dispatch`: remember what keeps it."""
+        if dispatch.eager:
+            return
+        with self._lock:
+            if not dispatch.owners:
+                self._untracked = _untracked_reason(dispatch.site)
+                return
+            for owner in dispatch.owners:
+                try:
+                    self._owners[id(owner)] = weakref.ref(owner)
+                except TypeError:  # an object without weak references: cannot be watched
+                    self._untracked = f"{describe(owner)}, which cannot be watched"
+
+    def still_in_memory(self) -> str | None:
+        """Why the program's compiled work may still be in JAX's caches; None when it is not."""
+        with self._lock:
+            if self._untracked is not None:
+                return self._untracked
+            alive = {key: ref for key, ref in self._owners.items() if ref() is not None}
+            self._owners = alive
+            for ref in alive.values():
+                owner = ref()
+                if owner is not None:
+                    return f"{describe(owner)} is still in memory"
+            return None
+
+    def cleared(self) -> None:
+        with self._lock:
+            self._owners.clear()
+            self._untracked = None
+
+
+def clear_in_process_caches() -> None:
+    """Forget every compiled and traced function of this process (``jax.clear_caches``).
+
+    The persistent cache is untouched: a module another test compiled is a
+    persistent-cache hit.
+    """
+    import jax
+
+    jax.clear_caches()  # type: ignore[no-untyped-call]
+
+
+def clear_before_census(residue: ProgramResidue, mode: str, *, eager_counted: bool) -> str | None:
+    """Clear JAX's in-process caches before a census'd test where what it compiles could
+    otherwise depend on the tests before it; why they were cleared, None when they were not.
+    """
+    if mode == CLEAR_NEVER:
+        return None
+    if mode == CLEAR_ALWAYS:
+        reason: str | None = "compile_clear_caches = always"
+    elif eager_counted:
+        reason = "its eager dispatch counts against max_compiles (count_eager)"
+    else:
+        reason = residue.still_in_memory()
+    if reason is not None:
+        clear_in_process_caches()
+        residue.cleared()
+    return reason
+
+
+def describe(owner: Any) -> str:
+    """A function as ``qualname (module)``; a jaxpr by the source JAX recorded for it."""
+    debug = getattr(getattr(owner, "jaxpr", None), "debug_info", None)
+    source = getattr(debug, "func_src_info", None)
+    if isinstance(source, str):
+        return f"the jaxpr of {source}"
+    target = getattr(owner, "func", owner)  # functools.partial: its function
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    module = getattr(target, "__module__", None)
+    return f"{name} ({module})" if isinstance(module, str) else str(name)
+
+
+def _untracked_reason(site: str | None) -> str:
+    where = f" at {site}" if site else ""
+    return f"a compile{where} that names no jitted function (e.g. ahead-of-time .compile())"
