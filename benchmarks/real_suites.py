@@ -9,7 +9,8 @@ copies the selected test files out of the installed packages into a scratch dire
 rootdir of their own, so pins land there), and measures:
 
 1. Overhead. After one untimed run that fills the persistent cache, each round runs the
-   suite five ways in fresh pytest processes, interleaved so drifting load hits all ways:
+   suite five ways in fresh pytest processes, interleaved so drifting load hits all ways
+   (each round starting one way later):
    plugin disabled (``-p no:jaxcompile``), loaded but unused, ``--compile-census``, the census
    clearing JAX's caches before every test (``--compile-clear-caches=always``), and
    ``--compile-census -n 2``. Pass/fail counts must equal
@@ -168,8 +169,12 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
     seconds: dict[str, list[float]] = {way: [] for way in WAYS}
     counts: dict[str, set[str]] = {way: set() for way in WAYS}
     last_census = None
-    for _ in range(rounds):
-        for way, extra in WAYS.items():
+    names = list(WAYS)
+    for index in range(rounds):
+        # Each round starts one way later: no way always runs first, after the warm-up or
+        # right after the two-worker run.
+        for way in names[index % len(names):] + names[:index % len(names)]:
+            extra = WAYS[way]
             report = directory / "report.json"
             more = ["--compile-report", str(report)] if way == "census" else []
             run = run_pytest(python, directory, [*extra, *more, *args])

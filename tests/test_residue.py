@@ -1,0 +1,158 @@
+"""What the program leaves in JAX's caches, and when a census'd test clears them.
+
+The bookkeeping is pure logic over weak references; the stacks it reads come from real JAX
+compiles on this thread (the order tests check the whole loop in pytest sessions).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_jaxcompile.backends.jax.eager import EAGER, Dispatch
+from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
+from pytest_jaxcompile.backends.jax.residue import (
+    BEFORE_LISTENING,
+    CLEAR_ALWAYS,
+    CLEAR_AUTO,
+    CLEAR_NEVER,
+    ProgramResidue,
+    clear_before_census,
+    describe,
+)
+
+
+def step(v: object) -> object:
+    return v
+
+
+def fresh() -> ProgramResidue:
+    residue = ProgramResidue()
+    residue.cleared()
+    return residue
+
+
+def test_nothing_is_known_before_the_plugin_listened() -> None:
+    assert ProgramResidue().still_in_memory() == BEFORE_LISTENING
+
+
+def test_a_function_still_alive_is_named_and_a_dead_one_leaves_nothing() -> None:
+    residue = fresh()
+
+    def local_step(v: object) -> object:
+        return v
+
+    residue.note(Dispatch(eager=False, owners=(local_step,)))
+    assert residue.still_in_memory() == (
+        "test_a_function_still_alive_is_named_and_a_dead_one_leaves_nothing.<locals>."
+        "local_step (test_residue) is still in memory"
+    )
+    del local_step
+    gc.collect()
+    assert residue.still_in_memory() is None
+
+
+def test_eager_dispatch_is_never_noted() -> None:
+    residue = fresh()
+    residue.note(EAGER)
+    assert residue.still_in_memory() is None
+
+
+def test_work_that_names_no_function_counts_as_still_in_memory_until_cleared() -> None:
+    residue = fresh()
+    residue.note(Dispatch(eager=False, owners=(), site="test_models.py:12"))
+    assert residue.still_in_memory() == (
+        "a compile at test_models.py:12 that names no jitted function "
+        "(e.g. ahead-of-time .compile())"
+    )
+    residue.cleared()
+    assert residue.still_in_memory() is None
+
+
+def test_an_owner_without_weak_references_cannot_be_watched() -> None:
+    residue = fresh()
+    residue.note(Dispatch(eager=False, owners=(3,)))
+    assert residue.still_in_memory() == "int, which cannot be watched"
+
+
+def test_describe_names_functions_partials_and_jaxprs() -> None:
+    import jax
+
+    assert describe(step) == "step (test_residue)"
+    assert describe(functools.partial(step, 1)) == "step (test_residue)"
+    jaxpr = jax.make_jaxpr(step)(1.0)
+    assert describe(jaxpr).startswith("the jaxpr of step at ")
+
+
+@pytest.fixture
+def monitor() -> Iterator[CompileMonitor]:
+    import jax
+
+    monitor = CompileMonitor()
+    monitor.install()
+    jax.clear_caches()  # type: ignore[no-untyped-call]
+    monitor.residue.cleared()
+    yield monitor
+    monitor.uninstall()
+
+
+def test_the_monitor_notes_the_programs_jitted_functions_not_eager_dispatch(
+    monitor: CompileMonitor,
+) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.arange(7.0) * 2.0  # eager dispatch only
+    assert monitor.residue.still_in_memory() is None
+
+    def local(v: jax.Array) -> jax.Array:
+        return v * 3.0
+
+    jitted: Callable[[jax.Array], jax.Array] | None = jax.jit(local)
+    assert jitted is not None
+    jitted(x)
+    assert "local" in str(monitor.residue.still_in_memory())
+    del jitted, local
+    gc.collect()
+    assert monitor.residue.still_in_memory() is None  # nothing left to reuse
+
+
+def test_a_module_level_function_stays_and_aot_compiles_are_untracked(
+    monitor: CompileMonitor,
+) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(step)(jnp.ones(9))
+    assert monitor.residue.still_in_memory() == "step (test_residue) is still in memory"
+    monitor.residue.cleared()
+    compiled = jax.jit(lambda v: v + 1.0).lower(jnp.ones(9)).compile()
+    del compiled
+    gc.collect()
+    assert "names no jitted function" in str(monitor.residue.still_in_memory())
+
+
+@pytest.mark.parametrize(
+    ("mode", "eager_counted", "cleared"),
+    [
+        (CLEAR_NEVER, True, None),
+        (CLEAR_ALWAYS, False, "compile_clear_caches = always"),
+        (CLEAR_AUTO, True, "its eager dispatch counts against max_compiles (count_eager)"),
+        (CLEAR_AUTO, False, "step (test_residue) is still in memory"),
+    ],
+)
+def test_clear_before_census_by_mode(mode: str, eager_counted: bool, cleared: str | None) -> None:
+    residue = fresh()
+    residue.note(Dispatch(eager=False, owners=(step,)))
+    assert clear_before_census(residue, mode, eager_counted=eager_counted) == cleared
+    # Cleared caches forget what was noted; caches left alone still hold it.
+    expected_left = None if cleared else "step (test_residue) is still in memory"
+    assert residue.still_in_memory() == expected_left
+
+
+def test_auto_leaves_the_caches_alone_when_nothing_is_left() -> None:
+    residue = fresh()
+    assert clear_before_census(residue, CLEAR_AUTO, eager_counted=False) is None
