@@ -1,6 +1,7 @@
 """Real suites: the plugin on test files that ship with real JAX projects (optax, chex).
 
     python benchmarks/real_suites.py [--rounds 3] [--reruns 3] [--suite optax --suite chex]
+                                     [--way census --way loaded]
                                      [--select 'optax=-k test_explicit_dtype'] [--venv DIR]
 
 Installs pinned versions of the projects (and pytest, pytest-xdist, this plugin as an
@@ -161,15 +162,15 @@ def spread(values: list[float]) -> str:
 
 
 def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
-             directory: Path, rounds: int) -> bool:
-    """Prints the overhead figures; False when a way's pass/fail counts differ."""
+             directory: Path, rounds: int, names: list[str]) -> bool:
+    """Prints the overhead figures of the ways `names` (the disabled run always among them);
+    False when a way's pass/fail counts differ."""
     args = [*files, *selection]
     warmup = run_pytest(python, directory, [*WAYS["disabled"], *args])
     print(f"  warm-up (fills the cache): {warmup.seconds:.1f} s, {warmup.counts}")
-    seconds: dict[str, list[float]] = {way: [] for way in WAYS}
-    counts: dict[str, set[str]] = {way: set() for way in WAYS}
+    seconds: dict[str, list[float]] = {way: [] for way in names}
+    counts: dict[str, set[str]] = {way: set() for way in names}
     last_census = None
-    names = list(WAYS)
     for index in range(rounds):
         # Each round starts one way later: no way always runs first, after the warm-up or
         # right after the two-worker run.
@@ -185,7 +186,7 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
                 last_census = run
     base = seconds["disabled"]
     same_counts = True
-    for way in WAYS:
+    for way in names:
         ratios = [s / b for s, b in zip(seconds[way], base, strict=True)]
         same_counts &= counts[way] == counts["disabled"]
         same = "same counts" if counts[way] == counts["disabled"] else "COUNTS DIFFER"
@@ -247,6 +248,8 @@ def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--way", action="append", choices=sorted(WAYS), default=[],
+                        help="time only these ways (repeatable; the disabled run always)")
     parser.add_argument("--reruns", type=int, default=3,
                         help="unchanged reruns after pinning (0: skip the gate figures)")
     parser.add_argument("--suite", action="append", choices=sorted(SUITES),
@@ -283,8 +286,9 @@ def main() -> int:
         selection = selections[suite.name]
         print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
         files = prepare(workdir / f"{suite.name}-overhead", suite, packages)
+        ways = [way for way in WAYS if way == "disabled" or not args.way or way in args.way]
         good &= overhead(python, suite, selection, files, workdir / f"{suite.name}-overhead",
-                         args.rounds)
+                         args.rounds, ways)
         files = prepare(workdir / f"{suite.name}-gate", suite, packages)
         if args.reruns > 0:  # --reruns 0: the overhead figures only
             good &= gate(python, suite, selection, files, workdir / f"{suite.name}-gate",
