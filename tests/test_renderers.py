@@ -141,8 +141,8 @@ def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
                 if "caches cleared" in text]
 
     assert hint() == [
-        "  20% of the session; 3 census'd test(s) started with JAX's in-process caches "
-        "cleared and compiled their eager operations again, 2 of them because "
+        "  15% of the session in 3 census'd test(s) that started with JAX's in-process "
+        "caches cleared and compiled their eager operations again, 2 of them because "
         "train_step (models) is still in memory "
         "(docs/census.md#each-test-compiles-what-it-uses)"
     ]

@@ -274,7 +274,7 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     return lines
 
 
-# Eager dispatch over this share of the session, with the caches cleared: say what it costs.
+# Eager dispatch of tests that cleared the caches over this share of the session: say why.
 EAGER_SHARE_WORTH_A_HINT = 0.1
 
 
@@ -291,18 +291,17 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
         "pinned, not counted by max_compiles unless count_eager", {},
     )]
     session = outcome.session_s
-    cleared = Counter(
-        ledger.caches_cleared_because for ledger in outcome.ledgers
-        if ledger.caches_cleared_because
-    )
-    if cleared and session and spent > EAGER_SHARE_WORTH_A_HINT * session:
+    cleared = [ledger for ledger in outcome.ledgers if ledger.caches_cleared_because]
+    cleared_s = sum(ledger.eager_compile_s for ledger in cleared)
+    if session and cleared_s > EAGER_SHARE_WORTH_A_HINT * session:
         # Clearing keeps counts order-independent, and drops eager executables too: name
         # what made the plugin clear, so the user can see whether it is theirs to change.
-        reason, times = cleared.most_common(1)[0]
+        reasons = Counter(ledger.caches_cleared_because for ledger in cleared)
+        reason, times = reasons.most_common(1)[0]
         lines.append((
-            f"  {spent / session:.0%} of the session; {cleared.total()} census'd test(s) "
-            "started with JAX's in-process caches cleared and compiled their eager operations "
-            f"again, {times} of them because {reason} "
+            f"  {cleared_s / session:.0%} of the session in {len(cleared)} census'd test(s) "
+            "that started with JAX's in-process caches cleared and compiled their eager "
+            f"operations again, {times} of them because {reason} "
             "(docs/census.md#each-test-compiles-what-it-uses)", MARKUP[Tone.WARN],
         ))
     return lines
