@@ -33,6 +33,7 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_CACHE_WRITE,
     CompileMonitor,
 )
+from pytest_jaxcompile.backends.jax.residue import clear_in_process_caches
 from pytest_jaxcompile.backends.memory import RssSampler
 from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, CompileRecord
 
@@ -201,7 +202,7 @@ class JaxCompile:
                 f"jax_compile expects a jax.stages.Lowered or a callable, got {type(target)!r}"
             )
         if fresh:
-            jax.clear_caches()  # type: ignore[no-untyped-call]
+            clear_in_process_caches()
 
         trace_s = lower_s = None
         if is_lowered:
@@ -224,7 +225,7 @@ class JaxCompile:
         if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
             from pytest_jaxcompile.backends.jax.traceprofile import profile_trace
 
-            jax.clear_caches()  # type: ignore[no-untyped-call]
+            clear_in_process_caches()
             trace_profile = profile_trace(
                 lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
             )
@@ -324,13 +325,12 @@ class JaxCompile:
         To repeat the cold compile, the key is salted with an XLA option at its default
         value (same compile work, a key nothing was written under) and writes are off.
         """
-        import jax
 
         samples = []
         options = dict(CACHE_BYPASS_OPTIONS) if bypass_cache else {}
         with self._monitor.capture(), _writes_suppressed(bypass_cache):
             for _ in range(times):
-                jax.clear_caches()  # type: ignore[no-untyped-call]
+                clear_in_process_caches()
                 cpu_before = _cpu_seconds()
                 start = time.perf_counter()
                 lowered.compile(compiler_options=options)

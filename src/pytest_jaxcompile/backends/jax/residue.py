@@ -77,10 +77,10 @@ class ProgramResidue:
 
 
 def clear_in_process_caches() -> None:
-    """Forget every compiled and traced function of this process (``jax.clear_caches``).
-
-    The persistent cache is untouched: a module another test compiled is a
-    persistent-cache hit.
+    """Forget every compiled and traced function of this process (``jax.clear_caches``):
+    before a census'd test that needs it, and before each compile the ``jax_compile``
+    fixture measures fresh. The persistent cache is untouched: a module compiled before is
+    a persistent-cache hit.
     """
     import jax
 
