@@ -16,7 +16,8 @@ rootdir of their own, so pins land there), and measures:
    clearing JAX's caches before every test (``--compile-clear-caches=always``), and
    ``--compile-census -n 2``. Pass/fail counts must equal
    the disabled run's; ratios to the disabled run of the same round are reported as medians
-   with their range.
+   with their range, for wall time and for CPU time (user + system of pytest and its
+   workers: what the plugin adds, less exposed to other tenants of a shared machine).
 2. What the census says: the summary's first lines and the rows per test (``--compile-report``).
 3. Gate quality. On a fresh cache and pins directory: ``--compile-census --compile-pin-update``
    twice (pins cold, then warm), then K unchanged reruns serial and with ``-n 2``: the
@@ -34,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -119,6 +121,7 @@ def prepare(directory: Path, suite: Suite, packages: Path) -> list[str]:
 @dataclass
 class Run:
     seconds: float
+    cpu_seconds: float  # user + system of the pytest process and its workers
     counts: dict[str, int]
     stdout: str
     returncode: int
@@ -132,13 +135,21 @@ def run_pytest(python: Path, directory: Path, args: list[str]) -> Run:
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
     }
     env.pop("PYTHONPATH", None)
+    cpu_before = _children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=directory, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    cpu_seconds = _children_cpu_s() - cpu_before
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     counts = {kind: int(n) for n, kind in _COUNT.findall(last)}
-    return Run(seconds, counts, proc.stdout, proc.returncode)
+    return Run(seconds, cpu_seconds, counts, proc.stdout, proc.returncode)
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of every finished child (and the children they waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def census_head(stdout: str, lines: int = 4) -> list[str]:
@@ -169,6 +180,7 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
     warmup = run_pytest(python, directory, [*WAYS["disabled"], *args])
     print(f"  warm-up (fills the cache): {warmup.seconds:.1f} s, {warmup.counts}")
     seconds: dict[str, list[float]] = {way: [] for way in names}
+    cpu_seconds: dict[str, list[float]] = {way: [] for way in names}
     counts: dict[str, set[str]] = {way: set() for way in names}
     last_census = None
     for index in range(rounds):
@@ -180,18 +192,22 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
             more = ["--compile-report", str(report)] if way == "census" else []
             run = run_pytest(python, directory, [*extra, *more, *args])
             seconds[way].append(run.seconds)
+            cpu_seconds[way].append(run.cpu_seconds)
             tests = {k: v for k, v in run.counts.items() if k != "deselected"}
             counts[way].add(json.dumps(tests, sort_keys=True))
             if way == "census":
                 last_census = run
-    base = seconds["disabled"]
     same_counts = True
     for way in names:
-        ratios = [s / b for s, b in zip(seconds[way], base, strict=True)]
+        ratios = [s / b for s, b in zip(seconds[way], seconds["disabled"], strict=True)]
+        cpu_ratios = [s / b for s, b in zip(cpu_seconds[way], cpu_seconds["disabled"],
+                                            strict=True)]
         same_counts &= counts[way] == counts["disabled"]
         same = "same counts" if counts[way] == counts["disabled"] else "COUNTS DIFFER"
-        print(f"  {way:<12} median {statistics.median(seconds[way]):6.1f} s  "
-              f"{spread(ratios)}  {same}: {sorted(counts[way])}")
+        print(f"  {way:<12} wall median {statistics.median(seconds[way]):6.1f} s  "
+              f"{spread(ratios)}; cpu median {statistics.median(cpu_seconds[way]):6.1f} s  "
+              f"{spread(cpu_ratios)}  {same}: {sorted(counts[way])}")
+        print(f"    wall per round: {' '.join(f'{s:.1f}' for s in seconds[way])}")
     if last_census is not None:
         print("  census summary, first lines:")
         for line in census_head(last_census.stdout):

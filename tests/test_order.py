@@ -261,3 +261,40 @@ def test_clear_caches_never_lets_earlier_tests_change_the_count(project: JaxProj
     always = _run(project, "-p", "no:randomly", "--compile-clear-caches=always", *names)
     assert always == cleared
     assert set(_cleared_because(project).values()) == {"compile_clear_caches = always"}
+
+
+SKIPPED_IN_A_SUBTEST = """
+    import gc, unittest
+    import jax, jax.numpy as jnp
+
+    # In a large suite the cycle sits in the oldest generation, which Python collects
+    # rarely; here no automatic collection may run between the two tests either.
+    gc.disable()
+
+    class OptimizerTest(unittest.TestCase):
+        def test_a_skips_after_compiling(self):
+            @jax.jit
+            def step(v):
+                return v * 2.0
+
+            with self.subTest("optimize"):
+                step(jnp.ones(3))
+                raise unittest.SkipTest("not numerically stable with these settings")
+
+        def test_b_next(self):
+            assert float(jax.jit(lambda v: v + 1.0)(jnp.ones(3))[0]) == 2.0
+"""
+
+
+def test_a_step_kept_only_by_a_skipped_subtests_traceback_clears_nothing(
+    project: JaxProject,
+) -> None:
+    """optax's pattern: a `SkipTest` inside `subTest` leaves the test's frames, and its
+    jitted `step`, in a reference cycle; collecting it beats clearing JAX's caches."""
+    project.conftest(cache=False)
+    project.tests(SKIPPED_IN_A_SUBTEST)
+    result = project.run("--compile-census", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)  # the skip is the subtest's
+    why = _cleared_because(project)
+    assert "first census'd test" in str(why["test_a_skips_after_compiling"])
+    assert why["test_b_next"] is None

@@ -55,6 +55,58 @@ def test_a_function_still_alive_is_named_and_a_dead_one_leaves_nothing() -> None
     assert residue.still_in_memory() is None
 
 
+@pytest.fixture
+def full_collections() -> Iterator[list[int]]:
+    """Counts full garbage collections, with automatic ones switched off meanwhile."""
+    counted: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            counted.append(1)
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.callbacks.append(count)
+    try:
+        yield counted
+    finally:
+        gc.callbacks.remove(count)
+        if was_enabled:
+            gc.enable()
+
+
+def test_an_owner_kept_only_by_a_reference_cycle_is_collected_not_reported(
+    full_collections: list[int],
+) -> None:
+    residue = fresh()
+
+    def local_step(v: object) -> object:
+        return v
+
+    residue.note(Dispatch(eager=False, owners=(local_step,)))
+    cycle: list[object] = [local_step]
+    cycle.append(cycle)  # as a kept traceback's frames hold a test's locals
+    del local_step, cycle
+    assert residue.still_in_memory() is None
+    assert len(full_collections) == 1
+
+
+def test_an_owner_that_outlives_a_collection_is_not_collected_for_again(
+    full_collections: list[int],
+) -> None:
+    residue = fresh()
+    for _ in range(3):
+        residue.note(Dispatch(eager=False, owners=(step,)))
+        assert residue.still_in_memory() == "step (test_residue) is still in memory"
+    assert len(full_collections) == 1
+    # Nothing alive, or work that names no function: no collection can help, none runs.
+    residue.cleared()
+    assert residue.still_in_memory() is None
+    residue.note(Dispatch(eager=False, owners=(), site="test_models.py:12"))
+    assert residue.still_in_memory() is not None
+    assert len(full_collections) == 1
+
+
 def test_eager_dispatch_is_never_noted() -> None:
     residue = fresh()
     residue.note(EAGER)

@@ -12,7 +12,8 @@ objects alive. So the monitor notes, for every trace, lowering and compile of th
 (not eager dispatch), the objects its dispatch frames name (`eager.Dispatch.owners`), as
 weak references. While every one of them is gone, nothing the program compiled can be
 reused and the caches need no clearing: a test that jits its own functions leaves nothing
-behind. A work whose owners the stack does not name (``jax.jit(f).lower(x).compile()``,
+behind (once the garbage collector has freed what a reference cycle still held). A work
+whose owners the stack does not name (``jax.jit(f).lower(x).compile()``,
 what ran before the plugin listened) counts as still in memory: when in doubt, clear.
 JAX's eager dispatch stays cached; its compiles are counted apart and not pinned (see
 census), except for a test whose ``count_eager`` makes them count: that test always starts
@@ -21,6 +22,7 @@ from cleared caches.
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
 from typing import Any
@@ -42,6 +44,8 @@ class ProgramResidue:
         self._lock = threading.Lock()
         self._owners: dict[int, weakref.ref[Any]] = {}
         self._untracked: str | None = BEFORE_LISTENING
+        # Owners that outlived a garbage collection: held by the program, not by a cycle.
+        self._held: dict[int, weakref.ref[Any]] = {}
 
     def note(self, dispatch: Dispatch) -> None:
         """A trace, lowering or compile ran below `dispatch`: remember what keeps it."""
@@ -58,17 +62,42 @@ class ProgramResidue:
                     self._untracked = f"{describe(owner)}, which cannot be watched"
 
     def still_in_memory(self) -> str | None:
-        """Why the program's compiled work may still be in JAX's caches; None when it is not."""
+        """Why the program's compiled work may still be in JAX's caches; None when it is not.
+
+        An owner that looks alive may be held only by a reference cycle the garbage
+        collector has not reached yet: a test's frames kept by an exception's traceback
+        (unittest's ``SkipTest`` inside ``subTest``, as optax's tests raise) hold its jitted
+        ``step``. One collection settles it, far cheaper than clearing JAX's caches and
+        compiling every eager operation again; an owner that outlives a collection is held
+        for real (a module-level function) and is not collected for again.
+        """
         with self._lock:
-            if self._untracked is not None:
-                return self._untracked
-            alive = {key: ref for key, ref in self._owners.items() if ref() is not None}
-            self._owners = alive
-            for ref in alive.values():
-                owner = ref()
-                if owner is not None:
-                    return f"{describe(owner)} is still in memory"
-            return None
+            reason = self._reason()
+            if reason is None or self._untracked is not None or self._held_alive():
+                return reason
+        gc.collect()  # outside the lock: a finalizer may compile, and note() takes it
+        with self._lock:
+            reason = self._reason()
+            self._held.update(self._alive())
+            return reason
+
+    def _reason(self) -> str | None:
+        if self._untracked is not None:
+            return self._untracked
+        for ref in self._alive().values():
+            owner = ref()
+            if owner is not None:
+                return f"{describe(owner)} is still in memory"
+        return None
+
+    def _alive(self) -> dict[int, weakref.ref[Any]]:
+        self._owners = {key: ref for key, ref in self._owners.items() if ref() is not None}
+        return self._owners
+
+    def _held_alive(self) -> bool:
+        """Whether an alive owner already outlived a collection (collecting cannot help)."""
+        self._held = {key: ref for key, ref in self._held.items() if ref() is not None}
+        return any(key in self._held for key in self._owners)
 
     def cleared(self) -> None:
         with self._lock:
