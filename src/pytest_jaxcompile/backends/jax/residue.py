@@ -67,19 +67,25 @@ class ProgramResidue:
         An owner that looks alive may be held only by a reference cycle the garbage
         collector has not reached yet: a test's frames kept by an exception's traceback
         (unittest's ``SkipTest`` inside ``subTest``, as optax's tests raise) hold its jitted
-        ``step``. One collection settles it, far cheaper than clearing JAX's caches and
-        compiling every eager operation again; an owner that outlives a collection is held
-        for real (a module-level function) and is not collected for again.
+        ``step``. A collection settles it, far cheaper than clearing JAX's caches and
+        compiling every eager operation again: the young generations first (a test's cycle
+        is young; about 2 ms), then all of them (about 70 ms with JAX loaded). An owner that
+        outlives a full collection is held for real (a module-level function) and is not
+        collected for again.
         """
         with self._lock:
             reason = self._reason()
             if reason is None or self._untracked is not None or self._held_alive():
                 return reason
-        gc.collect()  # outside the lock: a finalizer may compile, and note() takes it
+        # Outside the lock: a finalizer may compile, and note() takes the lock.
+        for generation in (1, 2):
+            gc.collect(generation)
+            with self._lock:
+                if self._reason() is None:
+                    return None
         with self._lock:
-            reason = self._reason()
             self._held.update(self._alive())
-            return reason
+            return self._reason()
 
     def _reason(self) -> str | None:
         if self._untracked is not None:
