@@ -12,6 +12,8 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
     EVENT_CACHE_REQUEST,
+    EVENT_CACHE_RETRIEVAL,
+    EVENT_CACHE_SAVED,
     EVENT_CACHE_WRITE,
     EVENT_LOWER,
     EVENT_TRACE,
@@ -117,6 +119,33 @@ def test_ledger_partitions_the_wall_into_compile_and_a_named_residual() -> None:
     assert ledger.compile_s + ledger.execute_and_python_s == pytest.approx(ledger.wall_s)
     assert ledger.compile_fraction == pytest.approx(0.4)
     assert (ledger.compiles, ledger.modules) == (1, {"jit(f)": 1})
+
+
+@pytest.mark.parametrize(
+    ("saved_by_module", "kept"),
+    [
+        ((2.7, -0.1), 2.6),  # a lower bound: JAX's figures, summed
+        ((-0.17,), None),  # compiled in under a second: JAX stored 0 s, "saved" -retrieval
+        ((0.6, -0.6), None),
+    ],
+)
+def test_ledger_keeps_jaxs_cache_saving_only_when_it_says_something(
+    saved_by_module: tuple[float, ...], kept: float | None,
+) -> None:
+    hits = [
+        event
+        for saved in saved_by_module
+        for event in [
+            *compile_events("f", EVENT_CACHE_REQUEST, EVENT_CACHE_HIT, duration=0.2),
+            JaxEvent(EVENT_CACHE_RETRIEVAL, 0.17),
+            JaxEvent(EVENT_CACHE_SAVED, saved),
+        ]
+    ]
+    ledger = build_ledger(EventLog(hits), "t.py::test_f", wall_s=2.0)
+    assert ledger.overlays["cache_retrieval_s"] == pytest.approx(0.17 * len(saved_by_module))
+    assert ledger.overlays.get("cache_saved_s") == (
+        None if kept is None else pytest.approx(kept)
+    )
 
 
 def test_ledger_omits_the_fraction_when_the_wall_is_unknown() -> None:

@@ -63,3 +63,17 @@ def test_bad_durations_are_usage_errors(pytester: pytest.Pytester, value: str) -
     result = pytester.runpytest_inprocess(f"--compile-durations={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--compile-durations*expected a whole number >= 0*"])
+
+
+def test_a_warm_session_of_fast_compiles_claims_no_cache_saving(project: JaxProject) -> None:
+    """JAX keeps a module's compile time in whole seconds: for one compiled in under a
+    second it reports minus the retrieval time as "saved". No such figure is shown."""
+    project.conftest()
+    project.tests(CENSUS_SUITE)
+    project.run("--compile-census").assert_outcomes(passed=3)
+    warm = project.run("--compile-census")
+    warm.assert_outcomes(passed=3)
+    assert " 3 warm" in compile_summary(warm)[0]
+    assert "saved" not in compile_summary(warm)[0]
+    overlays = [ledger["overlays"] for ledger in project.report()["ledgers"]]
+    assert all(o["cache_retrieval_s"] > 0 and "cache_saved_s" not in o for o in overlays)
