@@ -294,7 +294,9 @@ def test_a_step_kept_only_by_a_skipped_subtests_traceback_clears_nothing(
     project.conftest(cache=False)
     project.tests(SKIPPED_IN_A_SUBTEST)
     result = project.run("--compile-census", "-p", "no:randomly")
-    result.assert_outcomes(passed=2)  # the skip is the subtest's
+    # pytest 9 reports the skip as the subtest's, earlier releases as the test's.
+    assert result.ret == 0
+    assert "2 passed" in result.stdout.str() or "1 passed, 1 skipped" in result.stdout.str()
     why = _cleared_because(project)
     assert "first census'd test" in str(why["test_a_skips_after_compiling"])
     assert why["test_b_next"] is None
