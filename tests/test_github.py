@@ -112,7 +112,9 @@ def test_step_summary_puts_the_verdict_first_and_groups_by_key(tmp_path: Path) -
     text = step_summary(_outcome(tmp_path))
     lines = text.splitlines()
     assert lines[0] == "## jax compile times: FAIL (1 DRIFT)"
-    assert "Compile rows: 1 DRIFT, 1 improved, 1 unpinned, 2 ok." in lines
+    # What the session spent compiling comes first, as in the terminal's section.
+    assert lines[2].startswith("Compile time: ") and "compile row(s): 4 cold, 1 warm." in lines[2]
+    assert lines[4] == "Compile rows: 1 DRIFT, 1 improved, 1 unpinned, 2 ok."
     # The re-pin command comes before the tables.
     command = lines.index("pytest --compile-pin-update tests/t.py::test_drift")
     cold = lines.index("### cpu:cpu @ Test CPU x2 | jax 0.10.2 | full precision | cold")
@@ -196,6 +198,9 @@ def test_summary_and_annotations_when_the_variables_are_set(
     text = summary.read_text()
     assert text.startswith("# earlier step\n## jax compile times: FAIL (1 DRIFT)\n")
     assert text.count("## jax compile times") == 1  # the main process only, not the workers
+    # The compile spend as the terminal's first line says it, the workers' rows merged.
+    spend = next(line for line in result.stdout.lines if line.startswith("compile time: "))
+    assert f"\n\nC{spend[1:]}.\n\n" in text
     assert "| **DRIFT** | `test_models.py::test_drift` | jit |" in text
     assert "pytest --compile-pin-update test_models.py::test_drift\n" in text
     assert "| `test_models.py::test_stale` | gone |" in text

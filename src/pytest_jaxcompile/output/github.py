@@ -32,6 +32,7 @@ from pytest_jaxcompile.output.terminal import (
     advice,
     comparison,
     folded,
+    spend_lines,
     status_sentence,
     unpinned_fold,
     upgrade_lines,
@@ -225,13 +226,18 @@ def step_summary(outcome: Outcome, title: str = "jax compile times") -> str:
     if len(text.encode()) > SUMMARY_BUDGET:
         text = _step_summary(outcome, title, with_ok=False)
     if len(text.encode()) > SUMMARY_BUDGET:
-        cut = text.encode()[:SUMMARY_BUDGET].decode(errors="ignore").rsplit("\n", 1)[0]
-        text = cut + "\n\n... (cut to fit GitHub's step summary limit; see the JSON report)\n\n"
+        trailer = "\n\n... (cut to fit GitHub's step summary limit; see the JSON report)\n\n"
+        room = SUMMARY_BUDGET - len(trailer.encode())  # the trailer counts too
+        text = text.encode()[:room].decode(errors="ignore").rsplit("\n", 1)[0] + trailer
     return text
 
 
 def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
     lines = [f"## {title}: {_headline(outcome)}", ""]
+    # What the session spent compiling leads, as in the terminal.
+    lines += [f"{_text(line[0].upper() + line[1:])}." for line in spend_lines(outcome)]
+    if lines[-1]:
+        lines.append("")
     counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
     if counts:
         lines += [f"Compile rows: {counts}.", ""]
