@@ -233,11 +233,7 @@ def step_summary(outcome: Outcome, title: str = "jax compile times") -> str:
 
 
 def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
-    lines = [f"## {title}: {_headline(outcome)}", ""]
-    # What the session spent compiling leads, as in the terminal.
-    lines += [f"{_text(line[0].upper() + line[1:])}." for line in spend_lines(outcome)]
-    if lines[-1]:
-        lines.append("")
+    lines = [f"## {title}: {_headline(outcome)}", "", *_spend(outcome)]
     counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
     if counts:
         lines += [f"Compile rows: {counts}.", ""]
@@ -261,6 +257,15 @@ def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
         ]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n\n"
+
+
+def _spend(outcome: Outcome) -> list[str]:
+    """What the session spent compiling, as a paragraph: it leads, as in the terminal."""
+    return [
+        paragraph
+        for line in spend_lines(outcome)
+        for paragraph in (f"{_text(line[0].upper() + line[1:])}.", "")
+    ]
 
 
 def _headline(outcome: Outcome) -> str:
@@ -424,7 +429,7 @@ def pr_comment(
 def _pr_comment(
     outcome: Outcome, changed: list[Verdict], limit: int, report: str, title: str
 ) -> str:
-    lines = [COMMENT_MARKER, f"### {title}: {_headline(outcome)}", ""]
+    lines = [COMMENT_MARKER, f"### {title}: {_headline(outcome)}", "", *_spend(outcome)]
     counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
     if counts:
         lines += [f"Compile rows: {counts}.", ""]
