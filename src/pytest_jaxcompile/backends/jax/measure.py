@@ -325,7 +325,6 @@ class JaxCompile:
         To repeat the cold compile, the key is salted with an XLA option at its default
         value (same compile work, a key nothing was written under) and writes are off.
         """
-
         samples = []
         options = dict(CACHE_BYPASS_OPTIONS) if bypass_cache else {}
         with self._monitor.capture(), _writes_suppressed(bypass_cache):
