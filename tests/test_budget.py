@@ -18,9 +18,9 @@ def test_positional_seconds_and_keywords() -> None:
     [
         ((), {"secs": 1}, "unexpected keyword argument 'secs'"),
         ((1, 2), {}, "too many positional arguments"),
-        (("fast",), {}, "seconds must be a non-negative number"),
-        ((-1,), {}, "seconds must be a non-negative number"),
-        ((), {"tolerance": True}, "tolerance must be a non-negative number"),
+        (("fast",), {}, "seconds must be a finite number >= 0"),
+        ((-1,), {}, "seconds must be a finite number >= 0"),
+        ((), {"tolerance": True}, "tolerance must be a finite number >= 0"),
         ((), {"mixed_precision": "yes"}, "mixed_precision must be True or False"),
         ((), {"count_eager": 1}, "count_eager must be True or False"),
     ],

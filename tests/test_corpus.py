@@ -157,10 +157,10 @@ def test_bad_records_are_errors_naming_file_and_line(
 @pytest.mark.parametrize(
     ("field", "message"),
     [
-        ({"op_count": "70"}, r"'op_count' must be a non-negative integer or null, got '70'"),
+        ({"op_count": "70"}, r"'op_count' must be a whole number >= 0 or null, got '70'"),
         ({"host_state": {"load_per_core": "high"}},
-         r"'host_state\.load_per_core' must be a non-negative number"),
-        ({"compile_cpu_s": -1}, r"'compile_cpu_s' must be a non-negative number"),
+         r"'host_state\.load_per_core' must be a finite number >= 0"),
+        ({"compile_cpu_s": -1}, r"'compile_cpu_s' must be a finite number >= 0"),
     ],
 )
 def test_optional_fields_of_the_rows_used_are_type_checked(

@@ -154,8 +154,8 @@ def test_a_bad_memory_field_in_a_pin_names_it_and_its_line(tmp_path: Path) -> No
     (path,) = PinStore.load(tmp_path).update([_row()])
     path.write_text(path.read_text().replace("compiled_temp_bytes = 2048",
                                              "compiled_temp_bytes = 2.5"))
-    with pytest.raises(PinFileError, match="'compiled_temp_bytes' must be a non-negative "
-                       "integer") as error:
+    with pytest.raises(PinFileError, match="'compiled_temp_bytes' must be a whole "
+                       "number >= 0") as error:
         PinStore.load(tmp_path)
     assert error.value.line is not None
     assert "compiled_temp_bytes" in path.read_text().splitlines()[error.value.line - 1]
@@ -239,7 +239,7 @@ def test_pins_of_the_current_release_keep_loading_and_judging(tmp_path: Path) ->
 def test_marker_growth_limits_are_validated() -> None:
     budget = parse_budget((), {"max_memory_growth": 0.5, "max_flops_growth": 1})
     assert (budget.max_memory_growth, budget.max_flops_growth) == (0.5, 1.0)
-    with pytest.raises(ValueError, match="max_memory_growth must be a non-negative number"):
+    with pytest.raises(ValueError, match="max_memory_growth must be a finite number >= 0"):
         parse_budget((), {"max_memory_growth": -1})
 
 

@@ -89,7 +89,7 @@ def _report_with(tmp_path: Path, **changes: Any) -> Path:
         ({"schema_version": "1"}, "report schema_version must be a positive integer"),
         ({"records": {}}, "'records' must be a list of records"),
         ({"record_compile_s": -1}, "records[0] (tests/test_models.py::test_mlp [vag]): "
-                                   "'compile_s' must be a non-negative number, got -1"),
+                                   "'compile_s' must be a finite number >= 0, got -1"),
         ({"record_cache_state": "tepid"}, "records[0] (tests/test_models.py::test_mlp [vag]): "
                                           "cache_state 'tepid' is not one of"),
         ({"record_mixed_precision": 1}, "'mixed_precision' must be true or false, got 1"),

@@ -76,7 +76,7 @@ def test_update_leaves_other_pins_and_keeps_a_hand_set_tolerance(tmp_path: Path)
         (lambda text: text.replace('cache_state = "cold"', 'cache_state = "cold'), 8,
          "not valid TOML"),
         (lambda text: text.replace("compile_s = 1.0", 'compile_s = "fast"'), 11,
-         "'compile_s' must be a non-negative number"),
+         "'compile_s' must be a finite number >= 0"),
         (lambda text: text.replace('jax_version = "0.10.2"', "jax_version = 10"), 6,
          "'jax_version' must be a str"),
         (lambda text: text.replace('cache_state = "cold"', 'cache_state = "memory"'), 8,

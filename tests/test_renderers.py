@@ -207,7 +207,7 @@ def test_thresholds_in_a_report_are_validated_like_options(tmp_path: Path) -> No
     (tmp_path / "r.json").write_text(json.dumps(report))
     result = cli(tmp_path, "merge", "r.json")
     assert result.returncode == 2
-    assert "'tolerance' = 'inf' must be a finite number >= 0" in result.stderr
+    assert "thresholds 'tolerance' must be a finite number >= 0, got inf" in result.stderr
 
 
 @pytest.mark.parametrize("command", [

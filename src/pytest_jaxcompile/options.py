@@ -2,10 +2,11 @@
 
 `OPTIONS` is the one table. Each entry names its pytest flag (``--compile-*``), its ini key
 (``compile_*``), an environment variable where there is one, its kind, default and help.
-`parse_value` is the one validator: a bad value is an `OptionError` naming the option and
-where it came from, whether it was typed on pytest's command line, in an ini file or to one
-of the ``pytest-jaxcompile`` subcommands. Numbers must be finite and non-negative: ``nan``
-would switch a comparison off (``x > nan`` is never true), ``inf`` likewise.
+`parse_value` is the one validator of option values: a bad value is an `OptionError` naming
+the option and where it came from, whether it was typed on pytest's command line, in an ini
+file or to one of the ``pytest-jaxcompile`` subcommands. Numbers are checked by `_numbers`,
+as everywhere else a number is read: finite and non-negative (``nan`` would switch a
+comparison off, ``x > nan`` is never true; ``inf`` likewise).
 
 `Settings.from_config` resolves a session's values once (command line, then environment,
 then ini, then default).
@@ -14,7 +15,6 @@ then ini, then default).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pytest
 
+from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
 from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
 from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
 from pytest_jaxcompile.gate.verdicts import (
@@ -194,17 +195,15 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
             value = float(text)
         except ValueError:
             raise OptionError(f"{where} is not a number") from None
-        if not math.isfinite(value) or value < 0:
-            raise OptionError(f"{where} must be a finite number >= 0")
-        return value
+        try:
+            return finite_number(value)
+        except NumberError as error:  # "1e999" reads as inf: refused with nan and inf
+            raise OptionError(f"{where} must be {error.expected}") from None
     if option.kind == "count":
         try:
-            count = int(text)
+            return whole_number(int(text), option.minimum)
         except ValueError:
-            raise OptionError(f"{where}: expected a whole number >= {option.minimum}") from None
-        if count < option.minimum:
-            raise OptionError(f"{where}: expected a whole number >= {option.minimum}")
-        return count
+            raise OptionError(f"{where}: expected {whole(option.minimum)}") from None
     if option.kind == "choice":
         value_text = text.lower() if option.name == "compile_expected_platform" else text
         if value_text not in option.choices:

@@ -8,10 +8,11 @@ the records corpus) applies to a record that comes from a file.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeGuard
+from typing import Any
+
+from pytest_jaxcompile._numbers import NUMBER, NumberError, finite_number, whole_number
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
@@ -221,12 +222,6 @@ class RecordDataError(ValueError):
     """A record read from a file is not a valid compile record; the message says why."""
 
 
-def _is_number(value: Any) -> TypeGuard[int | float]:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    )
-
-
 def _required_string(data: dict[str, Any], name: str) -> str:
     value = data.get(name)
     if not isinstance(value, str) or not value:
@@ -259,9 +254,10 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
         raise RecordDataError(
             f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}"
         )
-    compile_s = data.get("compile_s")
-    if not (_is_number(compile_s) and compile_s >= 0):
-        raise RecordDataError(f"'compile_s' must be a non-negative number, got {compile_s!r}")
+    try:
+        finite_number(data.get("compile_s"))
+    except NumberError as error:
+        raise RecordDataError(f"'compile_s' {error}") from None
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
         raise RecordDataError(f"'mixed_precision' must be true or false, got {mixed!r}")
@@ -305,37 +301,61 @@ def check_record_data(data: dict[str, Any]) -> None:
     """Every field a compile record read from a file must have right, or RecordDataError.
 
     The key fields as `check_key_data`; optional fields may be absent or null, and are
-    otherwise of their kind (numbers finite and non-negative: ``nan`` and ``inf`` never
-    reach a verdict).
+    otherwise of their kind (numbers checked by `_numbers`: finite and >= 0, counts whole;
+    ``nan`` and ``inf`` never reach a verdict).
     """
     check_key_data(data)
     _required_string(data, "cell")
-    for name, kind in _OPTIONAL_FIELDS:
+    _check_fields(data, _OPTIONAL_FIELDS)
+
+
+# A call ledger's figures (report readers check them): (name, kind), as for records.
+_LEDGER_FIELDS: tuple[tuple[str, str], ...] = (
+    ("wall_s", "number"), ("compile_s", "number"), ("trace_s", "number"),
+    ("lower_s", "number"), ("backend_compile_s", "number"), ("execute_and_python_s", "number"),
+    ("compile_fraction", "number"), ("compile_other_s", "number"),
+    ("eager_compile_s", "number"), ("compiles", "count"), ("persistent_cache_hits", "count"),
+    ("eager_compiles", "count"),
+)
+
+
+def check_ledger_data(data: dict[str, Any]) -> None:
+    """A call ledger read from a file: its figures, where present, of their kind."""
+    _check_fields(data, _LEDGER_FIELDS)
+
+
+def _check_fields(data: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> None:
+    for name, kind in fields:
         present, value = field_value(data, name)
         if not present or value is None:
             continue
-        if kind == "text":
-            ok, expected = isinstance(value, str), "a string"
-        elif kind == "object":
-            ok, expected = isinstance(value, dict), "an object"
-        elif kind == "location":
-            ok = (
-                isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-                and isinstance(value[1], int) and not isinstance(value[1], bool)
-            )
-            expected = "[file, line]"
-        elif kind == "list":
-            ok = isinstance(value, list) and all(
-                _is_number(item) and item >= 0 for item in value
-            )
-            expected = "a list of non-negative numbers"
-        elif kind == "count":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-            expected = "a non-negative integer"
-        else:
-            ok, expected = _is_number(value) and value >= 0, "a non-negative number"
-        if not ok:
+        expected = _kind_problem(kind, value)
+        if expected is not None:
             raise RecordDataError(f"{name!r} must be {expected} or null, got {value!r}")
+
+
+def _kind_problem(kind: str, value: Any) -> str | None:
+    """What a field of this kind must be, when `value` is not it; None when it is."""
+    if kind == "text":
+        return None if isinstance(value, str) else "a string"
+    if kind == "object":
+        return None if isinstance(value, dict) else "an object"
+    if kind == "location":
+        ok = (
+            isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool)
+        )
+        return None if ok else "[file, line]"
+    if kind == "list":
+        ok = isinstance(value, list) and all(
+            _kind_problem("number", item) is None for item in value
+        )
+        return None if ok else f"a list of numbers, each {NUMBER},"
+    try:
+        whole_number(value) if kind == "count" else finite_number(value)
+    except NumberError as error:
+        return error.expected
+    return None
 
 
 def _only_fields(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_jaxcompile._numbers import NUMBER, finite_number
 from pytest_jaxcompile.backends.hardware import Hardware, usable_cpu_count
 from pytest_jaxcompile.records import CacheDetails, CompileRecord, HostState
 
@@ -176,9 +177,9 @@ def host_state(process_cpu_s: float | None = None) -> HostState:
     override = os.environ.get(LOAD_OVERRIDE_ENV, "").strip()
     if override:
         try:
-            per_core = float(override)
-        except ValueError:
-            raise ValueError(f"{LOAD_OVERRIDE_ENV}={override!r} is not a number") from None
+            per_core = finite_number(float(override))
+        except ValueError:  # not a number, or nan, inf or negative (a NumberError)
+            raise ValueError(f"{LOAD_OVERRIDE_ENV}={override!r} is not {NUMBER}") from None
     return HostState(
         cpu_count=cpu_count,
         load_avg_1m=None if load is None else round(load, 2),

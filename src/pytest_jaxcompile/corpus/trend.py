@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pytest_jaxcompile._numbers import NumberError, finite_number
 from pytest_jaxcompile.corpus.commit import commit_label
 from pytest_jaxcompile.corpus.store import NO_TIME, CorpusError, Row, RowId
 from pytest_jaxcompile.records import ComparabilityKey
@@ -343,11 +344,12 @@ def _hashable(value: Any) -> bool:
 
 
 def _number(value: Any, name: str, row: Row) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+    try:
+        return finite_number(value)
+    except NumberError as error:
         raise CorpusError(
-            row.path, f"{name!r} must be a non-negative number or null, got {value!r}", row.where
-        )
-    return float(value)
+            row.path, f"{name!r} must be {error.expected} or null, got {value!r}", row.where
+        ) from None
 
 
 # --------------------------------------------------------------------------- text

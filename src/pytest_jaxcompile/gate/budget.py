@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
 from pytest_jaxcompile.records import CompileRecord
 
 MARKER_NAME = "compile_budget"
@@ -36,7 +37,7 @@ class CompileBudget:
     count_eager: bool | None = None  # None: the session's compile_count_eager
 
 
-# The non-negative number arguments.
+# The number arguments (finite, >= 0); max_compiles is a whole number.
 NUMBER_ARGUMENTS = (
     "seconds", "tolerance", "max_ops_growth", "max_memory_growth", "max_flops_growth",
 )
@@ -64,44 +65,27 @@ def parse_budget(args: Sequence[Any], kwargs: Mapping[str, Any]) -> CompileBudge
     except TypeError as error:
         raise ValueError(f"@pytest.mark.{MARKER_NAME}: {error}") from None
     values = dict(bound.arguments)
-    for name in NUMBER_ARGUMENTS:
+    numbers: dict[str, Any] = {}
+    for name in (*NUMBER_ARGUMENTS, "max_compiles"):
         value = values.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
-        ):
-            raise ValueError(
-                f"@pytest.mark.{MARKER_NAME}: {name} must be a non-negative number, got {value!r}"
-            )
+        if value is None:
+            continue
+        try:
+            numbers[name] = whole_number(value) if name == "max_compiles" else finite_number(value)
+        except NumberError as error:
+            raise ValueError(f"@pytest.mark.{MARKER_NAME}: {name} {error}") from None
     for name in ("mixed_precision", "cacheable", "count_eager"):
         flag = values.get(name)
         if flag is not None and not isinstance(flag, bool):
             raise ValueError(
                 f"@pytest.mark.{MARKER_NAME}: {name} must be True or False, got {flag!r}"
             )
-    precision = values.get("mixed_precision")
-    max_compiles = values.get("max_compiles")
-    if max_compiles is not None and (
-        isinstance(max_compiles, bool) or not isinstance(max_compiles, int) or max_compiles < 0
-    ):
-        raise ValueError(
-            f"@pytest.mark.{MARKER_NAME}: max_compiles must be a non-negative integer, "
-            f"got {max_compiles!r}"
-        )
     return CompileBudget(
-        seconds=_float_or_none(values.get("seconds")),
-        tolerance=_float_or_none(values.get("tolerance")),
-        mixed_precision=precision,
-        max_compiles=max_compiles,
-        max_ops_growth=_float_or_none(values.get("max_ops_growth")),
+        **numbers,
+        mixed_precision=values.get("mixed_precision"),
         cacheable=values.get("cacheable"),
-        max_memory_growth=_float_or_none(values.get("max_memory_growth")),
-        max_flops_growth=_float_or_none(values.get("max_flops_growth")),
         count_eager=values.get("count_eager"),
     )
-
-
-def _float_or_none(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def merge_budgets(budgets: Iterable[CompileBudget]) -> CompileBudget:

@@ -43,6 +43,7 @@ from typing import Any
 import tomli_w
 
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text
+from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
     FRAMEWORKS,
@@ -297,19 +298,14 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
         raise PinFileError(path, "[tests] must be a table of cells", _line_of(text, "[tests"))
     for cell, raw in raw_tests.items():
         header = _line_of(text, cell) if cell not in raw_pins else None
-        compiles = raw.get("compiles") if isinstance(raw, dict) else None
-        if (
-            not isinstance(raw, dict)
-            or set(raw) != {"compiles"}
-            or isinstance(compiles, bool)
-            or not isinstance(compiles, int)
-            or compiles < 0
-        ):
+        alone = isinstance(raw, dict) and set(raw) == {"compiles"}
+        try:
+            group.compiles[cell] = whole_number(raw["compiles"] if alone else None)
+        except NumberError:
             raise PinFileError(
-                path, f"[tests] {cell!r} must hold exactly `compiles = <non-negative integer>`",
+                path, f"[tests] {cell!r} must hold exactly `compiles = <{whole()}>`",
                 header or _line_of(text, "[tests"),
-            )
-        group.compiles[cell] = compiles
+            ) from None
     unknown = set(document) - {"key", "pins", "tests"}
     if unknown:
         raise PinFileError(path, f"unknown table(s) {', '.join(sorted(unknown))}",
@@ -367,10 +363,10 @@ def _number(raw: dict[str, Any], name: str, *, required: bool = False) -> float 
         if required:
             raise PinFieldError(name, f"missing {name!r}")
         return None
-    value = raw[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise PinFieldError(name, f"{name!r} must be a non-negative number, got {value!r}")
-    return float(value)
+    try:
+        return finite_number(raw[name])
+    except NumberError as error:
+        raise PinFieldError(name, f"{name!r} {error}") from None
 
 
 def _text_table(raw: dict[str, Any], name: str) -> dict[str, str] | None:
@@ -395,12 +391,14 @@ def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
     ops = raw.get("ops")
     if ops is None:
         return None
-    if not isinstance(ops, dict) or not all(
-        isinstance(count, int) and not isinstance(count, bool) and count >= 0
-        for count in ops.values()
-    ):
+    if not isinstance(ops, dict):
         raise PinFieldError("ops", "'ops' must be a table of operation names and counts")
-    return {str(name): int(count) for name, count in ops.items()}
+    try:
+        return {str(name): whole_number(count) for name, count in ops.items()}
+    except NumberError as error:
+        raise PinFieldError(
+            "ops", f"'ops' must be a table of operation names and counts: a count {error}"
+        ) from None
 
 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
@@ -417,18 +415,11 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
     for text_field in ("fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
-    op_count = raw.get("op_count")
-    if op_count is not None and (
-        isinstance(op_count, bool) or not isinstance(op_count, int) or op_count < 0
-    ):
-        raise PinFieldError(
-            "op_count", f"'op_count' must be a non-negative integer, got {op_count!r}"
-        )
     return Pin(
         compile_s=compile_s,
         compile_cpu_s=_number(raw, "compile_cpu_s"),
         fingerprint=raw.get("fingerprint"),
-        op_count=op_count,
+        op_count=_count(raw, "op_count"),
         pinned_at=raw.get("pinned_at"),
         load_avg_1m=_number(raw, "load_avg_1m"),
         tolerance=_number(raw, "tolerance"),
@@ -448,11 +439,12 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
 
 def _count(raw: dict[str, Any], name: str) -> int | None:
     value = raw.get(name)
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, int) or value < 0
-    ):
-        raise PinFieldError(name, f"{name!r} must be a non-negative integer, got {value!r}")
-    return value
+    if value is None:
+        return None
+    try:
+        return whole_number(value)
+    except NumberError as error:
+        raise PinFieldError(name, f"{name!r} {error}") from None
 
 
 def read_pin_file(path: Path) -> PinGroup:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
+from pytest_jaxcompile._numbers import NumberError, finite_number, optional_number
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS
@@ -31,6 +32,7 @@ from pytest_jaxcompile.records import (
     CallLedger,
     CompileRecord,
     RecordDataError,
+    check_ledger_data,
     check_record_data,
 )
 from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
@@ -214,7 +216,7 @@ def load_report(path: Path) -> LoadedReport:
         fail_on_improvement=_optional(path, data, "fail_on_improvement", bool),
         rootdir=_optional(path, data, "rootdir", str),
         plugin_version=_optional(path, data, "plugin_version", str),
-        session_s=_optional(path, data, "session_s", float),
+        session_s=_session_s(path, data.get("session_s")),
     )
 
 
@@ -271,7 +273,8 @@ def _environments(path: Path, value: object) -> list[tuple[str, str]]:
 
 
 def _thresholds(path: Path, value: object, fail_on_improvement: object) -> Thresholds | None:
-    """The report's verdict settings, each checked by the options' own validator.
+    """The report's verdict settings: numbers by `_numbers`, the rest by the options' own
+    validator.
 
     Reports of earlier releases kept ``fail_on_improvement`` beside the thresholds.
     """
@@ -287,12 +290,12 @@ def _thresholds(path: Path, value: object, fail_on_improvement: object) -> Thres
         raw = value.get(option.threshold)
         if raw is None:
             continue
-        if option.kind == "number" and (
-            isinstance(raw, bool) or not isinstance(raw, (int, float))
-        ):
-            raise ReportError(
-                path, f"thresholds {option.threshold!r} must be a number, got {raw!r}"
-            )
+        if option.kind == "number":
+            try:
+                given[option.threshold] = finite_number(raw)
+            except NumberError as error:
+                raise ReportError(path, f"thresholds {option.threshold!r} {error}") from None
+            continue
         if option.kind == "flag" and not isinstance(raw, bool):
             raise ReportError(path, f"thresholds {option.threshold!r} must be true or false, "
                               f"got {raw!r}")
@@ -313,10 +316,20 @@ def _ledgers(path: Path, value: object) -> list[CallLedger]:
     ledgers = []
     for index, raw in enumerate(value):
         try:
+            if not isinstance(raw, dict):
+                raise TypeError(f"must be an object, got {type(raw).__name__}")
+            check_ledger_data(raw)
             ledgers.append(CallLedger.from_dict(raw))
-        except (TypeError, AttributeError) as error:
+        except (TypeError, RecordDataError) as error:
             raise ReportError(path, f"ledgers[{index}]: {error}") from None
     return ledgers
+
+
+def _session_s(path: Path, value: object) -> float | None:
+    try:
+        return optional_number(value)
+    except NumberError as error:
+        raise ReportError(path, f"'session_s' {error}") from None
 
 
 def _optional(path: Path, data: dict[str, Any], name: str, kind: type) -> Any:

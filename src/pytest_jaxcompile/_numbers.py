@@ -1,0 +1,58 @@
+"""The one check of a number, wherever it comes from.
+
+Every figure and limit the plugin reads (an option or ini key, a ``compile_budget`` marker
+argument, a pin file, a record, a JSON report) is "a finite number >= 0" or, where a count is
+meant, "a whole number >= 0". ``nan`` and ``inf`` are refused everywhere: a comparison with
+``nan`` is never true and one with ``inf`` never false, so either would switch the gate off
+(``measured > pinned * (1 + nan)`` passes any slowdown). ``bool`` is not a number, although
+Python counts it as one.
+
+The check says what is wrong, never where: each caller names its place (the option, the
+marker argument and its test, the pin file and line, the record file and line, the report
+and its field).
+"""
+
+from __future__ import annotations
+
+import math
+
+NUMBER = "a finite number >= 0"
+
+
+def whole(minimum: int = 0) -> str:
+    """What a whole-number check expects: ``a whole number >= 0``."""
+    return f"a whole number >= {minimum}"
+
+
+class NumberError(ValueError):
+    """A value that is not the number expected; ``str()`` is ``must be ..., got ...``."""
+
+    def __init__(self, value: object, expected: str) -> None:
+        self.value = value
+        self.expected = expected
+        super().__init__(f"must be {expected}, got {value!r}")
+
+
+def finite_number(value: object) -> float:
+    """`value` as a float when it is an int or float (not a bool), finite and >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise NumberError(value, NUMBER)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float (10**400)
+        raise NumberError(value, NUMBER) from None
+    if not math.isfinite(number) or number < 0:
+        raise NumberError(value, NUMBER)
+    return number
+
+
+def whole_number(value: object, minimum: int = 0) -> int:
+    """`value` when it is an int (not a bool) >= `minimum`; ``2.0`` is not one."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise NumberError(value, whole(minimum))
+    return value
+
+
+def optional_number(value: object) -> float | None:
+    """None stays None (not given); anything else is `finite_number`."""
+    return None if value is None else finite_number(value)
