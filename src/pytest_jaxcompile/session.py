@@ -24,6 +24,7 @@ from pytest_jaxcompile.gate.budget import MARKER_NAME, CompileBudget, budget_of,
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.verdicts import most_specific
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output.junit import junit_properties
 from pytest_jaxcompile.records import CENSUS_SOURCE, SCOPE_TEST, CallLedger, CompileRecord
@@ -130,10 +131,11 @@ class SessionCollector:
 
         budget = budget_of(item)
         path, line, _ = item.location
-        mixed = budget.mixed_precision
         return MeasureContext(
             cell=item.nodeid,
-            mixed_precision=self.settings.mixed_precision_default if mixed is None else mixed,
+            mixed_precision=most_specific(
+                budget.mixed_precision, default=self.settings.mixed_precision_default
+            ),
             tolerance=budget.tolerance,
             max_ops_growth=budget.max_ops_growth,
             max_memory_growth=budget.max_memory_growth,
@@ -222,9 +224,7 @@ class SessionCollector:
             )
 
             torch_since = now_us()
-            count_eager = (
-                self.settings.count_eager if budget.count_eager is None else budget.count_eager
-            )
+            count_eager = most_specific(budget.count_eager, default=self.settings.count_eager)
             # JAX's events only when the suite imported JAX: a torch-only census must not
             # pay for (or depend on) a JAX import.
             uses_jax = "jax" in sys.modules
@@ -275,7 +275,7 @@ class SessionCollector:
         from pytest_jaxcompile.backends.jax.guard import settings_problems, uncacheable_reason
 
         requirements = self.settings.requirements
-        cacheable = requirements.cacheable if budget.cacheable is None else budget.cacheable
+        cacheable = most_specific(budget.cacheable, default=requirements.cacheable)
         problems = []
         for record in records:
             problems += settings_problems(record, requirements)

@@ -8,8 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pytest_jaxcompile._numbers import NumberError, finite_number
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
@@ -36,6 +37,7 @@ PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
 METRICS = (METRIC_WALL, METRIC_CPU)
+T = TypeVar("T")
 
 
 class Tone(str, Enum):
@@ -97,6 +99,17 @@ class Thresholds:
     max_flops_growth: float | None = None  # flops over the pin; None: no gate
     rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
 
+    def __post_init__(self) -> None:
+        """Every number a finite number >= 0 (None: not set), whoever built these: a nan
+        or inf limit would switch its comparison off."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if "float" in str(field.type) and value is not None:
+                try:
+                    finite_number(value)
+                except NumberError as error:
+                    raise ValueError(f"Thresholds {field.name} {error}") from None
+
 
 def row_fails(status: Status, thresholds: Thresholds) -> bool:
     """Whether a row with this status fails the gate: the one rule every output shows.
@@ -114,6 +127,49 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
     return status is Status.DRIFT or (
         status is Status.IMPROVED and thresholds.fail_on_improvement
     )
+
+
+def most_specific(*values: T | None, default: T) -> T:
+    """The first of `values` that is set (not None), else `default`: a setting from the
+    most specific place that sets it (a pin, then a test's marker), else the session's."""
+    return next((value for value in values if value is not None), default)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits one row is judged with (`limits_for`)."""
+
+    tolerance: float  # time DRIFT/improved, and the RSS-growth drift
+    floor_s: float
+    max_ops_growth: float | None  # None: no gate
+    max_memory_growth: float | None
+    max_flops_growth: float | None
+    rss_floor_mib: float
+    loaded_accelerator_tolerance: float  # accelerator rows measured above the max load
+
+
+def limits_for(record: CompileRecord, pin: Pin | None, thresholds: Thresholds) -> Limits:
+    """The one resolution of every limit a judge applies to a row: each is taken from the
+    most specific place that sets it, the pin (its hand-set ``tolerance``), then the test's
+    ``compile_budget`` marker (carried on the record: ``tolerance``, ``max_ops_growth``,
+    ``max_memory_growth``, ``max_flops_growth``), then the session's options (`Thresholds`,
+    which set them all).
+
+    A loaded accelerator row is never judged more strictly than the same row unloaded: its
+    tolerance is the larger of ``compile_loaded_accelerator_tolerance`` and the row's own
+    tolerance (pin, marker or option).
+    """
+    values = {
+        field.name: most_specific(
+            getattr(pin, field.name, None), getattr(record, field.name, None),
+            default=getattr(thresholds, field.name),
+        )
+        for field in dataclasses.fields(Limits)
+    }
+    values["loaded_accelerator_tolerance"] = max(
+        values["loaded_accelerator_tolerance"], values["tolerance"]
+    )
+    return Limits(**values)
 
 
 @dataclass(frozen=True)
@@ -197,7 +253,8 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
-    verdict = _judge_memory(_judge_time(record, store, thresholds), thresholds)
+    verdict = _judge_time(record, store, thresholds)
+    verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
     versions_note = _versions_note(record, verdict.pin)
     if warmth_note is None and versions_note is None:
         return verdict
@@ -217,7 +274,7 @@ RSS_PHASE = "compile_rss_growth_mib"
 MEMORY_PHASES = (*(figure for figure, _, _ in GROWTH_FIGURES), RSS_PHASE)
 
 
-def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
+def _judge_memory(verdict: Verdict, limits: Limits) -> Verdict:
     """Compiled temp bytes and flops against the pin, deterministic like the op count: a
     growth beyond its limit is GREW, whatever the load. Then the process's RSS growth
     during the compile, judged like time (tolerance, and a floor of its own): DRIFT.
@@ -229,8 +286,7 @@ def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     if pin is None or verdict.status in (Status.MISS, Status.GREW):
         return verdict
     for figure, name, limit_field in GROWTH_FIGURES:
-        limit = getattr(record, limit_field)
-        limit = getattr(thresholds, limit_field) if limit is None else limit
+        limit = getattr(limits, limit_field)
         measured, pinned = getattr(record, figure), getattr(pin, figure)
         if limit is None or measured is None or not pinned or measured <= pinned * (1 + limit):
             continue
@@ -239,13 +295,13 @@ def _judge_memory(verdict: Verdict, thresholds: Thresholds) -> Verdict:
             f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
             f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})",
         )
-    if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, thresholds):
+    if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, limits):
         return verdict
     return _restated(
         verdict, pin, Status.DRIFT, RSS_PHASE,
         f"RSS growth during the compile drifted: {record.compile_rss_growth_mib:.1f} MiB, pin "
         f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
-        f"MiB; floor {thresholds.rss_floor_mib:g} MiB)",
+        f"MiB; floor {limits.rss_floor_mib:g} MiB)",
     )
 
 
@@ -265,7 +321,7 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def _rss_drifted(record: CompileRecord, pin: Pin, thresholds: Thresholds) -> bool:
+def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
     """The compile's RSS growth over its pin beyond the tolerance and the RSS floor.
 
     A census row's figure covers its whole test (scope "test") and is not judged.
@@ -273,12 +329,10 @@ def _rss_drifted(record: CompileRecord, pin: Pin, thresholds: Thresholds) -> boo
     measured, pinned = record.compile_rss_growth_mib, pin.compile_rss_growth_mib
     if measured is None or pinned is None or record.compile_rss_scope == SCOPE_TEST:
         return False
-    tolerance = next(
-        value
-        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
-        if value is not None
+    return (
+        measured > pinned * (1 + limits.tolerance)
+        and measured - pinned > limits.rss_floor_mib
     )
-    return measured > pinned * (1 + tolerance) and measured - pinned > thresholds.rss_floor_mib
 
 
 def same_module(fingerprint: str | None, pinned: str | None) -> bool | None:
@@ -380,14 +434,8 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
             key, store.keys_pinning(record.cell, record.transform)
         )
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
-    # The most specific tolerance wins: the pin's own, then the test's marker, then global.
-    tolerance = next(
-        value
-        for value in (pin.tolerance, record.tolerance, thresholds.tolerance)
-        if value is not None
-    )
-    growth = record.max_ops_growth
-    growth = thresholds.max_ops_growth if growth is None else growth
+    limits = limits_for(record, pin, thresholds)
+    tolerance, growth = limits.tolerance, limits.max_ops_growth
     load = record.host_state.load_per_core
     if (
         growth is not None
@@ -404,12 +452,10 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         and load > thresholds.max_load
     ):
         if is_accelerator(record):
-            return _judge_loaded_accelerator(
-                record, pin, pin_file, thresholds, growth, load
-            )
-        return _judge_noisy(record, pin, pin_file, tolerance, thresholds, growth, load)
+            return _judge_loaded_accelerator(record, pin, pin_file, limits, growth, load)
+        return _judge_noisy(record, pin, pin_file, limits, thresholds, growth, load)
     else:
-        status, phase = _phases_status(record, pin, tolerance, thresholds.floor_s,
+        status, phase = _phases_status(record, pin, tolerance, limits.floor_s,
                                        thresholds.metric)
         note = _phase_note(record, pin, phase, growth, status)
         return Verdict(
@@ -477,17 +523,22 @@ def is_accelerator(record: CompileRecord) -> bool:
 
 
 def _judge_loaded_accelerator(
-    record: CompileRecord, pin: Pin, pin_file: Path, thresholds: Thresholds,
+    record: CompileRecord, pin: Pin, pin_file: Path, limits: Limits,
     growth: float | None, load: float,
 ) -> Verdict:
     """An accelerator row measured above compile_max_load: its process CPU seconds do
     not hold what the compiler ran on the device (autotuning), so judging them could hide
-    a regression. It is judged on wall seconds with the loaded-accelerator tolerance."""
-    tolerance = thresholds.loaded_accelerator_tolerance
-    status = _time_status(record, pin, tolerance, thresholds.floor_s, METRIC_WALL)
+    a regression. It is judged on wall seconds with the loaded-accelerator tolerance (never
+    below the row's own: see `limits_for`)."""
+    tolerance = limits.loaded_accelerator_tolerance
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL)
+    which = (
+        f"the loaded-accelerator tolerance {tolerance:.0%}" if tolerance > limits.tolerance
+        else f"its own tolerance {tolerance:.0%} (at least the loaded-accelerator tolerance)"
+    )
     where = (
         f"measured at load {load:.2f} per core on an accelerator: judged on wall seconds with "
-        f"the loaded-accelerator tolerance {tolerance:.0%}"
+        + which
     )
     change = what_changed(record, pin, growth) if status is not Status.OK else None
     return Verdict(
@@ -500,7 +551,7 @@ def _judge_noisy(
     record: CompileRecord,
     pin: Pin,
     pin_file: Path,
-    tolerance: float,
+    limits: Limits,
     thresholds: Thresholds,
     growth: float | None,
     load: float,
@@ -519,7 +570,8 @@ def _judge_noisy(
             record, Status.NOISY, pin=pin, pin_file=pin_file,
             note=f"{where}: not judged (--compile-strict judges it)",
         )
-    status = _time_status(record, pin, tolerance, thresholds.floor_s, METRIC_CPU)
+    tolerance = limits.tolerance
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU)
     if status is Status.OK:
         status = Status.NOISY
         note: str | None = (
