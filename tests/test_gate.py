@@ -299,7 +299,10 @@ def test_ini_options_are_read_and_cli_wins(project: JaxProject) -> None:
 @pytest.mark.parametrize(("value", "message"), [
     ("lots", "is not a number"),
     ("nan", "must be a finite number >= 0"),  # nan would switch the comparison off
+    ("inf", "must be a finite number >= 0"),
+    ("1e999", "must be a finite number >= 0"),  # reads as inf
     ("-0.5", "must be a finite number >= 0"),
+    ("True", "is not a number"),
 ])
 def test_bad_ini_value_names_the_option(
     pytester: pytest.Pytester, value: str, message: str
