@@ -64,16 +64,15 @@ from typing import Any
 import psutil
 
 from pytest_jaxcompile.backends.jax.measure import count_cache_entries
-from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import (
+from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.limits import (
     DEFAULT_FLOOR_S,
     DEFAULT_MAX_LOAD,
     DEFAULT_TOLERANCE,
-    Status,
     Thresholds,
-    judge_all,
-    session_failed,
 )
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.status import Status, session_failed
 from pytest_jaxcompile.records import CompileRecord
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,8 +11,11 @@ from conftest import JaxProject
 from records_factory import make_record
 
 from pytest_jaxcompile.backends.jax.measure import is_cache_entry
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.notes import version_differences
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge, version_differences
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import CompileRecord
 
 EXPECT_WARM = Thresholds(tolerance=0.5, floor_s=0.25, expect_warm=True)

@@ -11,8 +11,10 @@ from records_factory import make_record
 
 from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import Corpus
+from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge_all
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import HostState
 
 THRESHOLDS = Thresholds()

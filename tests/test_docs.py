@@ -46,9 +46,11 @@ def _documented(page: str) -> set[str]:
 def test_report_schema_documents_every_field(tmp_path: Path) -> None:
     from records_factory import make_record
 
+    from pytest_jaxcompile.gate.judging import judge_all
+    from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
     from pytest_jaxcompile.gate.pins import PinStore
-    from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
+    from pytest_jaxcompile.gate.stale import StalePin
     from pytest_jaxcompile.output.json_report import build_report
 
     record = make_record(location=("tests/t.py", 3))

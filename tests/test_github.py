@@ -9,9 +9,11 @@ import pytest
 from conftest import JaxProject, edit_pins, set_pins
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import StalePin, Thresholds, judge_all
+from pytest_jaxcompile.gate.stale import StalePin
 from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,

@@ -17,8 +17,10 @@ from pytest_jaxcompile.backends.jax.guard import (
     settings_problems,
     uncacheable_reason,
 )
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import CacheDetails
 
 AUTOTUNE = "--xla_gpu_autotune_level=0"

@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for, most_specific
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    Limits,
-    Status,
-    Thresholds,
-    judge,
-    limits_for,
-    most_specific,
-)
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import HostState
 
 PIN = Pin(compile_s=1.0)

@@ -15,8 +15,10 @@ from records_factory import make_record
 
 from pytest_jaxcompile.backends.memory import MIB, RssSampler
 from pytest_jaxcompile.gate.budget import parse_budget
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.verdicts import Status, Thresholds, judge, row_fails
+from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.records import RecordDataError, check_record_data
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25, rss_floor_mib=100.0)

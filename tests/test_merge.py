@@ -22,9 +22,9 @@ from conftest import (
 from records_factory import make_record
 
 from pytest_jaxcompile.cli import main
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome as SessionOutcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Thresholds
 from pytest_jaxcompile.output.json_report import (
     ReportError,
     build_report,

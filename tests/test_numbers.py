@@ -21,9 +21,9 @@ from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
 from pytest_jaxcompile.backends import host_state
 from pytest_jaxcompile.cli import main
 from pytest_jaxcompile.gate.budget import NUMBER_ARGUMENTS, parse_budget
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
-from pytest_jaxcompile.gate.verdicts import Thresholds
 from pytest_jaxcompile.options import BY_NAME, OptionError, parse_value
 from pytest_jaxcompile.output.json_report import (
     ReportError,

@@ -17,16 +17,11 @@ import pytest
 from corpus_helpers import cli, write_lines
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.judging import RSS_PHASE
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    RSS_PHASE,
-    Status,
-    Thresholds,
-    Tone,
-    Verdict,
-    row_fails,
-)
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
 from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report

@@ -10,8 +10,8 @@ import pytest
 from corpus_helpers import cli, row, write_lines
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import Thresholds
 from pytest_jaxcompile.output.dashboard import (
     BEGIN_MARKER,
     END_MARKER,

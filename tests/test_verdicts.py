@@ -8,19 +8,13 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.judging import judge, judge_all
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, UPGRADE, nearest_pin
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    OTHER_HARDWARE,
-    UPGRADE,
-    Status,
-    Thresholds,
-    find_stale,
-    judge,
-    judge_all,
-    nearest_pin,
-    session_failed,
-    upgrade_reports,
-)
+from pytest_jaxcompile.gate.stale import find_stale
+from pytest_jaxcompile.gate.status import Status, session_failed
+from pytest_jaxcompile.gate.upgrades import upgrade_reports
 from pytest_jaxcompile.records import HostState
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)

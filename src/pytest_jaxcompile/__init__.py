@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     )
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
     from pytest_jaxcompile.gate.budget import CompileBudget
+    from pytest_jaxcompile.gate.judging import judge
+    from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.outcome import Outcome
     from pytest_jaxcompile.gate.pins import Pin, PinFileError, PinStore
-    from pytest_jaxcompile.gate.verdicts import Status, Thresholds, Verdict, judge
+    from pytest_jaxcompile.gate.status import Status, Verdict
     from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
 
 _HOMES = {
@@ -36,10 +38,10 @@ _HOMES = {
     "Pin": "pytest_jaxcompile.gate.pins",
     "PinFileError": "pytest_jaxcompile.gate.pins",
     "PinStore": "pytest_jaxcompile.gate.pins",
-    "Status": "pytest_jaxcompile.gate.verdicts",
-    "Thresholds": "pytest_jaxcompile.gate.verdicts",
-    "Verdict": "pytest_jaxcompile.gate.verdicts",
-    "judge": "pytest_jaxcompile.gate.verdicts",
+    "Status": "pytest_jaxcompile.gate.status",
+    "Thresholds": "pytest_jaxcompile.gate.limits",
+    "Verdict": "pytest_jaxcompile.gate.status",
+    "judge": "pytest_jaxcompile.gate.judging",
     "CacheState": "pytest_jaxcompile.records",
     "ComparabilityKey": "pytest_jaxcompile.records",
     "CompileRecord": "pytest_jaxcompile.records",

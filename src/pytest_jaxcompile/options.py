@@ -26,7 +26,7 @@ import pytest
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
 from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
 from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
-from pytest_jaxcompile.gate.verdicts import (
+from pytest_jaxcompile.gate.limits import (
     DEFAULT_FLOOR_S,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,

@@ -22,9 +22,9 @@ import pytest
 
 from pytest_jaxcompile.gate.budget import MARKER_NAME, CompileBudget, budget_of, over_budget
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.verdicts import most_specific
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output.junit import junit_properties
 from pytest_jaxcompile.records import CENSUS_SOURCE, SCOPE_TEST, CallLedger, CompileRecord

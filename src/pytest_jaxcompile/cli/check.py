@@ -19,8 +19,8 @@ from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_fro
 from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import CorpusError
 from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
+from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.verdicts import UPGRADE
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.json_report import verdict_to_dict
 from pytest_jaxcompile.output.terminal import summary_lines

@@ -19,9 +19,9 @@ from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.cli._args import add_pins_argument
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.verdicts import Thresholds
 from pytest_jaxcompile.options import (
     GITHUB_MODES,
     THRESHOLD_OPTIONS,

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import UPGRADE, Status, Thresholds, Verdict
+from pytest_jaxcompile.gate.status import Status, Verdict
 
 
 def verdict_label(verdict: Verdict) -> str:

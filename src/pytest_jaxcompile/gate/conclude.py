@@ -12,16 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    Thresholds,
-    compile_count_changes,
-    find_stale,
-    judge_all,
-    session_failed,
-    upgrade_reports,
-)
+from pytest_jaxcompile.gate.stale import compile_count_changes, find_stale
+from pytest_jaxcompile.gate.status import session_failed
+from pytest_jaxcompile.gate.upgrades import upgrade_reports
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 

@@ -6,14 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_jaxcompile.backends.jax.guard import Clobber
-from pytest_jaxcompile.gate.verdicts import (
-    CompileCountChange,
-    StalePin,
-    Status,
-    Thresholds,
-    UpgradeReport,
-    Verdict,
-)
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
+from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import CallLedger
 
 Identity = tuple[str, str]  # (hardware, framework version) a session ran under

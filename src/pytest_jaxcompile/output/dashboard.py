@@ -28,14 +28,10 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
+from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    METRIC_CPU,
-    Thresholds,
-    Verdict,
-    compared_seconds,
-    judge_all,
-)
+from pytest_jaxcompile.gate.status import Verdict, compared_seconds
 from pytest_jaxcompile.output.attention import (
     FILTER_HTML,
     FILTER_SCRIPT,

@@ -18,16 +18,11 @@ from pathlib import Path
 import pytest
 
 from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.gate.grouping import by_key, severity_order
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import pin_line
-from pytest_jaxcompile.gate.verdicts import (
-    StalePin,
-    Status,
-    Tone,
-    Verdict,
-    by_key,
-    severity_order,
-)
+from pytest_jaxcompile.gate.stale import StalePin
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.output.terminal import (
     advice,
     comparison,

@@ -21,9 +21,11 @@ import pytest
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
 from pytest_jaxcompile._numbers import NumberError, finite_number, optional_number
 from pytest_jaxcompile._version import __version__
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.notes import op_changes
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS
-from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict, op_changes
+from pytest_jaxcompile.gate.status import Verdict
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
 from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (

@@ -14,20 +14,12 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.gate.grouping import by_key
+from pytest_jaxcompile.gate.judging import MEMORY_PHASES, RSS_PHASE
+from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.verdicts import (
-    MEMORY_PHASES,
-    METRIC_CPU,
-    RSS_PHASE,
-    Status,
-    Thresholds,
-    Tone,
-    UpgradeReport,
-    Verdict,
-    by_key,
-    compared_seconds,
-    row_fails,
-)
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict, compared_seconds, row_fails
+from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
 from pytest_jaxcompile.session import outcome_of, summary_section
 

@@ -1,0 +1,340 @@
+"""Judge measured rows against pins: strictly within one comparability key."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+
+from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Limits, Thresholds, limits_for
+from pytest_jaxcompile.gate.nearest import nearest_pin
+from pytest_jaxcompile.gate.notes import (
+    key_change,
+    same_module,
+    version_differences,
+    versions_note,
+    what_changed,
+)
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
+from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
+
+PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
+
+
+def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
+    """One row against the pin under exactly its key, and nothing else."""
+    if not record.state.judged:
+        return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
+    warmth_note = None
+    cache_lost = False
+    if record.cache_state in ("cold", "none"):
+        miss, warmth_note = _expected_warm(record, store)
+        if miss is not None and thresholds.expect_warm:
+            return miss
+        if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
+            cache_lost = True
+            cause = key_change(record, miss.pin) if miss.pin is not None else None
+            warmth_note = (
+                "compiled cold although the module is unchanged since its warm pin: "
+                + (f"its cache key changed: {cause}" if cause else "the persistent cache was "
+                   "not restored, was evicted or stopped applying")
+            )
+        elif not thresholds.expect_warm:
+            warmth_note = None  # a changed module recompiles: only worth saying when asked
+    verdict = _judge_time(record, store, thresholds)
+    verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
+    versions = versions_note(record, verdict.pin)
+    if warmth_note is None and versions is None:
+        return verdict
+    notes = (verdict.note, versions, warmth_note)
+    return dataclasses.replace(
+        verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
+
+
+# The deterministic figures judged as GREW besides the op count: (field, name in notes,
+# the Thresholds field and CompileRecord field holding its limit).
+GROWTH_FIGURES = (
+    ("compiled_temp_bytes", "compiled temp bytes", "max_memory_growth"),
+    ("flops", "flops", "max_flops_growth"),
+)
+RSS_PHASE = "compile_rss_growth_mib"
+MEMORY_PHASES = (*(figure for figure, _, _ in GROWTH_FIGURES), RSS_PHASE)
+
+
+def _judge_memory(verdict: Verdict, limits: Limits) -> Verdict:
+    """Compiled temp bytes and flops against the pin, deterministic like the op count: a
+    growth beyond its limit is GREW, whatever the load. Then the process's RSS growth
+    during the compile, judged like time (tolerance, and a floor of its own): DRIFT.
+
+    A row already MISS or GREW keeps its verdict, as does a row without a pin; a time
+    DRIFT stays a time DRIFT. A figure the row or its pin lacks is not judged.
+    """
+    record, pin = verdict.record, verdict.pin
+    if pin is None or verdict.status in (Status.MISS, Status.GREW):
+        return verdict
+    for figure, name, limit_field in GROWTH_FIGURES:
+        limit = getattr(limits, limit_field)
+        measured, pinned = getattr(record, figure), getattr(pin, figure)
+        if limit is None or measured is None or not pinned or measured <= pinned * (1 + limit):
+            continue
+        return _restated(
+            verdict, pin, Status.GREW, figure,
+            f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
+            f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})",
+        )
+    if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, limits):
+        return verdict
+    return _restated(
+        verdict, pin, Status.DRIFT, RSS_PHASE,
+        f"RSS growth during the compile drifted: {record.compile_rss_growth_mib:.1f} MiB, pin "
+        f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
+        f"MiB; floor {limits.rss_floor_mib:g} MiB)",
+    )
+
+
+def _restated(verdict: Verdict, pin: Pin, status: Status, phase: str, note: str) -> Verdict:
+    """The verdict with a memory finding first in its note, and what changed in the module
+    (unless the note already says it)."""
+    change = what_changed(verdict.record, pin)
+    if change is not None and change not in (verdict.note or ""):
+        note = f"{note}; {change}"
+    return dataclasses.replace(
+        verdict, status=status, phase=phase,
+        note=note if verdict.note is None else f"{note}; {verdict.note}",
+    )
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
+    """The compile's RSS growth over its pin beyond the tolerance and the RSS floor.
+
+    A census row's figure covers its whole test (scope "test") and is not judged.
+    """
+    measured, pinned = record.compile_rss_growth_mib, pin.compile_rss_growth_mib
+    if measured is None or pinned is None or record.compile_rss_scope == SCOPE_TEST:
+        return False
+    return (
+        measured > pinned * (1 + limits.tolerance)
+        and measured - pinned > limits.rss_floor_mib
+    )
+
+
+def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
+    """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile."""
+    warm_key = dataclasses.replace(record.key, cache_state="warm")
+    warm_pin = store.get(warm_key, record.cell, record.transform)
+    unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)
+    if warm_pin is None or unchanged is None:
+        return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
+    if unchanged:
+        changed = version_differences(record, warm_pin)
+        if changed:
+            return None, (
+                f"expected recompile: {', '.join(changed)} since its warm pin, and JAX's "
+                "cache keys include these versions (the module is unchanged)"
+            )
+        cause = key_change(record, warm_pin)
+        return Verdict(
+            record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
+            note=(
+                f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
+                f"yet it compiled {record.cache_state}. "
+                + (f"Its cache key changed: {cause}" if cause else
+                   "The cache was not restored, was evicted, or stopped applying (cache dir, "
+                   "jax version, XLA flags)")
+            ),
+        ), None
+    return None, "expected recompile: the module changed since its warm pin"
+
+
+def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
+    key = record.key
+    pin_file = store.path_for(key)
+    pin = store.get(key, record.cell, record.transform)
+    if pin is None:
+        nearest = nearest_pin(record, store)
+        note = nearest.describe() if nearest is not None else _unpinned_note(
+            key, store.keys_pinning(record.cell, record.transform)
+        )
+        return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
+    limits = limits_for(record, pin, thresholds)
+    tolerance, growth = limits.tolerance, limits.max_ops_growth
+    load = record.host_state.load_per_core
+    if (
+        growth is not None
+        and pin.op_count
+        and record.op_count is not None
+        and record.op_count > pin.op_count * (1 + growth)
+    ):
+        # Deterministic, so judged whatever the host load was.
+        status = Status.GREW
+    elif (
+        not thresholds.strict
+        and thresholds.max_load is not None
+        and load is not None
+        and load > thresholds.max_load
+    ):
+        if is_accelerator(record):
+            return _judge_loaded_accelerator(record, pin, pin_file, limits, growth, load)
+        return _judge_noisy(record, pin, pin_file, limits, thresholds, growth, load)
+    else:
+        status, phase = _phases_status(record, pin, tolerance, limits.floor_s,
+                                       thresholds.metric)
+        note = _phase_note(record, pin, phase, growth, status)
+        return Verdict(
+            record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+            metric=thresholds.metric, phase=phase,
+        )
+    note = what_changed(record, pin, growth)
+    return Verdict(
+        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+        metric=thresholds.metric,
+    )
+
+
+def _time_status(
+    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str,
+    phase: str = "compile_s",
+) -> Status:
+    measured, pinned = compared_seconds(record, pin, metric, phase)
+    if measured is None or pinned is None:
+        return Status.OK  # a phase the row or its pin does not have is not judged
+    if measured > pinned * (1 + tolerance) and measured - pinned > floor_s:
+        return Status.DRIFT
+    if measured < pinned / (1 + tolerance) and pinned - measured > floor_s:
+        return Status.IMPROVED
+    return Status.OK
+
+
+def _phases_status(
+    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str
+) -> tuple[Status, str]:
+    """Compile, trace and lowering time, each against its pinned figure with the same
+    tolerance and floor: a drift in any is DRIFT (the first one named); else an
+    improvement of the compile; else ok."""
+    statuses = {
+        phase: _time_status(record, pin, tolerance, floor_s, metric, phase) for phase in PHASES
+    }
+    drifted = [phase for phase in PHASES if statuses[phase] is Status.DRIFT]
+    if drifted:
+        return Status.DRIFT, drifted[0]
+    return statuses["compile_s"], "compile_s"
+
+
+def _phase_note(
+    record: CompileRecord, pin: Pin, phase: str, growth: float | None, status: Status
+) -> str | None:
+    if status is Status.OK:
+        return None
+    change = what_changed(record, pin, growth)
+    if phase == "compile_s":
+        return change
+    measured, pinned = compared_seconds(record, pin, METRIC_WALL, phase)
+    text = (
+        f"{phase.removesuffix('_s')} time drifted: {measured:.3f} s, pin {pinned:.3f} s "
+        f"(compile {record.compile_s:.3f} s, pin {pin.compile_s:.3f} s)"
+    )
+    return text if change is None else f"{text}; {change}"
+
+
+def is_accelerator(record: CompileRecord) -> bool:
+    """A row compiled for a GPU or TPU (from the platform the backend reported)."""
+    platform = str(record.hardware_detail.get("platform") or "")
+    if not platform and ":" in record.hardware:
+        platform = record.hardware.split(":", 1)[0]
+    return platform.lower() not in ("", "cpu")
+
+
+def _judge_loaded_accelerator(
+    record: CompileRecord, pin: Pin, pin_file: Path, limits: Limits,
+    growth: float | None, load: float,
+) -> Verdict:
+    """An accelerator row measured above compile_max_load: its process CPU seconds do
+    not hold what the compiler ran on the device (autotuning), so judging them could hide
+    a regression. It is judged on wall seconds with the loaded-accelerator tolerance (never
+    below the row's own: see `limits_for`)."""
+    tolerance = limits.loaded_accelerator_tolerance
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL)
+    which = (
+        f"the loaded-accelerator tolerance {tolerance:.0%}" if tolerance > limits.tolerance
+        else f"its own tolerance {tolerance:.0%} (at least the loaded-accelerator tolerance)"
+    )
+    where = (
+        f"measured at load {load:.2f} per core on an accelerator: judged on wall seconds with "
+        + which
+    )
+    change = what_changed(record, pin, growth) if status is not Status.OK else None
+    return Verdict(
+        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
+        note=where if change is None else f"{change}; {where}", metric=METRIC_WALL,
+    )
+
+
+def _judge_noisy(
+    record: CompileRecord,
+    pin: Pin,
+    pin_file: Path,
+    limits: Limits,
+    thresholds: Thresholds,
+    growth: float | None,
+    load: float,
+) -> Verdict:
+    """A row measured above compile_max_load: its wall seconds include waiting for a core.
+
+    It is judged on its process CPU seconds instead, which waiting does not inflate,
+    when the row and its pin both have them; a row within tolerance there, or without
+    CPU figures, is `noisy`: shown, not failing.
+    """
+    where = f"measured at load {load:.2f} per core, above compile_max_load = " + (
+        f"{thresholds.max_load:g}"
+    )
+    if record.compile_cpu_s is None or pin.compile_cpu_s is None:
+        return Verdict(
+            record, Status.NOISY, pin=pin, pin_file=pin_file,
+            note=f"{where}: not judged (--compile-strict judges it)",
+        )
+    tolerance = limits.tolerance
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU)
+    if status is Status.OK:
+        status = Status.NOISY
+        note: str | None = (
+            f"{where}: judged on CPU seconds, within tolerance; wall seconds not judged "
+            "(--compile-strict judges them)"
+        )
+    else:
+        note = f"{where}: judged on CPU seconds"
+        change = what_changed(record, pin, growth)
+        note = note if change is None else f"{change}; {note}"
+    return Verdict(
+        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+        metric=METRIC_CPU,
+    )
+
+
+def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:
+    """Explain a missing pin when the same row is pinned under another cache state only."""
+    states = sorted(
+        {
+            other.cache_state
+            for other in pinned
+            if (other.hardware, other.framework_version, other.mixed_precision, other.framework)
+            == (key.hardware, key.framework_version, key.mixed_precision, key.framework)
+        }
+    )
+    if states:
+        return (
+            f"pinned only as {'/'.join(states)}: a {key.cache_state} row is compared only "
+            f"with {key.cache_state} pins; pin this cache state too"
+        )
+    return None
+
+
+def judge_all(
+    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds
+) -> list[Verdict]:
+    return [judge(record, store, thresholds) for record in records]

@@ -1,0 +1,106 @@
+"""Limits: the session's thresholds, their defaults, and the one resolution of every
+limit a row is judged with (`limits_for`: the pin, then the test's marker, then the
+session's options)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pytest_jaxcompile._numbers import NumberError, finite_number
+from pytest_jaxcompile.gate.pins import Pin
+from pytest_jaxcompile.records import CompileRecord
+
+# Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
+# With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
+# pins in wall seconds at a load of 1.3-1.5 per core, and up to 1.63x in CPU seconds
+# (above the floor); its regressions measured 2.5x and more. Above the max load a row is judged
+# on its CPU seconds; the tolerance (1.75x) clears the CPU noise and still catches 2x;
+# the floor keeps sub-second jitter of small modules from ever failing a run.
+DEFAULT_TOLERANCE = 0.75
+DEFAULT_FLOOR_S = 0.25
+DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
+DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
+# MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
+# process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
+DEFAULT_RSS_FLOOR_MIB = 128.0
+METRIC_WALL = "wall"
+METRIC_CPU = "cpu"
+METRICS = (METRIC_WALL, METRIC_CPU)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    tolerance: float = DEFAULT_TOLERANCE
+    floor_s: float = DEFAULT_FLOOR_S
+    max_ops_growth: float | None = None  # default op-count gate; None: no gate
+    time_advisory: bool = False  # DRIFT is reported but does not fail the session
+    expect_warm: bool = False  # a cold row of a module unchanged since its warm pin fails
+    metric: str = METRIC_WALL  # what verdicts compare: wall or process CPU seconds
+    max_load: float | None = DEFAULT_MAX_LOAD  # load per core; None: never noisy
+    strict: bool = False  # judge noisy rows too
+    fail_on_improvement: bool = False  # an improved row fails the gate too
+    require_pinned: bool = False  # an unpinned row fails the gate
+    max_upgrade_slowdown: float | None = None  # a jax upgrade slower than this fails
+    # Accelerator rows above max_load: judged on wall seconds with this tolerance, since
+    # their CPU seconds do not hold the compiler's work on the device (GPU autotuning).
+    loaded_accelerator_tolerance: float = DEFAULT_LOADED_ACCELERATOR_TOLERANCE
+    max_memory_growth: float | None = None  # compiled temp bytes over the pin; None: no gate
+    max_flops_growth: float | None = None  # flops over the pin; None: no gate
+    rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
+
+    def __post_init__(self) -> None:
+        """Every number a finite number >= 0 (None: not set), whoever built these: a nan
+        or inf limit would switch its comparison off."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if "float" in str(field.type) and value is not None:
+                try:
+                    finite_number(value)
+                except NumberError as error:
+                    raise ValueError(f"Thresholds {field.name} {error}") from None
+
+
+def most_specific(*values: T | None, default: T) -> T:
+    """The first of `values` that is set (not None), else `default`: a setting from the
+    most specific place that sets it (a pin, then a test's marker), else the session's."""
+    return next((value for value in values if value is not None), default)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits one row is judged with (`limits_for`)."""
+
+    tolerance: float  # time DRIFT/improved, and the RSS-growth drift
+    floor_s: float
+    max_ops_growth: float | None  # None: no gate
+    max_memory_growth: float | None
+    max_flops_growth: float | None
+    rss_floor_mib: float
+    loaded_accelerator_tolerance: float  # accelerator rows measured above the max load
+
+
+def limits_for(record: CompileRecord, pin: Pin | None, thresholds: Thresholds) -> Limits:
+    """The one resolution of every limit a judge applies to a row: each is taken from the
+    most specific place that sets it, the pin (its hand-set ``tolerance``), then the test's
+    ``compile_budget`` marker (carried on the record: ``tolerance``, ``max_ops_growth``,
+    ``max_memory_growth``, ``max_flops_growth``), then the session's options (`Thresholds`,
+    which set them all).
+
+    A loaded accelerator row is never judged more strictly than the same row unloaded: its
+    tolerance is the larger of ``compile_loaded_accelerator_tolerance`` and the row's own
+    tolerance (pin, marker or option).
+    """
+    values = {
+        field.name: most_specific(
+            getattr(pin, field.name, None), getattr(record, field.name, None),
+            default=getattr(thresholds, field.name),
+        )
+        for field in dataclasses.fields(Limits)
+    }
+    values["loaded_accelerator_tolerance"] = max(
+        values["loaded_accelerator_tolerance"], values["tolerance"]
+    )
+    return Limits(**values)

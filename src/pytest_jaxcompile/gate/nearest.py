@@ -1,0 +1,85 @@
+"""Nearest pins: for an unpinned row, the pin of the same cell and transform under the
+closest other key (an upgrade, another version, other hardware)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+
+
+@dataclass(frozen=True)
+class NearestPin:
+    """For an unpinned row: the pin of the same cell and transform under the closest key.
+
+    An advisory comparison: it never fails a row by itself (see `nearest_pin`).
+    """
+
+    key: ComparabilityKey
+    pin: Pin
+    relation: str  # UPGRADE (same hardware, an earlier version), OTHER_VERSION, OTHER_HARDWARE
+    ratio: float | None  # the row's wall seconds over the pin's
+
+    def describe(self) -> str:
+        ratio = "" if self.ratio is None else f" ({self.ratio:.2f}x)"
+        return f"nearest pin {self.key.describe()}: {self.pin.compile_s:.3f} s{ratio}"
+
+
+UPGRADE = "upgrade"  # the same hardware under an earlier framework version
+OTHER_VERSION = "other version"
+OTHER_HARDWARE = "other hardware"
+
+
+def _version_order(version: str) -> tuple[int, Any]:
+    """Sort key of a version: PEP 440 where it parses, else the text after all of those."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(version))
+    except InvalidVersion:
+        return (1, version)
+
+
+def _platform_of(hardware: str) -> str | None:
+    """``gpu:NVIDIA H200`` of a detected name ``gpu:NVIDIA H200 @ AMD EPYC x16``; None for a
+    name set by hand (``JAXCOMPILE_HARDWARE``), which says nothing about its device."""
+    head, separator, _ = hardware.partition(" @ ")
+    return head if separator and ":" in head else None
+
+
+def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
+    """The pin of this cell and transform under the closest other key, for an advisory.
+
+    Closest is: the same hardware under the latest earlier version (an upgrade); else the
+    same hardware under another version; else the same version on other hardware whose
+    device is the same (or unknown: a hand-set hardware name). Precision, cache state and
+    framework always match: a warm row is never compared with a cold pin.
+    """
+    key = record.key
+    own = _version_order(key.framework_version)
+    same_kind = [
+        other for other in store.keys_pinning(record.cell, record.transform)
+        if (other.framework, other.mixed_precision, other.cache_state)
+        == (key.framework, key.mixed_precision, key.cache_state) and other != key
+    ]
+    same_hardware = [other for other in same_kind if other.hardware == key.hardware]
+    earlier = [o for o in same_hardware if _version_order(o.framework_version) < own]
+    device = _platform_of(key.hardware)
+    elsewhere = [
+        other for other in same_kind
+        if other.hardware != key.hardware
+        and other.framework_version == key.framework_version
+        and _platform_of(other.hardware) in (device, None)
+    ]
+    for candidates, relation in (
+        (earlier, UPGRADE), (same_hardware, OTHER_VERSION), (elsewhere, OTHER_HARDWARE)
+    ):
+        if candidates:
+            other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))
+            pin = store.get(other, record.cell, record.transform)
+            assert pin is not None
+            ratio = record.compile_s / pin.compile_s if pin.compile_s > 0 else None
+            return NearestPin(other, pin, relation, ratio)
+    return None

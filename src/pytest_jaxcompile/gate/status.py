@@ -1,0 +1,120 @@
+"""Verdicts and their status: `Status` (ordered by severity, each with a `Tone`),
+`row_fails` (whether a status fails the gate), `Verdict` (one row's status, its pin and
+the figures compared)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
+from pytest_jaxcompile.gate.nearest import NearestPin
+from pytest_jaxcompile.gate.pins import Pin
+from pytest_jaxcompile.records import CompileRecord
+
+
+class Tone(str, Enum):
+    """How a status reads wherever it is shown (colour, annotation level, headline)."""
+
+    BAD = "bad"  # a regression: fails the gate (DRIFT only unless time-advisory)
+    GOOD = "good"  # better than pinned
+    WARN = "warn"  # needs a look: not judged as asked, or nothing to judge against
+    PLAIN = "plain"
+
+
+class Status(str, Enum):
+    """Verdicts. Their order is their severity, most severe first: every output lists
+    rows in this order and counts them in it."""
+
+    MISS = "MISS"  # --compile-expect-warm: an unchanged module compiled cold; always fails
+    GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
+    DRIFT = "DRIFT"  # slower than the pin beyond tolerance and floor
+    IMPROVED = "improved"
+    UNPINNED = "unpinned"
+    NOISY = "noisy"  # measured above compile_max_load and within tolerance on CPU seconds
+    NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
+    OK = "ok"
+
+    @property
+    def severity(self) -> int:
+        """0 for the most severe; sorts rows failing-first."""
+        return list(Status).index(self)
+
+    @property
+    def tone(self) -> Tone:
+        return _TONES[self]
+
+
+_TONES = {
+    Status.MISS: Tone.BAD, Status.GREW: Tone.BAD, Status.DRIFT: Tone.BAD,
+    Status.IMPROVED: Tone.GOOD, Status.UNPINNED: Tone.WARN, Status.NOISY: Tone.WARN,
+    Status.NOT_JUDGED: Tone.PLAIN, Status.OK: Tone.PLAIN,
+}
+
+
+def row_fails(status: Status, thresholds: Thresholds) -> bool:
+    """Whether a row with this status fails the gate: the one rule every output shows.
+
+    MISS and GREW are deterministic and always fail; time verdicts fail unless
+    time-advisory; an improvement fails only when asked. Noisy rows never fail: a loaded
+    row that drifted on CPU seconds too is DRIFT, not noisy.
+    """
+    if status in (Status.MISS, Status.GREW):
+        return True
+    if status is Status.UNPINNED:
+        return thresholds.require_pinned
+    if thresholds.time_advisory:
+        return False
+    return status is Status.DRIFT or (
+        status is Status.IMPROVED and thresholds.fail_on_improvement
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    record: CompileRecord
+    status: Status
+    pin: Pin | None = None
+    pin_file: Path | None = None
+    tolerance: float | None = None
+    note: str | None = None
+
+    metric: str = METRIC_WALL
+    # The figure the status is about: compile_s, trace_s or lower_s; for a memory verdict
+    # compiled_temp_bytes or flops (GREW) or compile_rss_growth_mib (DRIFT).
+    phase: str = "compile_s"
+    nearest: NearestPin | None = None  # unpinned rows: the closest other key's pin
+    cache_lost: bool = False  # cold, though the module is unchanged since its warm pin
+
+    def fails(self, thresholds: Thresholds) -> bool:
+        return row_fails(self.status, thresholds)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.pin is None:
+            return None
+        measured, pinned = compared_seconds(self.record, self.pin, self.metric, self.phase)
+        if measured is None or pinned is None:
+            return None
+        return measured / pinned if pinned > 0 else None
+
+
+def compared_seconds(
+    record: CompileRecord, pin: Pin, metric: str, phase: str = "compile_s"
+) -> tuple[float | None, float | None]:
+    """The figures a verdict compares: CPU seconds when chosen and both sides have them.
+
+    Trace and lowering are compared in wall seconds (no CPU figure is kept for them);
+    either side may lack them (None: not judged).
+    """
+    if phase != "compile_s":
+        return getattr(record, phase), getattr(pin, phase)
+    if metric == METRIC_CPU and record.compile_cpu_s is not None and pin.compile_cpu_s is not None:
+        return record.compile_cpu_s, pin.compile_cpu_s
+    return record.compile_s, pin.compile_s
+
+
+def session_failed(verdicts: Iterable[Verdict], thresholds: Thresholds) -> bool:
+    return any(verdict.fails(thresholds) for verdict in verdicts)
