@@ -52,6 +52,32 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
     ])
 
 
+def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
+    project: JaxProject,
+) -> None:
+    """Pinned on a laptop (the detected name), run as a hosted runner is (a hand-set name):
+    each row is compared with the local pin, the key named."""
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    (local,) = {verdict["key"]["hardware"] for verdict in project.report()["verdicts"]}
+    assert local.startswith("cpu:cpu @ ")
+
+    result = project.run("--compile-hardware=gha-ubuntu-latest", "-v")
+    assert result.ret == pytest.ExitCode.OK
+    nearest = project.report()["verdicts"][0]["nearest"]
+    assert (nearest["key"]["hardware"], nearest["relation"]) == (local, "other hardware")
+    result.stdout.fnmatch_lines([
+        "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+        f"      nearest pin {local} | jax * | full precision | none: * s (*x)",
+    ])
+
+    result = project.run("--compile-hardware=gha-ubuntu-latest", "-o",
+                         "compile_require_pinned=true")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["unpinned: 1 row(s) have no pin under their key; *"])
+
+
 def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
     project: JaxProject,
 ) -> None:

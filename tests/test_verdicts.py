@@ -98,6 +98,19 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     assert elsewhere is not None and elsewhere.relation == OTHER_HARDWARE
     assert elsewhere.key.hardware == "runner-a"
     assert nearest_pin(make_record(hardware="runner-b", jax_version="0.10.2"), store) is not None
+    # A row named by hand (a CI runner class) is compared by the device it measured: a CPU
+    # row with the detected CPU pins (the laptop's), never with the GPU's.
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    hosted = nearest_pin(
+        make_record(hardware="gha-ubuntu-latest", jax_version="0.10.0", hardware_detail=cpu),
+        store,
+    )
+    assert hosted is not None and hosted.relation == OTHER_HARDWARE
+    assert hosted.key.hardware == "cpu:cpu @ Test CPU x2"
+    assert "nearest pin cpu:cpu @ Test CPU x2 | jax 0.10.0" in hosted.describe()
+    gpu_row = make_record(hardware="gha-gpu", jax_version="0.10.0",
+                          hardware_detail={"platform": "gpu", "device_kind": "H100"})
+    assert nearest_pin(gpu_row, store) is None
     # Other cache states and precisions are never compared.
     assert nearest_pin(make_record(cache_state="warm", hardware="x"), store) is None
     assert nearest_pin(make_record(mixed_precision=True), store) is None
