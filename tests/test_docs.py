@@ -122,3 +122,30 @@ def test_help_texts_come_from_the_option_table(pytester: pytest.Pytester) -> Non
     for name in ("compile_max_load", "compile_tolerance", "compile_strict"):
         assert " ".join(BY_NAME[name].help.split()[:6]) in text
     assert "judged on CPU seconds" in text  # not the "not judged" of an earlier release
+
+
+def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/verdicts.md's example: a hosted runner's first run against a laptop's pins, with
+    two new tests."""
+    from records_factory import make_record
+
+    from pytest_jaxcompile.gate.outcome import Outcome, coverage
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.gate.verdicts import Thresholds, judge_all
+    from pytest_jaxcompile.output.terminal import coverage_warning
+
+    laptop, cpu = "cpu:cpu @ AMD EPYC x2", {"platform": "cpu", "device_kind": "cpu"}
+    cells = [f"tests/test_model.py::test_{n}" for n in range(40)]
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cell=cell, hardware=laptop) for cell in cells])
+    store = PinStore.load(tmp_path)
+    cells += ["tests/test_new.py::test_0", "tests/test_new.py::test_1"]
+    rows = [make_record(cell=cell, hardware="gha-ubuntu-latest", hardware_detail=cpu)
+            for cell in cells]
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(),
+                      pin_update=False)
+    outcome.verdicts = judge_all(rows, store, outcome.thresholds)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    warning = coverage_warning(outcome)
+    assert warning is not None and "(new runner)" in warning
+    assert f"  {warning}\n" in (REPO / "docs" / "verdicts.md").read_text()
