@@ -178,3 +178,20 @@ def test_gate_expects_warm_exactly_when_a_cache_was_restored() -> None:
     uploads = [step["with"]["path"] for step in job["steps"]
                if str(step.get("uses", "")).startswith("actions/upload-artifact@")]
     assert "pins/" in uploads
+
+
+def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -> None:
+    release = yaml.safe_load((REPO / ".github" / "workflows" / "release.yml").read_text())
+    # PyYAML reads the key `on` as True.
+    assert release[True] == {"push": {"tags": ["v*"]}}
+    assert release["permissions"] == {}
+    build, publish = release["jobs"]["build"], release["jobs"]["publish"]
+    assert build["permissions"] == {"contents": "read"}
+    assert publish["permissions"] == {"id-token": "write"}  # trusted publishing, no token
+    assert publish["needs"] == "build" and publish["environment"]["name"] == "pypi"
+    assert any(step.get("uses", "").startswith("pypa/gh-action-pypi-publish@")
+               for step in publish["steps"])
+    assert not any("with" in step and "password" in step["with"] for step in publish["steps"])
+    runs = "\n".join(step.get("run", "") for step in build["steps"])
+    for command in ("python -m build", "twine check --strict", "_version.py", "CHANGELOG.md"):
+        assert command in runs
