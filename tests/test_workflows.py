@@ -195,3 +195,11 @@ def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -
     runs = "\n".join(step.get("run", "") for step in build["steps"])
     for command in ("python -m build", "twine check --strict", "_version.py", "CHANGELOG.md"):
         assert command in runs
+
+
+def test_the_gate_runs_once_per_change() -> None:
+    """A push to a same-repository pull request is one run: pushes run on main only."""
+    workflow = yaml.safe_load(EXAMPLES[0].read_text())
+    triggers = workflow[True]  # PyYAML reads the key `on` as True
+    assert set(triggers) == {"push", "pull_request"}
+    assert triggers["push"] == {"branches": ["main"]}
