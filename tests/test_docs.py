@@ -242,3 +242,19 @@ def test_ini_settings_shown_in_the_docs_are_ini_keys_and_defaults_are_the_codes(
     readme = " ".join((REPO / "README.md").read_text().split())
     assert (f"by more than {DEFAULT_TOLERANCE:.0%}".replace("%", " %")
             + f" *and* more than {DEFAULT_FLOOR_S} s, by default") in readme
+
+
+def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives() -> None:
+    """README's way to CI pins: the re-pin workflow, and the command its summary prints."""
+    readme = (REPO / "README.md").read_text()
+    quickstart = readme[readme.index("## Quickstart"):readme.index("## Try it here")]
+    assert "docs/examples/jaxcompile-repin.yml" in quickstart
+    repin = (REPO / "docs" / "examples" / "jaxcompile-repin.yml").read_text()
+    (printed,) = re.findall(r'echo "(gh run download [^"]+)"', repin)
+    documented = printed.replace("${GITHUB_RUN_ID}", "<run-id>").replace(
+        "${GITHUB_REPOSITORY}", "<owner>/<repo>"
+    )
+    assert documented in quickstart
+    gate = (REPO / "docs" / "examples" / "jaxcompile.yml").read_text()
+    assert "jax compile re-pin > Run workflow" in gate  # the gate names the workflow to run
+    assert "name: jax compile re-pin" in repin
