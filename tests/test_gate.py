@@ -342,6 +342,11 @@ def test_an_absurd_tolerance_is_a_warning_naming_the_option(
     ])
     quiet = pytester.runpytest_inprocess("--compile-tolerance=10")
     assert "PytestConfigWarning" not in quiet.stdout.str()
+    # Under pytest-xdist the controller warns, once; its workers do not repeat it.
+    if where == "option":
+        spread = pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2",
+                                               f"--compile-tolerance={value}")
+        assert spread.parseoutcomes()["warnings"] == 1
 
 
 def test_stale_pins_are_reported(project: JaxProject) -> None:

@@ -380,6 +380,7 @@ class Settings:
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
     clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
+    implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -387,8 +388,6 @@ class Settings:
             values = {option.name: resolve(config, option) for option in OPTIONS}
         except OptionError as error:
             raise pytest.UsageError(str(error)) from None
-        for message in implausible(values):
-            config.issue_config_time_warning(pytest.PytestConfigWarning(message), stacklevel=2)
         return cls.from_values(values)
 
     @classmethod
@@ -423,4 +422,5 @@ class Settings:
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
             clear_caches=str(values["compile_clear_caches"]),
+            implausible=tuple(implausible(values)),
         )
