@@ -89,8 +89,11 @@ def _run_tests(session: nox.Session) -> None:
     # On pytest-xdist workers, as scripts/test.sh runs it (JAXCOMPILE_TEST_WORKERS, default 2).
     workers = os.environ.get("JAXCOMPILE_TEST_WORKERS", "2")
     # No path given: pyproject.toml's testpaths (tests/); `-- tests/test_x.py` runs one file.
+    # The built-wheel test runs once, in scripts/test.sh: these sessions install the
+    # package from its wheel themselves.
     session.run(
-        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers, *session.posargs
+        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers,
+        "--ignore=tests/test_package.py", *session.posargs
     )
 
 

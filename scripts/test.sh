@@ -31,7 +31,9 @@ read -r -a order <<<"${JAXCOMPILE_TEST_ORDER:--p no:randomly}"
 # the suite runs on pytest-xdist workers, two by default (the CI machine's cores):
 # JAXCOMPILE_TEST_WORKERS=0 runs it in this one process.
 workers="${JAXCOMPILE_TEST_WORKERS:-2}"
-python -m pytest -p no:cacheprovider -n "$workers" "${order[@]}" "$@" tests
+# -rs lists every skipped test with its reason (the browser test without chromium, the
+# torch tests without torch): a skip is never silent.
+python -m pytest -p no:cacheprovider -rs -n "$workers" "${order[@]}" "$@" tests
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,139 @@ def test_help_texts_come_from_the_option_table(pytester: pytest.Pytester) -> Non
     for name in ("compile_max_load", "compile_tolerance", "compile_strict"):
         assert " ".join(BY_NAME[name].help.split()[:6]) in text
     assert "judged on CPU seconds" in text  # not the "not judged" of an earlier release
+
+
+def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/verdicts.md's example: a hosted runner's first run against a laptop's pins, with
+    two new tests."""
+    from records_factory import make_record
+
+    from pytest_jaxcompile.gate.judging import judge_all
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.outcome import Outcome, coverage
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.output.terminal import coverage_warning
+
+    laptop, cpu = "cpu:cpu @ AMD EPYC x2", {"platform": "cpu", "device_kind": "cpu"}
+    cells = [f"tests/test_model.py::test_{n}" for n in range(40)]
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cell=cell, hardware=laptop) for cell in cells])
+    store = PinStore.load(tmp_path)
+    cells += ["tests/test_new.py::test_0", "tests/test_new.py::test_1"]
+    rows = [make_record(cell=cell, hardware="gha-ubuntu-latest", hardware_detail=cpu)
+            for cell in cells]
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(),
+                      pin_update=False)
+    outcome.verdicts = judge_all(rows, store, outcome.thresholds)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    warning = coverage_warning(outcome)
+    assert warning is not None and "(new runner)" in warning
+    assert f"  {warning}\n" in (REPO / "docs" / "verdicts.md").read_text()
+
+
+PIN_FILE_NAME = re.compile(
+    r"[a-z0-9.-]+--(jax|torch)-([0-9][0-9a-z.+]*)--(full|mixed)--"
+    r"(cold|warm|none|memory|unknown)--[0-9a-f]{8}\.toml"
+)
+HARDWARE_NAMED = (
+    re.compile(r"^(?:\S+ )?(\S[^|`]*?) \| (?:jax|torch) \S+ \| (?:full|mixed) precision \|",
+               re.MULTILINE),
+    re.compile(r'hardware = "([^"]+)"'),
+    re.compile(r"--compile-hardware[ =]([\w.:-]+)"),
+    re.compile(r"JAXCOMPILE_HARDWARE[=:] ?([\w.:-]+)"),
+)
+
+
+def _documents() -> list[Path]:
+    return [REPO / "README.md", REPO / "pins" / "README.md", *sorted((REPO / "docs").rglob("*"))]
+
+
+def test_every_documented_pin_file_name_is_the_one_the_code_writes_for_its_key() -> None:
+    """A pin file name in the docs is the name `pin_file_name` gives its key: the key read
+    from the name, its hardware one of the hardware names the docs show."""
+    from pytest_jaxcompile.gate.pins import pin_file_name
+    from pytest_jaxcompile.records import ComparabilityKey
+
+    texts = {path: path.read_text() for path in _documents() if path.suffix in (".md", ".yml")}
+    hardware = {
+        match.strip() for text in texts.values() for pattern in HARDWARE_NAMED
+        for match in pattern.findall(text)
+    }
+    checked = 0
+    for path, text in texts.items():
+        for found in PIN_FILE_NAME.finditer(text):
+            name = found.group(0)
+            framework, version, precision, state = found.groups()
+            written = {
+                pin_file_name(ComparabilityKey(
+                    hardware=candidate, framework_version=version,
+                    mixed_precision=precision == "mixed", cache_state=state,
+                    framework=framework,
+                ))
+                for candidate in hardware
+            }
+            slug = name.rsplit("--", 1)[0]
+            same_slug = {other for other in written if other.rsplit("--", 1)[0] == slug}
+            assert same_slug, f"{path.name}: {name}: no hardware name in the docs gives it"
+            assert name in same_slug, f"{path.name}: {name}, the code writes {same_slug}"
+            checked += 1
+    assert checked >= 20  # README, docs/pins.md, docs/verdicts.md, ... name many
+
+
+def test_the_committed_pin_files_are_named_as_the_code_names_them() -> None:
+    from pytest_jaxcompile.gate.pins import PinStore, pin_file_name
+
+    store = PinStore.load(REPO / "pins")
+    names = sorted(pin_file_name(group.key) for group in store.groups())
+    assert names == sorted(path.name for path in (REPO / "pins").glob("*.toml"))
+    assert names
+
+
+def test_the_ini_key_column_is_what_pytest_reads() -> None:
+    """docs/options.md's ini key cell: the key where pytest reads one, `—` where not."""
+    from pytest_jaxcompile.options import OPTIONS
+
+    pairs = []
+    for line in (REPO / "docs" / "options.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) > 2:
+            pairs.append((cells[0].split()[0].strip("`"), cells[1]))
+    for option in OPTIONS:
+        ini = f"`{option.name}`" if option.in_ini else "—"
+        flag = option.flag if option.on_command_line else "—"
+        assert (flag, ini) in pairs, (flag, ini)
+
+
+def test_ini_settings_shown_in_the_docs_are_ini_keys_and_defaults_are_the_codes() -> None:
+    """`compile_x = ...` lines in README and docs (ini examples) name keys pytest reads; the
+    README's default tolerance and floor are the code's."""
+    from pytest_jaxcompile.gate.limits import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE
+    from pytest_jaxcompile.options import OPTIONS
+
+    ini_keys = {option.name for option in OPTIONS if option.in_ini}
+    pin_fields = {"compile_s", "compile_cpu_s"}  # pin files, not ini files
+    shown = {
+        match for path in _documents() if path.suffix == ".md"
+        for match in re.findall(r"^\s*(compile_[a-z_]+) ?=", path.read_text(), re.MULTILINE)
+    }
+    assert len(shown) > 10
+    assert shown - pin_fields <= ini_keys, shown - pin_fields - ini_keys
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert (f"by more than {DEFAULT_TOLERANCE:.0%}".replace("%", " %")
+            + f" *and* more than {DEFAULT_FLOOR_S} s, by default") in readme
+
+
+def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives() -> None:
+    """README's way to CI pins: the re-pin workflow, and the command its summary prints."""
+    readme = (REPO / "README.md").read_text()
+    quickstart = readme[readme.index("## Quickstart"):readme.index("## Try it here")]
+    assert "docs/examples/jaxcompile-repin.yml" in quickstart
+    repin = (REPO / "docs" / "examples" / "jaxcompile-repin.yml").read_text()
+    (printed,) = re.findall(r'echo "(gh run download [^"]+)"', repin)
+    documented = printed.replace("${GITHUB_RUN_ID}", "<run-id>").replace(
+        "${GITHUB_REPOSITORY}", "<owner>/<repo>"
+    )
+    assert documented in quickstart
+    gate = (REPO / "docs" / "examples" / "jaxcompile.yml").read_text()
+    assert "jax compile re-pin > Run workflow" in gate  # the gate names the workflow to run
+    assert "name: jax compile re-pin" in repin

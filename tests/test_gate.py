@@ -326,6 +326,32 @@ def test_bad_numbers_on_the_command_line_are_usage_errors(
     result.stderr.fnmatch_lines([f"*argument {option}: '{value}' must be a finite number >= 0*"])
 
 
+@pytest.mark.parametrize(("where", "value"), [("option", "50"), ("ini", "12.5")])
+def test_an_absurd_tolerance_is_a_warning_naming_the_option(
+    pytester: pytest.Pytester, where: str, value: str
+) -> None:
+    """Accepted (it is a valid number), but a percent typed as a fraction is said so."""
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    if where == "ini":
+        pytester.makeini(f"[pytest]\ncompile_tolerance = {value}\n")
+        result = pytester.runpytest_inprocess()
+    else:
+        result = pytester.runpytest_inprocess(f"--compile-tolerance={value}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        f"*PytestConfigWarning: --compile-tolerance (ini compile_tolerance) = {value} allows "
+        f"+{float(value):.0%} over the pin: *It is a fraction (0.75 = +75%); over 10 (+1000%) "
+        "it is most likely a percentage.",
+    ])
+    quiet = pytester.runpytest_inprocess("--compile-tolerance=10")
+    assert "PytestConfigWarning" not in quiet.stdout.str()
+    # Under pytest-xdist the controller warns, once; its workers do not repeat it.
+    if where == "option":
+        spread = pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2",
+                                               f"--compile-tolerance={value}")
+        assert spread.parseoutcomes()["warnings"] == 1
+
+
 def test_stale_pins_are_reported(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(
@@ -423,3 +449,41 @@ def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
 def test_marker_is_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.compile_budget(seconds=None, *"])
+
+
+def test_what_the_fixture_cannot_measure_is_named_with_what_it_expects(
+    project: JaxProject,
+) -> None:
+    """Real JAX: the object the fixture returned, and a NumPy function, are refused by the
+    plugin in its own words, before JAX's errors would be raised."""
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax.numpy as jnp
+        import numpy as np
+
+        def test_compiled_again(jax_compile):
+            compiled = jax_compile(lambda x: x * 2, jnp.ones(3), transform="double")
+            jax_compile(compiled, jnp.ones(3))
+
+        def test_numpy_function(jax_compile):
+            jax_compile(np.linalg.svd, np.ones((3, 3)))
+
+        def test_not_callable(jax_compile):
+            jax_compile(jnp.ones(3))
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "E * TypeError: jax_compile got a jax.stages.Compiled (what jax_compile returns): it is "
+        "compiled already, so there is no compile left to measure. *",
+    ])
+    result.stdout.fnmatch_lines([
+        "E * TypeError: jax_compile got NumPy's numpy.linalg.svd, which JAX cannot trace; it "
+        "expects a function JAX can trace *. Here: jax.numpy.linalg.svd, *",
+    ])
+    result.stdout.fnmatch_lines(["E * TypeError: jax_compile got *Array*, which is not callable;*"])
+    text = result.stdout.str()
+    assert "Cannot apply JAX transformations" not in text
+    assert "cannot create weak reference" not in text

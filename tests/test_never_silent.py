@@ -38,7 +38,8 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
     assert verdict["nearest"]["key"]["hardware"] == "runner-a"
     assert verdict["nearest"]["relation"] == "other hardware"
     summary = "\n".join(compile_summary(result))
-    assert "warning: 1 of 1 row(s) have no pin under their key" in summary
+    assert "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other " \
+        "hardware (new runner)" in summary
     assert "1 compared with their nearest pin under another key: median" in summary
 
     project.pytester.makeini("[pytest]\ncompile_require_pinned = true\n")
@@ -50,6 +51,54 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
         "unpinned: 1 row(s) have no pin under their key; the session fails.",
         "Pin them with: pytest --compile-pin-update test_models.py::test_mlp",
     ])
+
+
+def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
+    project: JaxProject,
+) -> None:
+    """Pinned on a laptop (the detected name), run as a hosted runner is (a hand-set name):
+    each row is compared with the local pin, the key named."""
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    (local,) = {verdict["key"]["hardware"] for verdict in project.report()["verdicts"]}
+    assert local.startswith("cpu:cpu @ ")
+
+    result = project.run("--compile-hardware=gha-ubuntu-latest", "-v")
+    assert result.ret == pytest.ExitCode.OK
+    nearest = project.report()["verdicts"][0]["nearest"]
+    assert (nearest["key"]["hardware"], nearest["relation"]) == (local, "other hardware")
+    result.stdout.fnmatch_lines([
+        "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+        f"      nearest pin {local} | jax * | full precision | none: * s (*x)",
+        "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other "
+        "hardware (new runner). * Pin this runner class and jax version (on CI: the re-pin "
+        "workflow, *",
+    ])
+
+    result = project.run("--compile-hardware=gha-ubuntu-latest", "-o",
+                         "compile_require_pinned=true")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["unpinned: 1 row(s) have no pin under their key; *"])
+
+
+def test_a_new_test_file_in_a_pinned_project_is_no_runner_warning(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.tests(MLP_TEST.replace("test_mlp", "test_new_a"), name="test_new")
+    project.tests(MLP_TEST.replace("test_mlp", "test_new_b"), name="test_newer")
+    # Time-advisory: the pinned row's verdict is beside the point (and load-dependent).
+    result = project.run("--compile-time-advisory")
+    assert result.ret == pytest.ExitCode.OK
+    verdicts = project.verdicts()
+    assert (verdicts[("test_new_a", "jit")], verdicts[("test_new_b", "jit")]) == (
+        "unpinned", "unpinned"
+    )
+    assert verdicts[("test_mlp", "jit")] != "unpinned"
+    summary = "\n".join(compile_summary(result))
+    assert "warning:" not in summary and "runner" not in summary
+    assert project.report()["warnings"] == []
 
 
 def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
@@ -136,6 +185,10 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     result = project.run("--compile-hardware=ci-runner")
     assert result.ret == pytest.ExitCode.OK
 
+    result.stdout.fnmatch_lines([
+        "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under another jax "
+        "version (upgrade). *",
+    ])
     result.stdout.fnmatch_lines([
         f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
         f"their {OLD_JAX} pins, median *x (report only; --compile-max-upgrade-slowdown makes "

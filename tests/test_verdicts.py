@@ -92,6 +92,19 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     assert elsewhere is not None and elsewhere.relation == OTHER_HARDWARE
     assert elsewhere.key.hardware == "runner-a"
     assert nearest_pin(make_record(hardware="runner-b", jax_version="0.10.2"), store) is not None
+    # A row named by hand (a CI runner class) is compared by the device it measured: a CPU
+    # row with the detected CPU pins (the laptop's), never with the GPU's.
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    hosted = nearest_pin(
+        make_record(hardware="gha-ubuntu-latest", jax_version="0.10.0", hardware_detail=cpu),
+        store,
+    )
+    assert hosted is not None and hosted.relation == OTHER_HARDWARE
+    assert hosted.key.hardware == "cpu:cpu @ Test CPU x2"
+    assert "nearest pin cpu:cpu @ Test CPU x2 | jax 0.10.0" in hosted.describe()
+    gpu_row = make_record(hardware="gha-gpu", jax_version="0.10.0",
+                          hardware_detail={"platform": "gpu", "device_kind": "H100"})
+    assert nearest_pin(gpu_row, store) is None
     # Other cache states and precisions are never compared.
     assert nearest_pin(make_record(cache_state="warm", hardware="x"), store) is None
     assert nearest_pin(make_record(mixed_precision=True), store) is None
@@ -276,3 +289,65 @@ def test_cpu_judged_rows_obey_the_floor(tmp_path: Path) -> None:
     # 3x the pin's CPU seconds, but only 0.2 s more: under the floor.
     row = make_record(compile_s=0.9, compile_cpu_s=0.3, host_state=BUSY)
     assert judge(row, store, THRESHOLDS).status is Status.NOISY
+
+
+def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
+    tmp_path: Path,
+) -> None:
+    from pytest_jaxcompile.gate.outcome import Outcome, coverage
+    from pytest_jaxcompile.output.terminal import coverage_warning
+
+    laptop = "cpu:cpu @ Laptop CPU x8"
+    store = PinStore.load(tmp_path)
+    store.update([
+        make_record(cell="t.py::test_a", hardware=laptop),
+        make_record(cell="t.py::test_b", hardware=laptop, jax_version="0.9.2"),
+        make_record(cell="t.py::test_c", hardware=laptop, cache_state="warm"),
+        make_record(cell="t.py::test_d", hardware=laptop),
+    ])
+    store = PinStore.load(tmp_path)
+    rows = [
+        make_record(cell="t.py::test_a", hardware="gha-ubuntu-latest"),  # a new runner
+        make_record(cell="t.py::test_b", hardware=laptop),  # an upgrade from 0.9.2
+        make_record(cell="t.py::test_c", hardware=laptop),  # pinned warm only
+        make_record(cell="t.py::test_d", hardware=laptop),  # pinned: ok
+        make_record(cell="t.py::test_new", hardware=laptop),  # a new test
+    ]
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS,
+                      pin_update=False)
+    outcome.verdicts = judge_all(rows, store, THRESHOLDS)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    counted = outcome.coverage
+    assert (counted.judged, counted.new_tests, counted.new_runner, counted.upgrade,
+            counted.other) == (5, 1, 1, 1, 1)
+    # 2 of the 4 rows that have pins anywhere are pinned only elsewhere: not most of them.
+    assert not outcome.mostly_unpinned() and coverage_warning(outcome) is None
+
+    rows.append(make_record(cell="t.py::test_d", hardware="gha-ubuntu-latest"))
+    outcome.verdicts = judge_all(rows[:3] + rows[4:], store, THRESHOLDS)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    warning = coverage_warning(outcome)
+    assert warning is not None
+    assert warning.startswith("warning: 5 of 5 row(s) have no pin under their key: ")
+    for cause in ("2 pinned only under other hardware (new runner)",
+                  "1 pinned only under another jax version (upgrade)",
+                  "1 not pinned under any key (new tests)",
+                  "1 pinned only under another precision or cache state"):
+        assert cause in warning
+
+
+def test_new_tests_alone_never_warn_of_a_runner(tmp_path: Path) -> None:
+    from pytest_jaxcompile.gate.outcome import Outcome, coverage
+
+    store = PinStore.load(tmp_path)
+    store.update([make_record(cell="t.py::test_a")])
+    store = PinStore.load(tmp_path)
+    rows = [make_record(cell="t.py::test_a")] + [
+        make_record(cell=f"t_new.py::test_{n}") for n in range(5)
+    ]
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS,
+                      pin_update=False)
+    outcome.verdicts = judge_all(rows, store, THRESHOLDS)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    assert outcome.coverage.new_tests == 5
+    assert not outcome.mostly_unpinned()

@@ -61,6 +61,9 @@ class Option:
     minimum: int = 1  # the least a "count" may be
     default_text: str | None = None  # how the default reads in help, where not the value
     cli_name: str | None = None  # the flags' name where not the ini key's (no unit suffix)
+    # Above this a value is accepted but almost surely a mistake (a percent typed as a
+    # fraction): a configuration warning names the option (`implausible`).
+    implausible_above: float | None = None
 
     @property
     def flag(self) -> str:
@@ -94,7 +97,7 @@ OPTIONS: tuple[Option, ...] = (
            metavar="DIR", default_text="pins in the rootdir"),
     Option("compile_tolerance", "number", "relative slowdown over the pin that counts as DRIFT "
            "(0.75 = +75%)", default=DEFAULT_TOLERANCE, metavar="FRACTION",
-           threshold="tolerance"),
+           threshold="tolerance", implausible_above=10.0),  # +1000%: 50 meant 50%, not 51x
     Option("compile_floor", "number", "absolute slowdown in seconds a row must also exceed to "
            "be DRIFT or improved", default=DEFAULT_FLOOR_S, metavar="SECONDS",
            threshold="floor_s"),
@@ -135,7 +138,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile_loaded_accelerator_tolerance", "number", "GPU and TPU rows measured above "
            "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
            "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
-           metavar="FRACTION", threshold="loaded_accelerator_tolerance"),
+           metavar="FRACTION", threshold="loaded_accelerator_tolerance",
+           implausible_above=10.0),
     Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
            "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
            default_text="detected"),
@@ -218,6 +222,22 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
             return False
         raise OptionError(f"{where} must be true or false")
     return text
+
+
+def implausible(values: Mapping[str, Any]) -> list[str]:
+    """A warning for each value over its option's `implausible_above`, naming the option."""
+    messages = []
+    for option in OPTIONS:
+        value = values.get(option.name)
+        if option.implausible_above is None or value is None or value <= option.implausible_above:
+            continue
+        messages.append(
+            f"{option.flag} (ini {option.name}) = {value:g} allows +{value:.0%} over the pin: "
+            f"a row is DRIFT only when {1 + value:g}x slower, which turns the gate almost off. "
+            f"It is a fraction (0.75 = +75%); over {option.implausible_above:g} "
+            f"(+{option.implausible_above:.0%}) it is most likely a percentage."
+        )
+    return messages
 
 
 def argparse_type(option: Option, short: bool = False) -> Any:
@@ -359,6 +379,7 @@ class Settings:
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
     clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
+    implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -400,4 +421,5 @@ class Settings:
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
             clear_caches=str(values["compile_clear_caches"]),
+            implausible=tuple(implausible(values)),
         )

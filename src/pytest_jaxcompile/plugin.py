@@ -54,6 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
         manager.register(XdistHooks(collector), f"{PLUGIN_NAME}-xdist")
     if collector.is_xdist_worker:
         return  # workers send their rows; only the controller concludes and writes
+    for message in settings.implausible:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(message), stacklevel=2)
     from pytest_jaxcompile.output.terminal import TerminalSummary
 
     manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")

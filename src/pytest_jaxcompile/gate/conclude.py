@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_jaxcompile.backends.jax.guard import Clobber
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
-from pytest_jaxcompile.gate.outcome import Identity, Outcome
+from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.gate.stale import compile_count_changes, find_stale
 from pytest_jaxcompile.gate.status import session_failed
@@ -81,7 +81,7 @@ def conclude(
     outcome.upgrades = upgrade_reports(outcome.verdicts)
     saved = [ledger.overlays.get("cache_saved_s") for ledger in outcome.ledgers]
     outcome.cache_saved_s = sum(figure for figure in saved if figure) or None
-    outcome.pins_exist = next(store.groups(), None) is not None
+    outcome.coverage = coverage(outcome.verdicts, store)
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
     outcome.clobbers = list(clobbers)
     outcome.failed = (

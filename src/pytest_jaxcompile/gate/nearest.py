@@ -49,13 +49,25 @@ def _platform_of(hardware: str) -> str | None:
     return head if separator and ":" in head else None
 
 
+def _device_of(record: CompileRecord) -> str | None:
+    """The row's ``platform:device kind``, as measured (whatever its hardware name), else as
+    its name gives it; None where neither says."""
+    detail = record.hardware_detail
+    if detail.get("platform") and detail.get("device_kind"):
+        return f"{detail['platform']}:{detail['device_kind']}"
+    return _platform_of(record.hardware)
+
+
 def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     """The pin of this cell and transform under the closest other key, for an advisory.
 
     Closest is: the same hardware under the latest earlier version (an upgrade); else the
-    same hardware under another version; else the same version on other hardware whose
-    device is the same (or unknown: a hand-set hardware name). Precision, cache state and
-    framework always match: a warm row is never compared with a cold pin.
+    same hardware under another version; else the key that differs only in its hardware
+    name, on the same platform and device kind: the row's as measured, the pin's as its
+    name gives it (a hand-set name, ``JAXCOMPILE_HARDWARE``, gives none and is taken). So a
+    CI runner named by hand is compared with the pins made on a laptop's CPU, and a GPU row
+    never with a CPU pin. Precision, cache state and framework always match: a warm row is
+    never compared with a cold pin.
     """
     key = record.key
     own = _version_order(key.framework_version)
@@ -66,7 +78,7 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     ]
     same_hardware = [other for other in same_kind if other.hardware == key.hardware]
     earlier = [o for o in same_hardware if _version_order(o.framework_version) < own]
-    device = _platform_of(key.hardware)
+    device = _device_of(record)
     elsewhere = [
         other for other in same_kind
         if other.hardware != key.hardware

@@ -7,12 +7,53 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.jax.guard import Clobber
 from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import CallLedger
 
 Identity = tuple[str, str]  # (hardware, framework version) a session ran under
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Why the unpinned rows have no pin under their key, counted."""
+
+    judged: int = 0  # rows judged (all but not judged)
+    new_tests: int = 0  # no pin under any key: tests not pinned yet
+    new_runner: int = 0  # pinned only under other hardware
+    upgrade: int = 0  # pinned on this hardware, only under other framework versions
+    other: int = 0  # pinned on this hardware and version, under another precision or cache
+
+    @property
+    def unpinned_elsewhere(self) -> int:
+        """Rows the pins directory has figures for, under a runner or a version not pinned."""
+        return self.new_runner + self.upgrade
+
+
+def coverage(verdicts: list[Verdict], store: PinStore) -> Coverage:
+    """Count each unpinned row by what its cell and transform are pinned under instead."""
+    judged = [verdict for verdict in verdicts if verdict.status is not Status.NOT_JUDGED]
+    counts = {"new_tests": 0, "new_runner": 0, "upgrade": 0, "other": 0}
+    for verdict in judged:
+        if verdict.status is not Status.UNPINNED:
+            continue
+        key = verdict.record.key
+        pinned = [
+            other for other in store.keys_pinning(verdict.record.cell, verdict.record.transform)
+            if other.framework == key.framework
+        ]
+        here = [other for other in pinned if other.hardware == key.hardware]
+        if not pinned:
+            counts["new_tests"] += 1
+        elif not here:
+            counts["new_runner"] += 1
+        elif all(other.framework_version != key.framework_version for other in here):
+            counts["upgrade"] += 1
+        else:
+            counts["other"] += 1
+    return Coverage(judged=len(judged), **counts)
 
 
 @dataclass
@@ -37,7 +78,7 @@ class Outcome:
     upgrades: list[UpgradeReport] = field(default_factory=list)
     session_s: float | None = None  # the session's wall seconds, where known
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
-    pins_exist: bool = False  # the pins directory holds pins (under any key)
+    coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
 
     @property
     def fail_on_improvement(self) -> bool:
@@ -64,11 +105,16 @@ class Outcome:
         return [verdict for verdict in self.verdicts if verdict.cache_lost]
 
     def mostly_unpinned(self) -> bool:
-        """Most judged rows have no pin under their key although pins exist: the gate is
-        close to silent (a new runner CPU, a renamed hardware, a new jax version)."""
-        judged = [v for v in self.verdicts if v.status is not Status.NOT_JUDGED]
-        unpinned = [v for v in judged if v.status is Status.UNPINNED]
-        return self.pins_exist and not self.pin_update and 2 * len(unpinned) > len(judged)
+        """Most rows that have pins have them only under another key: the gate is close to
+        silent (a new runner, a renamed hardware, a new jax version). Tests not pinned under
+        any key yet (new tests) are counted apart, never as this."""
+        counted = self.coverage
+        pinnable = counted.judged - counted.new_tests
+        return (
+            not self.pin_update
+            and counted.unpinned_elsewhere > 0
+            and 2 * counted.unpinned_elsewhere > pinnable
+        )
 
     def has_news(self) -> bool:
         """Whether there is anything to show: a session that measured nothing, found no

@@ -469,17 +469,38 @@ def warning_lines(outcome: Outcome) -> list[str]:
             "since its warm pin: the persistent cache was not restored, was evicted or stopped "
             "applying (--compile-expect-warm makes this a MISS that fails)."
         )
-    if outcome.mostly_unpinned():
-        unpinned = outcome.with_status(Status.UNPINNED)
-        compared = sum(1 for v in unpinned if v.nearest is not None)
-        lines.append(
-            f"warning: {len(unpinned)} of {len(outcome.verdicts)} row(s) have no pin under "
-            "their key, while the pins directory holds pins under other keys: this runner's "
-            "hardware or jax version is not pinned, so the gate judges almost nothing"
-            + (f" ({compared} compared with their nearest pin)" if compared else "")
-            + ". Pin this runner class, or set compile_require_pinned to fail such sessions."
-        )
+    coverage = coverage_warning(outcome)
+    if coverage is not None:
+        lines.append(coverage)
     return lines
+
+
+def coverage_warning(outcome: Outcome) -> str | None:
+    """The mostly-unpinned warning, naming its causes as counted (`Outcome.coverage`)."""
+    if not outcome.mostly_unpinned():
+        return None
+    counted = outcome.coverage
+    causes = []
+    if counted.new_runner:
+        causes.append(f"{counted.new_runner} pinned only under other hardware (new runner)")
+    if counted.upgrade:
+        causes.append(
+            f"{counted.upgrade} pinned only under another jax version (upgrade)"
+        )
+    if counted.new_tests:
+        causes.append(f"{counted.new_tests} not pinned under any key (new tests)")
+    if counted.other:
+        causes.append(f"{counted.other} pinned only under another precision or cache state")
+    unpinned = outcome.with_status(Status.UNPINNED)
+    compared = sum(1 for v in unpinned if v.nearest is not None)
+    return (
+        f"warning: {len(unpinned)} of {counted.judged} row(s) have no pin under their key: "
+        + "; ".join(causes)
+        + ". The gate judges almost nothing"
+        + (f" ({compared} compared with their nearest pin)" if compared else "")
+        + ". Pin this runner class and jax version (on CI: the re-pin workflow, "
+        "docs/github-actions.md), or set compile_require_pinned to fail such sessions."
+    )
 
 
 class TerminalSummary:

@@ -152,6 +152,47 @@ def module_name_of(module_text: str) -> str | None:
     return match.group(1) if match else None
 
 
+_EXPECTED = (
+    "it expects a function JAX can trace (a jax.numpy one, or a function of yours) with its "
+    "arguments, a jax.jit-wrapped function, or a jax.stages.Lowered"
+)
+
+
+def _named(target: Any) -> str:
+    """``numpy.linalg.svd``: how a callable reads in a message."""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    module = getattr(target, "__module__", None)
+    if name is None:
+        return repr(target)
+    return f"{module}.{name}" if module else str(name)
+
+
+def _not_measurable(target: Any) -> str | None:
+    """What is wrong with a target the fixture cannot measure (the message's tail), or None.
+
+    Said before JAX's own errors would be: a Compiled (what the fixture returns) has no
+    compile left to measure, and NumPy's functions cannot be traced by JAX.
+    """
+    import jax
+
+    if isinstance(target, jax.stages.Compiled):
+        return (
+            " got a jax.stages.Compiled (what jax_compile returns): it is compiled already, so "
+            "there is no compile left to measure. Call it to run it; to measure, pass the "
+            "function and its arguments, jax_compile(fn, *args), or a jax.stages.Lowered"
+        )
+    if not callable(target):
+        return f" got {type(target).__name__} {target!r:.80}, which is not callable; {_EXPECTED}"
+    module = getattr(target, "__module__", None) or type(target).__module__ or ""
+    if module == "numpy" or module.startswith("numpy."):
+        name = _named(target)
+        return (
+            f" got NumPy's {name}, which JAX cannot trace; {_EXPECTED}. Here: "
+            f"{name.replace('numpy.', 'jax.numpy.', 1)}, or a function of yours calling it"
+        )
+    return None
+
+
 def transform_from_module(module_name: str | None) -> str:
     if not module_name:
         return "compile"
@@ -197,10 +238,10 @@ class JaxCompile:
                 "jax_compile(lowered, ...) takes no call arguments: the Lowered already "
                 "holds them; pass a function to have it traced and lowered"
             )
-        if not is_lowered and not callable(target):
-            raise TypeError(
-                f"jax_compile expects a jax.stages.Lowered or a callable, got {type(target)!r}"
-            )
+        if not is_lowered:
+            refused = _not_measurable(target)
+            if refused is not None:
+                raise TypeError(f"jax_compile{refused}")
         if fresh:
             clear_in_process_caches()
 
@@ -208,7 +249,12 @@ class JaxCompile:
         if is_lowered:
             lowered = target
         else:
-            jitted = target if hasattr(target, "lower") else jax.jit(target)
+            try:
+                jitted = target if hasattr(target, "lower") else jax.jit(target)
+            except TypeError as error:  # e.g. a builtin or C function jax.jit cannot wrap
+                raise TypeError(
+                    f"jax_compile cannot jit {_named(target)} ({error}); {_EXPECTED}"
+                ) from None
             if hasattr(jitted, "trace"):
                 start = time.perf_counter()
                 traced = jitted.trace(*args, **kwargs)
