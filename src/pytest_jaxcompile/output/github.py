@@ -304,7 +304,6 @@ def _action_lines(outcome: Outcome) -> list[str]:
         block = upgrade_lines(upgrade, outcome.thresholds)
         kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"
         lines += [f"> [!{kind}]"] + [f"> {_text(text)}  " for text in block] + [""]
-        return lines
     for status, _ in outcome.counts():
         if status in (Status.OK, Status.NOT_JUDGED):
             continue
