@@ -31,7 +31,8 @@ from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, tabl
 from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.output.terminal import status_sentence, summary_lines, verdict_lines
+from pytest_jaxcompile.gate.view import BlockKind, session_view
+from pytest_jaxcompile.output.terminal import summary_lines
 from pytest_jaxcompile.records import CallLedger
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
@@ -81,12 +82,12 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
 
 def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
     outcome = outcome_with(list(reversed(Status)), tmp_path)
-    rows = [text.split()[0] for text, _ in verdict_lines(outcome, verbose=True)
-            if text.startswith("  ") and not text.startswith("      ")]
+    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
+            if text.startswith("  ") and text.split()[0] in {s.value.split()[0] for s in Status}]
     assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
-    assert "compile rows: 1 ok, 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
-           "1 not judged" in closing
+    assert "compile rows: 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
+           "1 not judged, 1 ok" in closing
     assert step_summary(outcome).splitlines()[0] == (
         "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"
     )
@@ -98,7 +99,9 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
     on_memory = dataclasses.replace(memory, phase=RSS_PHASE)
 
     def sentence(verdicts: list[Verdict]) -> str:
-        return status_sentence(Status.DRIFT, verdicts, Thresholds())
+        view = session_view(dataclasses.replace(outcome, verdicts=verdicts))
+        block = next(b for b in view.blocks_of(BlockKind.STATUS) if b.status is Status.DRIFT)
+        return block.text
 
     assert "slower" in sentence([slower]) and "memory" not in sentence([slower])
     assert "memory" in sentence([on_memory]) and "slower" not in sentence([on_memory])
@@ -113,10 +116,10 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
 
 def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path) -> None:
     outcome = outcome_with([Status.UNPINNED], tmp_path, failed=False)
-    header = verdict_lines(outcome, verbose=False)[0][0]
+    header = summary_lines(outcome, verbose=False)[1][0]
     assert header.endswith("  (no pin file yet: p.toml)")
     (tmp_path / "p.toml").write_text("")
-    assert verdict_lines(outcome, verbose=False)[0][0].endswith("  (p.toml)")
+    assert summary_lines(outcome, verbose=False)[1][0].endswith("  (p.toml)")
 
 
 def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
@@ -250,7 +253,9 @@ def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path)
     )
     assert "| **DRIFT** | `tests/t.py::test_500` |" in comment
     assert "test_0`" not in comment and "test_499`" not in comment  # no ok row
-    assert "unpinned 1 row(s)" in comment
+    assert "1 unpinned row(s): tests/t.py 1" in comment
+    assert "-v" not in comment and "the session fails" not in comment
+    assert "DRIFT: 1 row(s) compiled slower" in comment and "; this run fails." in comment
     assert "pytest --compile-pin-update tests/t.py::test_500" in comment
     assert "the `jaxcompile-report` artifact" in comment
 

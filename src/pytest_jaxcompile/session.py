@@ -340,6 +340,10 @@ class SessionCollector:
             outcome: str | None = report.outcome
         else:
             outcome = "error" if report.failed else None
+        if report.when == "teardown" and self.store is not None and not (
+            self.settings.pin_update
+        ):
+            report.user_properties.extend(self._verdict_properties(item.nodeid))
         if outcome is not None:
             # A failure or error is never overwritten by a later passing phase.
             for record in self.records_of(item.nodeid):
@@ -349,6 +353,22 @@ class SessionCollector:
             if ledger is not None and ledger.outcome in (None, "passed"):
                 ledger.outcome = outcome
         return report
+
+    def _verdict_properties(self, cell: str) -> list[tuple[str, str]]:
+        """The verdicts of a test's rows as JUnit properties (the process holding the
+        pins judges them; pytest-xdist workers do not)."""
+        from pytest_jaxcompile.gate.verdicts import judge
+        from pytest_jaxcompile.gate.view import row_view
+        from pytest_jaxcompile.output.junit import verdict_properties
+
+        assert self.store is not None
+        thresholds = self.settings.thresholds
+        return [
+            prop
+            for record in self.records_of(cell)
+            for prop in verdict_properties(row_view(judge(record, self.store, thresholds),
+                                                    thresholds))
+        ]
 
     # ----------------------------------------------------------------------- xdist
 

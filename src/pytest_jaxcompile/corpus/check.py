@@ -14,15 +14,7 @@ from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.verdicts import UPGRADE, Status, Thresholds, Verdict
-
-
-def verdict_label(verdict: Verdict) -> str:
-    """The status as shown in tables; an unpinned row after an upgrade says so."""
-    nearest = verdict.nearest
-    if verdict.status is Status.UNPINNED and nearest is not None and nearest.relation == UPGRADE:
-        return f"unpinned (upgrade from {nearest.key.framework} {nearest.key.framework_version})"
-    return verdict.status.value
+from pytest_jaxcompile.gate.verdicts import Thresholds
 
 
 def check_corpus(

@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_jaxcompile._io import InputError, read_text
-from pytest_jaxcompile.corpus.check import verdict_label
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
 from pytest_jaxcompile.corpus.trend import (
     Trend,
@@ -28,14 +27,10 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.verdicts import (
-    METRIC_CPU,
-    Thresholds,
-    Verdict,
-    compared_seconds,
-    judge_all,
-)
+from pytest_jaxcompile.gate.verdicts import METRIC_CPU, Status, Thresholds
+from pytest_jaxcompile.gate.view import session_view
 from pytest_jaxcompile.output.attention import (
     FILTER_HTML,
     FILTER_SCRIPT,
@@ -73,35 +68,43 @@ class TableRow:
     temp_bytes: int | None = None  # compiled temp bytes (memory_analysis())
     rss_growth_mib: float | None = None  # RSS growth during the compile (or the test)
     rss_scope: str | None = None
+    status: Status | None = None  # None: a pin no row measured
+    fails: bool = False  # the row fails the gate (the view's verdict)
 
 
 def table_rows(
-    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds
+    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds,
+    rootdir: Path | None = None,
 ) -> list[TableRow]:
-    """The latest records judged against the pins, plus pins that no record measured."""
+    """The latest records concluded on against the pins (`gate.conclude`, as a session's
+    rows), in the view's order, plus pins that no record measured."""
+    outcome = conclude(
+        records, (), (), store, GateSettings(thresholds, pin_update=False),
+        rootdir=rootdir or Path.cwd(),
+    )
     rows = []
     seen = set()
-    verdicts: list[Verdict] = judge_all(records, store, thresholds)
-    for verdict in verdicts:
-        record = verdict.record
+    for row in session_view(outcome).rows:
+        record, figures = row.record, row.figures
         seen.add((record.key, record.cell, record.transform))
-        measured, pinned = (
-            (record.compile_s, None) if verdict.pin is None
-            else compared_seconds(record, verdict.pin, verdict.metric)
-        )
+        timed = figures.unit == "s"  # the seconds columns show seconds only
         rows.append(
             TableRow(
                 key=record.key,
                 cell=record.cell,
                 transform=record.transform,
-                compile_s=measured,
-                pin_s=pinned,
-                ratio=verdict.ratio,
-                label=verdict_label(verdict),
+                compile_s=figures.measured if timed else record.compile_s,
+                pin_s=figures.pinned if timed else (
+                    None if row.verdict.pin is None else row.verdict.pin.compile_s
+                ),
+                ratio=figures.ratio,
+                label=row.label,
                 timestamp=record.timestamp,
                 temp_bytes=record.compiled_temp_bytes,
                 rss_growth_mib=record.compile_rss_growth_mib,
                 rss_scope=record.compile_rss_scope,
+                status=row.status,
+                fails=row.fails,
             )
         )
     for group in store.groups():
