@@ -131,7 +131,7 @@ def annotation_commands(
         _row_annotation(row, path_of)
         for row in sorted(view.rows, key=lambda row: (row.status.severity, row.cell,
                                                       row.transform))
-        if row.tone in (Tone.BAD, Tone.GOOD) and not outcome.pin_update
+        if (row.fails or row.tone in (Tone.BAD, Tone.GOOD)) and not outcome.pin_update
     ]
     for block in view.blocks:
         if block.kind is BlockKind.STALE:
@@ -267,12 +267,9 @@ def _spend(outcome: Outcome) -> list[str]:
     ]
 
 
-_CALLOUT = {Tone.BAD: "CAUTION", Tone.WARN: "WARNING", Tone.GOOD: "NOTE", Tone.PLAIN: "NOTE"}
-
-
 def _block_lines(view: SessionView, fails: str) -> list[str]:
-    """The session's blocks in the view's order: call-outs, then a paragraph per status.
-    Stale pins get a table of their own (at the end)."""
+    """The session's blocks in the view's order: a call-out each, a paragraph and the
+    command per status. Stale pins get a table of their own (at the end)."""
     lines: list[str] = []
     for block in view.blocks:
         if block.kind is BlockKind.STALE:
@@ -284,25 +281,24 @@ def _block_lines(view: SessionView, fails: str) -> list[str]:
             )
             continue
         text = _sentence(block, fails)
-        if block.kind in (BlockKind.LOST, BlockKind.PIN_ERROR, BlockKind.CLOBBER):
-            text = text[0].upper() + text[1:]
         if block.kind is BlockKind.STATUS:
             lines += [_text(text), ""]
-        else:
-            kind = "NOTE" if block.kind is BlockKind.UPGRADE and not block.fails else (
-                _CALLOUT[block.tone]
-            )
-            if block.kind is BlockKind.COMPILE_COUNT:
-                kind = "NOTE"
-            body = [text, *block.details]
-            if block.command is not None and block.kind is BlockKind.UPGRADE:
-                body.append(f"{block.advice} {block.command}")
-            lines += [f"> [!{kind}]"] + [f"> {_text(line)}  " for line in body] + [""]
-            if block.kind is BlockKind.UPGRADE:
-                continue
+            if block.command is not None:
+                lines += [str(block.advice), "", "```bash", block.command, "```", ""]
+            continue
+        body = [text, *block.details]
         if block.command is not None:
-            lines += [str(block.advice), "", "```bash", block.command, "```", ""]
+            body.append(f"{block.advice} {block.command}")
+        lines += [f"> [!{_callout(block)}]"] + [f"> {_text(line)}  " for line in body] + [""]
     return lines
+
+
+def _callout(block: Block) -> str:
+    if block.fails:
+        return "CAUTION"
+    if block.kind in (BlockKind.UPGRADE, BlockKind.COMPILE_COUNT):
+        return "NOTE"
+    return "WARNING"
 
 
 def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]:
@@ -396,7 +392,7 @@ def pr_comment(
     full report is. Under GitHub's size limit at any suite size."""
     view = session_view(outcome)
     changed = sorted(
-        (row for row in view.rows if row.tone in (Tone.BAD, Tone.GOOD)),
+        (row for row in view.rows if row.fails or row.tone in (Tone.BAD, Tone.GOOD)),
         key=lambda row: (row.status.severity, row.cell, row.transform),
     )
     for limit in (len(changed), 200, 50, 10, 0):
@@ -414,7 +410,7 @@ def _pr_comment(
         lines += [f"Compile rows: {view.counts_text()}.", ""]
     if changed:
         lines += _table(changed, limit)
-    unpinned = [row for row in view.rows if row.status is Status.UNPINNED]
+    unpinned = [row for row in view.rows if row.status is Status.UNPINNED and not row.fails]
     if unpinned:
         fold = unpinned_fold(unpinned)
         nearest = fold.nearest_text()
