@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from records_factory import make_record
@@ -144,7 +145,9 @@ def _token(cell: str) -> str:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(outcome=outcomes())
-def test_every_output_over_random_outcomes(outcome: Outcome, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_every_output_over_random_outcomes(
+    outcome: Outcome, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     view = session_view(outcome)
     terminal = "\n".join(text for text, _ in summary_lines(outcome, verbose=True))
     summary = step_summary(outcome)

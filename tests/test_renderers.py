@@ -27,11 +27,16 @@ from pytest_jaxcompile.gate.verdicts import (
     Verdict,
     row_fails,
 )
-from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
-from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
-from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
-from pytest_jaxcompile.output.junit import junit_properties
 from pytest_jaxcompile.gate.view import BlockKind, session_view
+from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
+from pytest_jaxcompile.output.github import (
+    annotation_commands,
+    pr_comment,
+    record_path_resolver,
+    step_summary,
+)
+from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
+from pytest_jaxcompile.output.junit import junit_properties, verdict_properties
 from pytest_jaxcompile.output.terminal import summary_lines
 from pytest_jaxcompile.records import CallLedger
 
@@ -66,12 +71,20 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
     write_report(tmp_path / "r.json", report)
     assert load_report(tmp_path / "r.json").records == [outcome.verdicts[0].record]
 
+    assert report["verdicts"][0]["fails"] is row_fails(status, Thresholds())
     assert ("jaxcompile.vag.compile_s", "2.0") in junit_properties(outcome.verdicts[0].record)
+    (row,) = session_view(outcome).rows
+    junit = dict(verdict_properties(row))
+    assert junit["jaxcompile.vag.status"] == status.value
+    assert junit["jaxcompile.vag.fails"] == str(row_fails(status, Thresholds())).lower()
 
     summary = step_summary(outcome)
     assert f"| {status.value} |" in summary or f"| **{status.value}** |" in summary
     headline = summary.splitlines()[0]
     assert headline.endswith("FAIL (1 " + status.value + ")") is row_fails(status, Thresholds())
+
+    comment = pr_comment(outcome)
+    assert ("| `tests/t.py::test_0` |" in comment) is (status.tone in (Tone.BAD, Tone.GOOD))
 
     annotations = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
     assert len(annotations) == (1 if status.tone in (Tone.BAD, Tone.GOOD) else 0)

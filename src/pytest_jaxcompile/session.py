@@ -194,8 +194,7 @@ class SessionCollector:
         if self.is_xdist_worker:
             workerinput = getattr(self.config, "workerinput", {})
             self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
-            return
-        try:
+        try:  # workers read the pins too: each test's JUnit verdict is judged where it ran
             self.store = PinStore.load(self.settings.pins_dir)
         except PinFileError as error:
             raise pytest.UsageError(
@@ -203,7 +202,8 @@ class SessionCollector:
                 "Fix the file by hand or restore it from version control "
                 "(it was left as it is)."
             ) from None
-        self.counted_cells = self.store.cells_with_compile_counts()
+        if not self.is_xdist_worker:
+            self.counted_cells = self.store.cells_with_compile_counts()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -355,8 +355,8 @@ class SessionCollector:
         return report
 
     def _verdict_properties(self, cell: str) -> list[tuple[str, str]]:
-        """The verdicts of a test's rows as JUnit properties (the process holding the
-        pins judges them; pytest-xdist workers do not)."""
+        """The verdicts of a test's rows as JUnit properties, judged where the test ran
+        (against the pins as the session started: the same verdicts the gate concludes)."""
         from pytest_jaxcompile.gate.verdicts import judge
         from pytest_jaxcompile.gate.view import row_view
         from pytest_jaxcompile.output.junit import verdict_properties
