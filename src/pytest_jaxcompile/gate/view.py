@@ -82,10 +82,6 @@ _BY_NAME = {metric.name: metric for metric in METRICS}
 _BY_FIELD = {metric.field: metric for metric in METRICS}
 
 
-def metric_named(name: str) -> Metric:
-    return _BY_NAME[name]
-
-
 def compared_metric(verdict: Verdict) -> Metric:
     """The metric this verdict's status is about.
 
@@ -353,16 +349,14 @@ class Block:
     paths: tuple[str, ...] = ()  # PINS_UPDATED: the files written; STALE: per detail line
 
 
-def _status_block(
-    status: Status, rows: list[RowView], thresholds: Thresholds, pin_update: bool
-) -> Block:
+def _status_block(status: Status, rows: list[RowView], thresholds: Thresholds) -> Block:
     verdicts = [row.verdict for row in rows]
     meaning = _meaning(status, verdicts, thresholds)
     what = advice(status, (row.cell for row in rows))
     return Block(
         BlockKind.STATUS, status.tone,
         f"{status.value}: {len(rows)} row(s) {meaning}",
-        fails=not pin_update and row_fails(status, thresholds),
+        fails=row_fails(status, thresholds),
         advisory=status in (Status.DRIFT, Status.IMPROVED) and thresholds.time_advisory
         and not row_fails(status, thresholds),
         advice=None if what is None else what[0],
@@ -471,7 +465,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         for status in Status:
             of_status = [row for row in rows if row.status is status]
             if of_status and status not in (Status.OK, Status.NOT_JUDGED):
-                blocks.append(_status_block(status, of_status, outcome.thresholds, False))
+                blocks.append(_status_block(status, of_status, outcome.thresholds))
     return blocks
 
 

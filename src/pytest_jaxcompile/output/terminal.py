@@ -224,8 +224,10 @@ def sentence(block: Block) -> str:
         return f"{block.text}; {FAILS}."
     if block.advisory:
         return f"{block.text}; reported only (time advisory)."
-    if block.kind in (BlockKind.WARNING, BlockKind.CLOBBER):
+    if block.kind is BlockKind.WARNING:
         return f"warning: {block.text}."
+    if block.kind is BlockKind.CLOBBER:
+        return f"warning: {block.text}"
     if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS):
         return f"{block.text}."
     return block.text
