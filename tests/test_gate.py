@@ -359,7 +359,7 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
     project.tests(MODEL_TESTS)
     project.run().assert_outcomes(passed=1)
     report = project.report()
-    assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 1)
+    assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 2)
     (record,) = report["records"]
     for field in (
         "record_kind", "schema_version", "cell", "transform", "hardware", "jax_version",
