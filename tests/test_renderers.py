@@ -287,3 +287,27 @@ def test_report_writes_the_pr_comment_of_a_corpus(tmp_path: Path) -> None:
     comment = (tmp_path / "comment.md").read_text()
     assert "| **DRIFT** | `t.py::test_499` |" in comment
     assert comment.count("| ok |") == 0 and "t.py::test_0`" not in comment
+
+
+def test_the_dashboard_finds_failing_and_unpinned_rows_by_verdict_not_label(
+    tmp_path: Path,
+) -> None:
+    """An unpinned row after an upgrade is labelled so, yet counted as unpinned; under
+    compile_require_pinned unpinned rows fail, and the page lists them as failing."""
+    from pytest_jaxcompile.output.attention import coverage
+
+    PinStore(tmp_path / "pins").update(
+        [make_record(cell="t.py::test_up", jax_version="0.10.1", jaxlib_version="0.10.1")]
+    )
+    store = PinStore.load(tmp_path / "pins")
+    thresholds = Thresholds(require_pinned=True)
+    rows = table_rows([make_record(cell="t.py::test_up"), make_record(cell="t.py::test_new")],
+                      store, thresholds)
+    measured = [row for row in rows if row.key.framework_version == "0.10.2"]
+    assert {row.cell: row.label for row in measured} == {
+        "t.py::test_new": "unpinned", "t.py::test_up": "unpinned (upgrade from jax 0.10.1)",
+    }
+    (table,) = [item for item in coverage(rows) if item.key.framework_version == "0.10.2"]
+    assert (table.unpinned, table.failing) == (2, 2)
+    page = html_page(rows, Trends(), store, thresholds, "a corpus")
+    assert "Failing: 2 row(s)" in page

@@ -11,7 +11,7 @@ import dataclasses
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pytest_jaxcompile.corpus.trend import (
     Trend,
@@ -88,10 +88,19 @@ class Coverage:
         return self.pins - self.pins_measured
 
 
-def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
-    by_key: dict[ComparabilityKey, list[RowLike]] = {}
+Row = TypeVar("Row", bound=RowLike)
+
+
+def grouped(rows: Sequence[Row]) -> list[tuple[ComparabilityKey, list[Row]]]:
+    """The dashboard's rows (the view's rows and the pins no row measured) by key, keys
+    sorted, rows in the order given: the dashboard's one grouping."""
+    groups: dict[ComparabilityKey, list[Row]] = {}
     for row in rows:
-        by_key.setdefault(row.key, []).append(row)
+        groups.setdefault(row.key, []).append(row)
+    return sorted(groups.items())
+
+
+def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
     return [
         Coverage(
             key=key,
@@ -103,7 +112,7 @@ def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
             unpinned=sum(1 for row in group if row.status is Status.UNPINNED),
             failing=sum(1 for row in group if row.fails),
         )
-        for key, group in sorted(by_key.items())
+        for key, group in grouped(rows)
     ]
 
 

@@ -37,6 +37,7 @@ from pytest_jaxcompile.output.attention import (
     ChartId,
     attention_html,
     chart_link,
+    grouped,
     speedup_html,
 )
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
@@ -150,13 +151,6 @@ def _rss(row: TableRow) -> str:
     return f"+{row.rss_growth_mib:.1f} MiB{scope}"
 
 
-def _grouped(rows: list[TableRow]) -> list[tuple[ComparabilityKey, list[TableRow]]]:
-    groups: dict[ComparabilityKey, list[TableRow]] = {}
-    for row in rows:
-        groups.setdefault(row.key, []).append(row)
-    return sorted(groups.items())
-
-
 def thresholds_sentence(thresholds: Thresholds) -> str:
     text = (
         f"DRIFT: slower than the pin by more than {thresholds.tolerance:.0%} "
@@ -192,7 +186,7 @@ def markdown(
     if not rows:
         lines.append("No compile records and no pins.")
         return "\n".join(lines) + "\n"
-    for key, group in _grouped(rows):
+    for key, group in grouped(rows):
         lines.append(f"**{key.describe()}**")
         lines.append("")
         lines.append(
@@ -550,7 +544,7 @@ def html_page(
     out.append('<h2 id="latest">Latest figures against the pins</h2>')
     if not rows:
         out.append("<p>No compile records and no pins.</p>")
-    for key, group in _grouped(rows):
+    for key, group in grouped(rows):
         out.append(f"<h3>{html.escape(key.describe())}</h3>")
         out.append(
             "<table><tr><th>cell</th><th>transform</th><th>compile_s</th><th>pin</th>"
