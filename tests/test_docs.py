@@ -136,7 +136,7 @@ def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.outcome import Outcome, coverage
     from pytest_jaxcompile.gate.pins import PinStore
-    from pytest_jaxcompile.output.terminal import coverage_warning
+    from pytest_jaxcompile.gate.view import coverage_text
 
     laptop, cpu = "cpu:cpu @ AMD EPYC x2", {"platform": "cpu", "device_kind": "cpu"}
     cells = [f"tests/test_model.py::test_{n}" for n in range(40)]
@@ -150,7 +150,8 @@ def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path
                       pin_update=False)
     outcome.verdicts = judge_all(rows, store, outcome.thresholds)
     outcome.coverage = coverage(outcome.verdicts, store)
-    warning = coverage_warning(outcome)
+    text = coverage_text(outcome)
+    warning = None if text is None else f"warning: {text}."  # as the terminal says it
     assert warning is not None and "(new runner)" in warning
     assert f"  {warning}\n" in (REPO / "docs" / "verdicts.md").read_text()
 

@@ -122,7 +122,7 @@ def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
     assert project.verdicts()[("test_mlp", "vag")] == "unpinned"
     result.stdout.fnmatch_lines([
         f"jax upgrade 0.0.1 -> {jax.__version__} on *: 1 row(s) compared with their 0.0.1 "
-        "pins, median *x (report only; --compile-max-upgrade-slowdown makes it a gate).",
+        "pins, median *x (report only; compile_max_upgrade_slowdown makes it a gate).",
     ])
 
 
@@ -388,7 +388,7 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
     project.tests(MODEL_TESTS)
     project.run().assert_outcomes(passed=1)
     report = project.report()
-    assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 1)
+    assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 2)
     (record,) = report["records"]
     for field in (
         "record_kind", "schema_version", "cell", "transform", "hardware", "jax_version",

@@ -126,7 +126,7 @@ def test_step_summary_puts_the_verdict_first_and_groups_by_key(tmp_path: Path) -
     assert rows[1].startswith("| **DRIFT** | `tests/t.py::test_drift` | vag | 5.000 s | 1.000 s")
     assert rows[2].startswith("| improved | `tests/t.py::test_fast\\|x` | vag |")  # | escaped
     # Unpinned rows are folded (a count per file), their table in a details block.
-    assert "<details><summary>unpinned 1 row(s) (-v lists them): tests/t.py 1</summary>" in (
+    assert "<details><summary>1 unpinned row(s): tests/t.py 1</summary>" in (
         lines[cold:warm]
     )
     assert rows[4].startswith("| unpinned | `tests/t.py::test_new` |")
@@ -335,3 +335,47 @@ def test_a_busy_runner_with_every_failing_status_writes_its_summary(
     result = project.run("--compile-expect-warm", "-k", "noisy")
     assert result.ret == pytest.ExitCode.OK  # a noisy row alone does not fail
     assert summary.read_text().startswith("## jax compile times: pass\n")
+
+
+def _upgrade_and_drift(tmp_path: Path) -> SessionOutcome:
+    """A session under jax 0.10.2 with a row pinned only under 0.10.1 (an upgrade block)
+    and a row that drifted on CPU seconds (judged with --compile-metric cpu)."""
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+
+    store = PinStore(tmp_path / "pins")
+    store.update([
+        make_record(cell="tests/t.py::test_up", jax_version="0.10.1", jaxlib_version="0.10.1"),
+        make_record(cell="tests/t.py::test_drift", compile_s=0.222, compile_cpu_s=0.218),
+    ])
+    rows = [
+        make_record(cell="tests/t.py::test_up", compile_s=1.5),
+        make_record(cell="tests/t.py::test_drift", compile_s=0.622, compile_cpu_s=0.598),
+    ]
+    return conclude(
+        rows, (), (), PinStore.load(tmp_path / "pins"),
+        GateSettings(Thresholds(metric="cpu", floor_s=0.1), pin_update=False),
+        rootdir=tmp_path,
+    )
+
+
+def test_an_upgrade_block_does_not_cut_the_step_summary_short(tmp_path: Path) -> None:
+    outcome = _upgrade_and_drift(tmp_path)
+    assert outcome.upgrades and outcome.failed
+    text = step_summary(outcome)
+    assert "jax upgrade 0.10.1 -&gt; 0.10.2" in text
+    drift = next(line for line in text.splitlines() if line.startswith("DRIFT: 1 row(s)"))
+    assert drift.endswith("the session fails.")
+    assert "pytest --compile-pin-update tests/t.py::test_drift" in text.splitlines()
+
+
+def test_the_step_summary_table_shows_the_figures_the_verdict_compared(tmp_path: Path) -> None:
+    """Judged on CPU seconds: the row's and the pin's CPU seconds, their unit, and the ratio of
+    those same figures (not wall seconds beside a CPU ratio)."""
+    text = step_summary(_upgrade_and_drift(tmp_path))
+    row = next(line for line in text.splitlines() if line.startswith("| **DRIFT** |"))
+    assert row.startswith(
+        "| **DRIFT** | `tests/t.py::test_drift` | vag | 0.598 s cpu | 0.218 s cpu | 2.74x | "
+        "tolerance 75% |"
+    )
+    assert "0.622" not in row and "0.222" not in row
+    assert f"{0.598 / 0.218:.2f}x" == "2.74x"

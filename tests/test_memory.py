@@ -298,7 +298,8 @@ def test_a_4x_batch_fails_on_temp_bytes_and_the_unchanged_model_passes(
     assert 4 <= grown["compiled_temp_bytes"] / pinned["compiled_temp_bytes"] <= 6
     assert project.verdicts()[("test_model", "vag")] == "GREW"
     result.stdout.fnmatch_lines([
-        "  GREW       test_models.py::test_model [[]vag[]] * (compiled_temp_bytes *x, *",
+        "  GREW       test_models.py::test_model [[]vag[]] * B memory, pin * B memory "
+        "(*x, limit +*%)",
         "      compiled temp bytes grew: * -> * (+*%, limit +50%)*",
     ])
     verdict = next(v for v in project.report()["verdicts"] if v["transform"] == "vag")

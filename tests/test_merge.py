@@ -84,8 +84,8 @@ def _report_with(tmp_path: Path, **changes: Any) -> Path:
     ("changes", "message"),
     [
         ({"report_kind": "other"}, "not a pytest-jaxcompile report (report_kind is 'other'"),
-        ({"schema_version": 2}, "report schema_version 2 was written by a newer "
-                                "pytest-jaxcompile (this one reads up to 1)"),
+        ({"schema_version": 3}, "report schema_version 3 was written by a newer "
+                                "pytest-jaxcompile (this one reads up to 2)"),
         ({"schema_version": "1"}, "report schema_version must be a positive integer"),
         ({"records": {}}, "'records' must be a list of records"),
         ({"record_compile_s": -1}, "records[0] (tests/test_models.py::test_mlp [vag]): "
@@ -165,7 +165,7 @@ def test_merge_judges_all_rows_and_fails_on_drift(
     assert "  DRIFT      tests/test_a.py::test_a [vag] 5.000 s, pin 1.000 s (5.00x, " \
            "tolerance 75%)" in out
     assert "  ok         1 row(s) within tolerance (-v lists them)" in out
-    assert "compile rows: 1 ok, 1 DRIFT" in out
+    assert "compile rows: 1 DRIFT, 1 ok" in out
     assert out[-1] == ("If the slowdown is intended, re-pin and commit the pin files: "
                        "pytest --compile-pin-update tests/test_a.py::test_a")
     # Raising the tolerance on the command line passes it.

@@ -114,7 +114,7 @@ def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
     assert project.rows()[("test_mlp", "jit")]["cache_state"] == "cold"
     result.stdout.fnmatch_lines([
         "warning: 1 row(s) compiled cold although their module is unchanged since its warm "
-        "pin: *--compile-expect-warm makes this a MISS that fails*",
+        "pin: *compile_expect_warm makes this a MISS that fails*",
     ])
     assert project.report()["verdicts"][0]["cache_lost"] is True
 

@@ -22,11 +22,17 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
+from pytest_jaxcompile.gate.view import BlockKind, session_view
 from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
-from pytest_jaxcompile.output.github import annotation_commands, record_path_resolver, step_summary
+from pytest_jaxcompile.output.github import (
+    annotation_commands,
+    pr_comment,
+    record_path_resolver,
+    step_summary,
+)
 from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
-from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.output.terminal import status_sentence, summary_lines, verdict_lines
+from pytest_jaxcompile.output.junit import junit_properties, verdict_properties
+from pytest_jaxcompile.output.terminal import summary_lines
 from pytest_jaxcompile.records import CallLedger
 
 RELEASE = Path(__file__).parent / "data" / "release-0.1.0"
@@ -60,12 +66,20 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
     write_report(tmp_path / "r.json", report)
     assert load_report(tmp_path / "r.json").records == [outcome.verdicts[0].record]
 
+    assert report["verdicts"][0]["fails"] is row_fails(status, Thresholds())
     assert ("jaxcompile.vag.compile_s", "2.0") in junit_properties(outcome.verdicts[0].record)
+    (row,) = session_view(outcome).rows
+    junit = dict(verdict_properties(row))
+    assert junit["jaxcompile.vag.status"] == status.value
+    assert junit["jaxcompile.vag.fails"] == str(row_fails(status, Thresholds())).lower()
 
     summary = step_summary(outcome)
     assert f"| {status.value} |" in summary or f"| **{status.value}** |" in summary
     headline = summary.splitlines()[0]
     assert headline.endswith("FAIL (1 " + status.value + ")") is row_fails(status, Thresholds())
+
+    comment = pr_comment(outcome)
+    assert ("| `tests/t.py::test_0` |" in comment) is (status.tone in (Tone.BAD, Tone.GOOD))
 
     annotations = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
     assert len(annotations) == (1 if status.tone in (Tone.BAD, Tone.GOOD) else 0)
@@ -76,12 +90,12 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
 
 def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
     outcome = outcome_with(list(reversed(Status)), tmp_path)
-    rows = [text.split()[0] for text, _ in verdict_lines(outcome, verbose=True)
-            if text.startswith("  ") and not text.startswith("      ")]
+    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
+            if text.startswith("  ") and text.split()[0] in {s.value.split()[0] for s in Status}]
     assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
-    assert "compile rows: 1 ok, 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
-           "1 not judged" in closing
+    assert "compile rows: 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
+           "1 not judged, 1 ok" in closing
     assert step_summary(outcome).splitlines()[0] == (
         "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"
     )
@@ -93,7 +107,9 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
     on_memory = dataclasses.replace(memory, phase=RSS_PHASE)
 
     def sentence(verdicts: list[Verdict]) -> str:
-        return status_sentence(Status.DRIFT, verdicts, Thresholds())
+        view = session_view(dataclasses.replace(outcome, verdicts=verdicts))
+        block = next(b for b in view.blocks_of(BlockKind.STATUS) if b.status is Status.DRIFT)
+        return block.text
 
     assert "slower" in sentence([slower]) and "memory" not in sentence([slower])
     assert "memory" in sentence([on_memory]) and "slower" not in sentence([on_memory])
@@ -108,10 +124,10 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
 
 def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path) -> None:
     outcome = outcome_with([Status.UNPINNED], tmp_path, failed=False)
-    header = verdict_lines(outcome, verbose=False)[0][0]
+    header = summary_lines(outcome, verbose=False)[1][0]
     assert header.endswith("  (no pin file yet: p.toml)")
     (tmp_path / "p.toml").write_text("")
-    assert verdict_lines(outcome, verbose=False)[0][0].endswith("  (p.toml)")
+    assert summary_lines(outcome, verbose=False)[1][0].endswith("  (p.toml)")
 
 
 def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
@@ -245,7 +261,9 @@ def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path)
     )
     assert "| **DRIFT** | `tests/t.py::test_500` |" in comment
     assert "test_0`" not in comment and "test_499`" not in comment  # no ok row
-    assert "unpinned 1 row(s)" in comment
+    assert "1 unpinned row(s): tests/t.py 1" in comment
+    assert "-v" not in comment and "the session fails" not in comment
+    assert "DRIFT: 1 row(s) compiled slower" in comment and "; this run fails." in comment
     assert "pytest --compile-pin-update tests/t.py::test_500" in comment
     assert "the `jaxcompile-report` artifact" in comment
 
@@ -264,3 +282,27 @@ def test_report_writes_the_pr_comment_of_a_corpus(tmp_path: Path) -> None:
     comment = (tmp_path / "comment.md").read_text()
     assert "| **DRIFT** | `t.py::test_499` |" in comment
     assert comment.count("| ok |") == 0 and "t.py::test_0`" not in comment
+
+
+def test_the_dashboard_finds_failing_and_unpinned_rows_by_verdict_not_label(
+    tmp_path: Path,
+) -> None:
+    """An unpinned row after an upgrade is labelled so, yet counted as unpinned; under
+    compile_require_pinned unpinned rows fail, and the page lists them as failing."""
+    from pytest_jaxcompile.output.attention import coverage
+
+    PinStore(tmp_path / "pins").update(
+        [make_record(cell="t.py::test_up", jax_version="0.10.1", jaxlib_version="0.10.1")]
+    )
+    store = PinStore.load(tmp_path / "pins")
+    thresholds = Thresholds(require_pinned=True)
+    rows = table_rows([make_record(cell="t.py::test_up"), make_record(cell="t.py::test_new")],
+                      store, thresholds)
+    measured = [row for row in rows if row.key.framework_version == "0.10.2"]
+    assert {row.cell: row.label for row in measured} == {
+        "t.py::test_new": "unpinned", "t.py::test_up": "unpinned (upgrade from jax 0.10.1)",
+    }
+    (table,) = [item for item in coverage(rows) if item.key.framework_version == "0.10.2"]
+    assert (table.unpinned, table.failing) == (2, 2)
+    page = html_page(rows, Trends(), store, thresholds, "a corpus")
+    assert "Failing: 2 row(s)" in page

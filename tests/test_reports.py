@@ -61,6 +61,11 @@ def test_rows_are_testcase_properties_also_of_a_failing_test(
             assert props[prefix + "hardware"] == row["hardware"]
             assert props[prefix + "jax_version"] == row["jax_version"]
             assert props[prefix + "mixed_precision"] == "false"
+            # The verdict, as the gate's view has it: no pins yet.
+            assert props[prefix + "status"] == "unpinned"
+            assert props[prefix + "fails"] == "false"
+            assert props[prefix + "metric"] == "wall"
+            assert props[prefix + "measured"] == f"{row['compile_s']:.3f} s"
 
 
 def test_an_unwritable_report_fails_the_session_with_a_message(

@@ -118,9 +118,9 @@ def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
             "--xla_force_host_platform_device_count=1 (JAX's backend started without it: "
             "XLA_FLAGS then was '--xla_dump_hlo_as_text'; required by ini "
             "compile_required_xla_flags)",
-            "settings clobbered (a required setting; the session fails): XLA_FLAGS changed "
+            "settings clobbered (a required setting): XLA_FLAGS changed "
             "*; flags set in the environment were DISCARDED: "
-            "--xla_force_host_platform_device_count",
+            "--xla_force_host_platform_device_count*; the session fails.",
         ]
     )
 

@@ -295,7 +295,7 @@ def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
     tmp_path: Path,
 ) -> None:
     from pytest_jaxcompile.gate.outcome import Outcome, coverage
-    from pytest_jaxcompile.output.terminal import coverage_warning
+    from pytest_jaxcompile.gate.view import coverage_text
 
     laptop = "cpu:cpu @ Laptop CPU x8"
     store = PinStore.load(tmp_path)
@@ -321,12 +321,13 @@ def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
     assert (counted.judged, counted.new_tests, counted.new_runner, counted.upgrade,
             counted.other) == (5, 1, 1, 1, 1)
     # 2 of the 4 rows that have pins anywhere are pinned only elsewhere: not most of them.
-    assert not outcome.mostly_unpinned() and coverage_warning(outcome) is None
+    assert not outcome.mostly_unpinned() and coverage_text(outcome) is None
 
     rows.append(make_record(cell="t.py::test_d", hardware="gha-ubuntu-latest"))
     outcome.verdicts = judge_all(rows[:3] + rows[4:], store, THRESHOLDS)
     outcome.coverage = coverage(outcome.verdicts, store)
-    warning = coverage_warning(outcome)
+    text = coverage_text(outcome)
+    warning = None if text is None else f"warning: {text}."  # as the terminal says it
     assert warning is not None
     assert warning.startswith("warning: 5 of 5 row(s) have no pin under their key: ")
     for cause in ("2 pinned only under other hardware (new runner)",

@@ -196,8 +196,7 @@ class SessionCollector:
         if self.is_xdist_worker:
             workerinput = getattr(self.config, "workerinput", {})
             self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
-            return
-        try:
+        try:  # workers read the pins too: each test's JUnit verdict is judged where it ran
             self.store = PinStore.load(self.settings.pins_dir)
         except PinFileError as error:
             raise pytest.UsageError(
@@ -205,7 +204,8 @@ class SessionCollector:
                 "Fix the file by hand or restore it from version control "
                 "(it was left as it is)."
             ) from None
-        self.counted_cells = self.store.cells_with_compile_counts()
+        if not self.is_xdist_worker:
+            self.counted_cells = self.store.cells_with_compile_counts()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -340,6 +340,10 @@ class SessionCollector:
             outcome: str | None = report.outcome
         else:
             outcome = "error" if report.failed else None
+        if report.when == "teardown" and self.store is not None and not (
+            self.settings.pin_update
+        ):
+            report.user_properties.extend(self._verdict_properties(item.nodeid))
         if outcome is not None:
             # A failure or error is never overwritten by a later passing phase.
             for record in self.records_of(item.nodeid):
@@ -349,6 +353,22 @@ class SessionCollector:
             if ledger is not None and ledger.outcome in (None, "passed"):
                 ledger.outcome = outcome
         return report
+
+    def _verdict_properties(self, cell: str) -> list[tuple[str, str]]:
+        """The verdicts of a test's rows as JUnit properties, judged where the test ran
+        (against the pins as the session started: the same verdicts the gate concludes)."""
+        from pytest_jaxcompile.gate.judging import judge
+        from pytest_jaxcompile.gate.view import row_view
+        from pytest_jaxcompile.output.junit import verdict_properties
+
+        assert self.store is not None
+        thresholds = self.settings.thresholds
+        return [
+            prop
+            for record in self.records_of(cell)
+            for prop in verdict_properties(row_view(judge(record, self.store, thresholds),
+                                                    thresholds))
+        ]
 
     # ----------------------------------------------------------------------- xdist
 

@@ -19,8 +19,8 @@ from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_fro
 from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import CorpusError
 from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
-from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.view import session_view
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.json_report import verdict_to_dict
 from pytest_jaxcompile.output.terminal import summary_lines
@@ -93,13 +93,8 @@ def run(args: argparse.Namespace) -> int:
             "gate": "fail" if outcome.failed or rising else "pass",
             "thresholds": dataclasses.asdict(outcome.thresholds),
             "verdicts": [
-                {
-                    **verdict_to_dict(verdict, root),
-                    "expected_recompile": verdict.nearest is not None
-                    and verdict.nearest.relation == UPGRADE,
-                    "timestamp": verdict.record.timestamp,
-                }
-                for verdict in outcome.verdicts
+                {**verdict_to_dict(row, root), "timestamp": row.record.timestamp}
+                for row in session_view(outcome).rows
             ] if pinned else [],
         }
         if collector is not None:

@@ -13,18 +13,8 @@ from pathlib import Path
 from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.limits import Thresholds
-from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.gate.status import Status, Verdict
-
-
-def verdict_label(verdict: Verdict) -> str:
-    """The status as shown in tables; an unpinned row after an upgrade says so."""
-    nearest = verdict.nearest
-    if verdict.status is Status.UNPINNED and nearest is not None and nearest.relation == UPGRADE:
-        return f"unpinned (upgrade from {nearest.key.framework} {nearest.key.framework_version})"
-    return verdict.status.value
 
 
 def check_corpus(

@@ -11,7 +11,7 @@ import dataclasses
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pytest_jaxcompile.corpus.trend import (
     Trend,
@@ -19,11 +19,10 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import ComparabilityKey
 
-FAILING = ("MISS", "GREW", "DRIFT")  # the verdicts that fail a session, worst first
 NOT_MEASURED = "not measured"
-UNPINNED = ("unpinned", "expected recompile (jax bump)")
 
 ChartId = tuple[str, str, bool, str, str]  # framework, hardware, mixed_precision, cell, transform
 
@@ -47,6 +46,10 @@ class RowLike(Protocol):
     def label(self) -> str: ...
     @property
     def timestamp(self) -> str: ...
+    @property
+    def status(self) -> Status | None: ...
+    @property
+    def fails(self) -> bool: ...
 
 
 def _seconds(value: float | None) -> str:
@@ -85,10 +88,19 @@ class Coverage:
         return self.pins - self.pins_measured
 
 
-def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
-    by_key: dict[ComparabilityKey, list[RowLike]] = {}
+Row = TypeVar("Row", bound=RowLike)
+
+
+def grouped(rows: Sequence[Row]) -> list[tuple[ComparabilityKey, list[Row]]]:
+    """The dashboard's rows (the view's rows and the pins no row measured) by key, keys
+    sorted, rows in the order given: the dashboard's one grouping."""
+    groups: dict[ComparabilityKey, list[Row]] = {}
     for row in rows:
-        by_key.setdefault(row.key, []).append(row)
+        groups.setdefault(row.key, []).append(row)
+    return sorted(groups.items())
+
+
+def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
     return [
         Coverage(
             key=key,
@@ -97,10 +109,10 @@ def coverage(rows: Sequence[RowLike]) -> list[Coverage]:
             pins_measured=sum(
                 1 for row in group if row.pin_s is not None and row.compile_s is not None
             ),
-            unpinned=sum(1 for row in group if row.label in UNPINNED),
-            failing=sum(1 for row in group if row.label in FAILING),
+            unpinned=sum(1 for row in group if row.status is Status.UNPINNED),
+            failing=sum(1 for row in group if row.fails),
         )
-        for key, group in sorted(by_key.items())
+        for key, group in grouped(rows)
     ]
 
 
@@ -203,8 +215,10 @@ def attention_html(
 ) -> list[str]:
     """The page's first section: failing rows, pins not measured, coverage, rising series."""
     failing = sorted(
-        (row for row in rows if row.label in FAILING),
-        key=lambda row: (FAILING.index(row.label), row.key, row.cell, row.transform),
+        (row for row in rows if row.fails and row.status is not None),
+        key=lambda row: (
+            row.status.severity if row.status else 0, row.key, row.cell, row.transform
+        ),
     )
     missing = [row for row in rows if row.label == NOT_MEASURED]
     rising: list[Trend] = [] if trends is None else trends.rising

@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_jaxcompile._io import InputError, read_text
-from pytest_jaxcompile.corpus.check import verdict_label
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
 from pytest_jaxcompile.corpus.trend import (
     Trend,
@@ -28,16 +27,18 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
-from pytest_jaxcompile.gate.judging import judge_all
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
-from pytest_jaxcompile.gate.status import Verdict, compared_seconds
+from pytest_jaxcompile.gate.status import Status
+from pytest_jaxcompile.gate.view import session_view
 from pytest_jaxcompile.output.attention import (
     FILTER_HTML,
     FILTER_SCRIPT,
     ChartId,
     attention_html,
     chart_link,
+    grouped,
     speedup_html,
 )
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
@@ -69,35 +70,43 @@ class TableRow:
     temp_bytes: int | None = None  # compiled temp bytes (memory_analysis())
     rss_growth_mib: float | None = None  # RSS growth during the compile (or the test)
     rss_scope: str | None = None
+    status: Status | None = None  # None: a pin no row measured
+    fails: bool = False  # the row fails the gate (the view's verdict)
 
 
 def table_rows(
-    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds
+    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds,
+    rootdir: Path | None = None,
 ) -> list[TableRow]:
-    """The latest records judged against the pins, plus pins that no record measured."""
+    """The latest records concluded on against the pins (`gate.conclude`, as a session's
+    rows), in the view's order, plus pins that no record measured."""
+    outcome = conclude(
+        records, (), (), store, GateSettings(thresholds, pin_update=False),
+        rootdir=rootdir or Path.cwd(),
+    )
     rows = []
     seen = set()
-    verdicts: list[Verdict] = judge_all(records, store, thresholds)
-    for verdict in verdicts:
-        record = verdict.record
+    for row in session_view(outcome).rows:
+        record, figures = row.record, row.figures
         seen.add((record.key, record.cell, record.transform))
-        measured, pinned = (
-            (record.compile_s, None) if verdict.pin is None
-            else compared_seconds(record, verdict.pin, verdict.metric)
-        )
+        timed = figures.unit == "s"  # the seconds columns show seconds only
         rows.append(
             TableRow(
                 key=record.key,
                 cell=record.cell,
                 transform=record.transform,
-                compile_s=measured,
-                pin_s=pinned,
-                ratio=verdict.ratio,
-                label=verdict_label(verdict),
+                compile_s=figures.measured if timed else record.compile_s,
+                pin_s=figures.pinned if timed else (
+                    None if row.verdict.pin is None else row.verdict.pin.compile_s
+                ),
+                ratio=figures.ratio,
+                label=row.label,
                 timestamp=record.timestamp,
                 temp_bytes=record.compiled_temp_bytes,
                 rss_growth_mib=record.compile_rss_growth_mib,
                 rss_scope=record.compile_rss_scope,
+                status=row.status,
+                fails=row.fails,
             )
         )
     for group in store.groups():
@@ -143,13 +152,6 @@ def _rss(row: TableRow) -> str:
     return f"+{row.rss_growth_mib:.1f} MiB{scope}"
 
 
-def _grouped(rows: list[TableRow]) -> list[tuple[ComparabilityKey, list[TableRow]]]:
-    groups: dict[ComparabilityKey, list[TableRow]] = {}
-    for row in rows:
-        groups.setdefault(row.key, []).append(row)
-    return sorted(groups.items())
-
-
 def thresholds_sentence(thresholds: Thresholds) -> str:
     text = (
         f"DRIFT: slower than the pin by more than {thresholds.tolerance:.0%} "
@@ -185,7 +187,7 @@ def markdown(
     if not rows:
         lines.append("No compile records and no pins.")
         return "\n".join(lines) + "\n"
-    for key, group in _grouped(rows):
+    for key, group in grouped(rows):
         lines.append(f"**{key.describe()}**")
         lines.append("")
         lines.append(
@@ -543,7 +545,7 @@ def html_page(
     out.append('<h2 id="latest">Latest figures against the pins</h2>')
     if not rows:
         out.append("<p>No compile records and no pins.</p>")
-    for key, group in _grouped(rows):
+    for key, group in grouped(rows):
         out.append(f"<h3>{html.escape(key.describe())}</h3>")
         out.append(
             "<table><tr><th>cell</th><th>transform</th><th>compile_s</th><th>pin</th>"

@@ -18,22 +18,21 @@ from pathlib import Path
 import pytest
 
 from pytest_jaxcompile._io import relative
-from pytest_jaxcompile.gate.grouping import by_key, severity_order
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import pin_line
 from pytest_jaxcompile.gate.stale import StalePin
-from pytest_jaxcompile.gate.status import Status, Tone, Verdict
-from pytest_jaxcompile.output.terminal import (
-    advice,
-    comparison,
-    folded,
+from pytest_jaxcompile.gate.status import Status, Tone
+from pytest_jaxcompile.gate.view import (
+    Block,
+    BlockKind,
+    GroupView,
+    RowView,
+    SessionView,
+    session_view,
     spend_lines,
-    status_sentence,
     unpinned_fold,
-    upgrade_lines,
-    warning_lines,
 )
-from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import CompileRecord
 from pytest_jaxcompile.session import outcome_of, summary_section
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -125,67 +124,69 @@ def record_path_resolver(rootdir: Path, workspace: Path | None) -> PathOf:
 def annotation_commands(
     outcome: Outcome, path_of: PathOf, workspace: Path | None
 ) -> list[str]:
-    """``::error`` for the rows that fail the gate, ``::warning`` for the other regressed
-    and improved rows and for stale pins, each at the test function or the pin."""
-    if outcome.pin_update:
-        lines = []
-    else:
-        lines = [
-            _row_annotation(verdict, outcome, path_of)
-            for verdict in sorted(outcome.verdicts, key=severity_order)
-            if verdict.status.tone in (Tone.BAD, Tone.GOOD)
-        ]
-    lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
-    if outcome.pin_error is not None:
-        lines.append(
-            workflow_command("error", f"pins NOT updated: {outcome.pin_error}",
-                             {"title": "jax compile pins not updated"})
-        )
-    lines += [
-        workflow_command("warning", f"compile rows missing: {lost}",
-                         {"title": "jax compile rows missing"})
-        for lost in outcome.lost
+    """``::error`` for the rows and blocks that fail the gate, ``::warning`` for the other
+    regressed and improved rows, stale pins and the session's other blocks, each at the test
+    function or the pin where it has one."""
+    view = session_view(outcome)
+    lines = [
+        _row_annotation(row, path_of)
+        for row in sorted(view.rows, key=lambda row: (row.status.severity, row.cell,
+                                                      row.transform))
+        if (row.fails or row.tone in (Tone.BAD, Tone.GOOD)) and not outcome.pin_update
     ]
-    if not outcome.pin_update:
-        lines += [
-            workflow_command("warning", "\n".join([change.headline(), *change.recompiles]),
-                             {"title": "jax compile count changed"})
-            for change in outcome.compile_count_changes
-        ]
-        lines += [
-            workflow_command("warning", text.removeprefix("warning: "),
-                             {"title": "jax compile gate"})
-            for text in warning_lines(outcome)
-        ]
-        lines += [
-            workflow_command(
-                "error" if upgrade.fails(outcome.thresholds) else "warning",
-                "\n".join(upgrade_lines(upgrade, outcome.thresholds)),
-                {"title": f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new}"},
-            )
-            for upgrade in outcome.upgrades
-        ]
+    for block in view.blocks:
+        if block.kind is BlockKind.STALE:
+            lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
+        elif block.kind not in (BlockKind.STATUS, BlockKind.PINS_UPDATED):
+            lines.append(_block_annotation(block))
     return lines
 
 
-def _row_annotation(verdict: Verdict, outcome: Outcome, path_of: PathOf) -> str:
-    record = verdict.record
-    failing = verdict.fails(outcome.thresholds)
+_TITLES = {
+    BlockKind.PIN_ERROR: "jax compile pins not updated",
+    BlockKind.LOST: "jax compile rows missing",
+    BlockKind.CLOBBER: "jax compile settings clobbered",
+    BlockKind.WARNING: "jax compile gate",
+    BlockKind.COMPILE_COUNT: "jax compile count changed",
+}
+
+
+def _sentence(block: Block, fails: str = "the session fails") -> str:
+    """A block's text with the words of GitHub's job output for what it does."""
+    if block.fails and block.kind is not BlockKind.PIN_ERROR:
+        return f"{block.text}; {fails}."
+    if block.advisory:
+        return f"{block.text}; reported only (time advisory)."
+    if block.kind in (BlockKind.WARNING, BlockKind.CLOBBER, BlockKind.UPGRADE,
+                      BlockKind.STATUS):
+        return f"{block.text}."
+    return block.text
+
+
+def _block_annotation(block: Block) -> str:
+    lines = [_sentence(block), *block.details]
+    if block.command is not None:
+        lines.append(f"{block.advice} {block.command}")
+    title = _TITLES.get(block.kind) or block.text.split(":", 1)[0]
+    return workflow_command("error" if block.fails else "warning", "\n".join(lines),
+                            {"title": title})
+
+
+def _row_annotation(row: RowView, path_of: PathOf) -> str:
+    record = row.record
+    measured = "compiled in" if row.figures.unit == "s" else "measured"
     message = (
-        f"{record.cell} [{record.transform}] compiled in {comparison(verdict)}, under "
-        f"{record.key.describe()}: "
-        + status_sentence(verdict.status, [verdict], outcome.thresholds).split(": ", 1)[1]
+        f"{row.cell} [{row.transform}] {measured} {row.figures.text()}, under "
+        f"{row.key.describe()}: {row.meaning}" + (f"; {SUMMARY_FAILS}." if row.fails else ".")
     )
-    if verdict.note:
-        message += f"\n{verdict.note}"
-    what = advice(verdict.status, [verdict])
+    message += "".join(f"\n{cause}" for cause in row.causes)
+    what = row.advice()
     if what is not None:
         message += "\n" + " ".join(what)
-    title = f"jax compile {verdict.status.value}: {record.cell.rsplit('::', 1)[-1]} " \
-            f"[{record.transform}]"
+    title = f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} [{row.transform}]"
     line = record.location[1] if record.location is not None else None
     return workflow_command(
-        "error" if failing else "warning",
+        "error" if row.fails else "warning",
         message,
         {"file": path_of(record), "line": line, "title": title},
     )
@@ -228,13 +229,13 @@ def step_summary(outcome: Outcome, title: str = "jax compile times") -> str:
 
 
 def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
-    lines = [f"## {title}: {_headline(outcome)}", "", *_spend(outcome)]
-    counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
-    if counts:
-        lines += [f"Compile rows: {counts}.", ""]
-    lines += _action_lines(outcome)
-    for key, verdicts in _groups(outcome):
-        lines += _group_lines(key, verdicts, outcome, with_ok)
+    view = session_view(outcome)
+    lines = [f"## {title}: {view.headline}", "", *_spend(outcome)]
+    if view.counts():
+        lines += [f"Compile rows: {view.counts_text()}.", ""]
+    lines += _block_lines(view, SUMMARY_FAILS)
+    for group in view.groups:
+        lines += _group_lines(group, outcome, with_ok)
     if outcome.stale:
         lines += [
             f"### Stale pins ({len(outcome.stale)})",
@@ -254,6 +255,10 @@ def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
     return "\n".join(lines).rstrip("\n") + "\n\n"
 
 
+SUMMARY_FAILS = "the session fails"  # the step summary's words for what fails
+COMMENT_FAILS = "this run fails"  # a pull-request comment's
+
+
 def _spend(outcome: Outcome) -> list[str]:
     """What the session spent compiling, as a paragraph: it leads, as in the terminal."""
     return [
@@ -263,79 +268,57 @@ def _spend(outcome: Outcome) -> list[str]:
     ]
 
 
-def _headline(outcome: Outcome) -> str:
-    if outcome.pin_error is not None:
-        return "pins NOT updated"
-    if outcome.pin_update:
-        return "pins updated"
-    if outcome.failed:
-        failing = [v.status for v in outcome.failing()]
-        parts = [f"{failing.count(status)} {status.value}" for status in Status
-                 if status in failing]
-        return "FAIL (" + ", ".join(parts) + ")" if parts else "FAIL"
-    return "pass"
-
-
-def _action_lines(outcome: Outcome) -> list[str]:
+def _block_lines(view: SessionView, fails: str) -> list[str]:
+    """The session's blocks in the view's order: a call-out each, a paragraph and the
+    command per status. Stale pins get a table of their own (at the end)."""
     lines: list[str] = []
-    for lost in outcome.lost:
-        lines += [f"> [!WARNING]\n> Compile rows missing: {_text(lost)}", ""]
-    if outcome.pin_error is not None:
-        lines += [f"> [!CAUTION]\n> Pins NOT updated: {_text(outcome.pin_error)}", ""]
-        return lines
-    if outcome.pin_update:
-        written = [relative(path, outcome.rootdir) for path in outcome.pins_written]
-        lines += (
-            ["Pin files written:", ""] + [f"- {_code(name)}" for name in written] + [""]
-            if written else ["Pins updated: nothing changed.", ""]
-        )
-        return lines
-    for text in warning_lines(outcome):
-        lines += [f"> [!WARNING]\n> {_text(text.removeprefix('warning: '))}", ""]
-    for change in outcome.compile_count_changes:
-        block = [change.headline(), *change.recompiles]
-        lines += ["> [!NOTE]"] + [f"> {_text(text)}  " for text in block] + [""]
-    for upgrade in outcome.upgrades:
-        block = upgrade_lines(upgrade, outcome.thresholds)
-        kind = "CAUTION" if upgrade.fails(outcome.thresholds) else "NOTE"
-        lines += [f"> [!{kind}]"] + [f"> {_text(text)}  " for text in block] + [""]
-        return lines
-    for status, _ in outcome.counts():
-        if status in (Status.OK, Status.NOT_JUDGED):
+    for block in view.blocks:
+        if block.kind is BlockKind.STALE:
             continue
-        rows = outcome.with_status(status)
-        lines += [_text(status_sentence(status, rows, outcome.thresholds)), ""]
-        what = advice(status, rows)
-        if what is not None:
-            sentence, command = what
-            lines += [sentence, "", "```bash", command, "```", ""]
+        if block.kind is BlockKind.PINS_UPDATED:
+            lines += (
+                ["Pin files written:", ""] + [f"- {_code(name)}" for name in block.paths] + [""]
+                if block.paths else ["Pins updated: nothing changed.", ""]
+            )
+            continue
+        text = _sentence(block, fails)
+        if block.kind is BlockKind.STATUS:
+            lines += [_text(text), ""]
+            if block.command is not None:
+                lines += [str(block.advice), "", "```bash", block.command, "```", ""]
+            continue
+        body = [text, *block.details]
+        if block.command is not None:
+            body.append(f"{block.advice} {block.command}")
+        lines += [f"> [!{_callout(block)}]"] + [f"> {_text(line)}  " for line in body] + [""]
     return lines
 
 
-def _groups(outcome: Outcome) -> list[tuple[ComparabilityKey, list[Verdict]]]:
-    """Groups by key; the groups holding the most severe verdicts come first."""
-    groups = by_key(outcome.verdicts)
-    return sorted(groups, key=lambda group: (group[1][0].status.severity, group[0]))
+def _callout(block: Block) -> str:
+    if block.fails:
+        return "CAUTION"
+    if block.kind in (BlockKind.UPGRADE, BlockKind.COMPILE_COUNT):
+        return "NOTE"
+    return "WARNING"
 
 
-def _group_lines(
-    key: ComparabilityKey, verdicts: list[Verdict], outcome: Outcome, with_ok: bool
-) -> list[str]:
-    lines = [f"### {_text(key.describe())}", ""]
-    pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
-    if pin_file is not None:
-        lines += [f"Pin file: {_code(relative(pin_file, outcome.rootdir))}", ""]
-    fold = [v for v in verdicts if folded(v, outcome, verbose=False)]
-    shown = [v for v in verdicts if v.status is not Status.OK and v not in fold]
-    ok = [v for v in verdicts if v.status is Status.OK]
+def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]:
+    lines = [f"### {_text(group.key.describe())}", ""]
+    if group.pin_file is not None:
+        lines += [f"Pin file: {_code(relative(group.pin_file, outcome.rootdir))}", ""]
+    fold = [row for row in group.rows if row.status is Status.UNPINNED and not row.fails]
+    shown = [row for row in group.rows if row.status is not Status.OK and row not in fold]
+    ok = [row for row in group.rows if row.status is Status.OK]
     if shown:
         lines += _table(shown)
     if fold:
+        summary = unpinned_fold(fold)
+        nearest = summary.nearest_text()
         lines += [
-            f"<details><summary>{_text(unpinned_fold(fold)[0].strip())}</summary>",
+            f"<details><summary>{len(fold)} unpinned row(s): "
+            f"{_text(summary.per_file_text())}</summary>",
             "",
-            *[_text(text) for text in unpinned_fold(fold)[1:]],
-            "",
+            *([] if nearest is None else [_text(nearest), ""]),
             *_table(fold),
             "</details>",
             "",
@@ -353,29 +336,28 @@ def _group_lines(
     return lines
 
 
-def _table(verdicts: list[Verdict], limit: int = MAX_LISTED_ROWS) -> list[str]:
+def _table(rows: list[RowView], limit: int = MAX_LISTED_ROWS) -> list[str]:
+    """The rows with the figures their verdicts compared: the metric's own figures, unit,
+    ratio and limit."""
     lines = [
-        "| Verdict | Test | Transform | Compile | Pin | Ratio | Tolerance | Note |",
+        "| Verdict | Test | Transform | Measured | Pin | Ratio | Limit | Note |",
         "|---|---|---|---:|---:|---:|---:|---|",
     ]
-    listed = verdicts[:limit]
-    for verdict in listed:
-        record = verdict.record
-        pin = "" if verdict.pin is None else f"{verdict.pin.compile_s:.3f} s"
-        ratio = "" if verdict.ratio is None else f"{verdict.ratio:.2f}x"
-        tolerance = "" if verdict.tolerance is None else f"{verdict.tolerance:.0%}"
-        status = f"**{verdict.status.value}**" if verdict.status.tone is Tone.BAD else (
-            verdict.status.value
-        )
-        note = verdict.note or ""
-        if verdict.status is Status.NOT_JUDGED:
-            note = f"[{record.cache_state}] {note}".strip()
+    listed = rows[:limit]
+    for row in listed:
+        figures = row.figures
+        pin = "" if figures.pinned is None else figures.value(figures.pinned)
+        status = f"**{row.status.value}**" if row.tone is Tone.BAD else row.status.value
+        note = " ".join(row.causes)
+        if row.status is Status.NOT_JUDGED:
+            note = f"[{row.record.cache_state}] {note}".strip()
         lines.append(
-            f"| {status} | {_code(record.cell)} | {_cell(record.transform)} | "
-            f"{record.compile_s:.3f} s | {pin} | {ratio} | {tolerance} | {_cell(note)} |"
+            f"| {status} | {_code(row.cell)} | {_cell(row.transform)} | "
+            f"{_cell(figures.value(figures.measured))} | {_cell(pin)} | "
+            f"{figures.ratio_text()} | {_cell(figures.limit_text())} | {_cell(note)} |"
         )
-    if len(verdicts) > len(listed):
-        lines += ["", f"... and {len(verdicts) - len(listed)} more row(s) "
+    if len(rows) > len(listed):
+        lines += ["", f"... and {len(rows) - len(listed)} more row(s) "
                       "(see the JSON report)."]
     lines.append("")
     return lines
@@ -400,7 +382,6 @@ def _code(text: str) -> str:
 
 COMMENT_MARKER = "<!-- pytest-jaxcompile -->"  # finds the comment to edit on the next push
 COMMENT_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
-COMMENT_ORDER = (Status.DRIFT, Status.GREW, Status.MISS, Status.IMPROVED)  # what changed
 
 
 def pr_comment(
@@ -408,32 +389,35 @@ def pr_comment(
     title: str = "jax compile times",
 ) -> str:
     """One short Markdown comment for a pull request: the verdict, only the rows that fail
-    or changed (regressions, then misses, then improvements), unpinned rows as a count,
-    what to do, and where the full report is. Under GitHub's size limit at any suite size."""
+    or changed (in the Status order), unpinned rows as a count, what to do, and where the
+    full report is. Under GitHub's size limit at any suite size."""
+    view = session_view(outcome)
     changed = sorted(
-        (v for v in outcome.verdicts if v.status in COMMENT_ORDER),
-        key=lambda v: (COMMENT_ORDER.index(v.status), v.record.cell, v.record.transform),
+        (row for row in view.rows if row.fails or row.tone in (Tone.BAD, Tone.GOOD)),
+        key=lambda row: (row.status.severity, row.cell, row.transform),
     )
     for limit in (len(changed), 200, 50, 10, 0):
-        text = _pr_comment(outcome, changed, limit, report, title)
+        text = _pr_comment(view, changed, limit, report, title)
         if len(text) <= COMMENT_BUDGET:
             return text
     return text[:COMMENT_BUDGET].rsplit("\n", 1)[0] + "\n"
 
 
 def _pr_comment(
-    outcome: Outcome, changed: list[Verdict], limit: int, report: str, title: str
+    view: SessionView, changed: list[RowView], limit: int, report: str, title: str
 ) -> str:
-    lines = [COMMENT_MARKER, f"### {title}: {_headline(outcome)}", "", *_spend(outcome)]
-    counts = ", ".join(f"{n} {status.value}" for status, n in outcome.counts())
-    if counts:
-        lines += [f"Compile rows: {counts}.", ""]
+    lines = [COMMENT_MARKER, f"### {title}: {view.headline}", "", *_spend(view.outcome)]
+    if view.counts():
+        lines += [f"Compile rows: {view.counts_text()}.", ""]
     if changed:
         lines += _table(changed, limit)
-    unpinned = outcome.with_status(Status.UNPINNED)
+    unpinned = [row for row in view.rows if row.status is Status.UNPINNED and not row.fails]
     if unpinned:
-        lines += [_text(" ".join(text.strip() for text in unpinned_fold(unpinned))), ""]
-    lines += _action_lines(outcome)
+        fold = unpinned_fold(unpinned)
+        nearest = fold.nearest_text()
+        lines += [_text(f"{len(unpinned)} unpinned row(s): {fold.per_file_text()}"
+                        + ("" if nearest is None else f"; {nearest}")), ""]
+    lines += _block_lines(view, COMMENT_FAILS)
     lines += [f"The full report: {report}.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -24,10 +24,9 @@ from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import op_changes
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS
-from pytest_jaxcompile.gate.status import Verdict
+from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS, Pin
+from pytest_jaxcompile.gate.view import BlockKind, RowView, session_view
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
-from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (
     RECORD_KIND,
     REPORT_KIND,
@@ -42,25 +41,34 @@ from pytest_jaxcompile.session import fail_session, outcome_of, summary_section
 
 Records = tuple[list[CompileRecord], list[CallLedger]]  # a session's rows, in report order
 
-REPORT_SCHEMA_VERSION = 1
+# 2: each verdict has `fails` and the figures it compared (`measured`, `pinned`, `unit`,
+# `metric` names the metric compared, `limit`); verdicts are in the view's order. Reports of
+# version 1 are read alike (merge reads their records, not their verdicts).
+REPORT_SCHEMA_VERSION = 2
 
 # --------------------------------------------------------------------------- writing
 
 
-def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
-    record, nearest = verdict.record, verdict.nearest
+def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
+    """One row of the view: its verdict, whether it fails, and the figures it compared."""
+    verdict, record, nearest, figures = row.verdict, row.record, row.verdict.nearest, row.figures
     return {
         "cell": record.cell,
         "transform": record.transform,
         "key": record.key.to_dict(),
         "status": verdict.status.value,
-        "metric": verdict.metric,
+        "fails": row.fails,
+        "metric": figures.metric.name,
+        "unit": figures.unit,
+        "measured": figures.measured,
+        "pinned": figures.pinned,
+        "ratio": figures.ratio,
+        "limit": figures.limit,
         "compile_s": record.compile_s,
         "compile_cpu_s": record.compile_cpu_s,
         "pin_compile_s": None if verdict.pin is None else verdict.pin.compile_s,
         "pin_compile_cpu_s": None if verdict.pin is None else verdict.pin.compile_cpu_s,
-        **_pinned_memory(verdict),
-        "ratio": verdict.ratio,
+        **_pinned_memory(verdict.pin),
         "tolerance": verdict.tolerance,
         "pin_file": None if verdict.pin_file is None else relative(verdict.pin_file, rootdir),
         "note": verdict.note,
@@ -76,12 +84,11 @@ def verdict_to_dict(verdict: Verdict, rootdir: Path) -> dict[str, Any]:
     }
 
 
-def _pinned_memory(verdict: Verdict) -> dict[str, Any]:
+def _pinned_memory(pin: Pin | None) -> dict[str, Any]:
     """``pin_compiled_temp_bytes``, ``pin_flops``, ``pin_compile_rss_growth_mib``: what the
     memory gates compared the record's own figures with (null: not pinned)."""
     return {
-        f"pin_{name}": None if verdict.pin is None else getattr(verdict.pin, name)
-        for name in MEMORY_PIN_FIELDS
+        f"pin_{name}": None if pin is None else getattr(pin, name) for name in MEMORY_PIN_FIELDS
     }
 
 
@@ -92,6 +99,7 @@ def build_report(
     plugin_version: str,
 ) -> dict[str, Any]:
     """The JSON report; its schema is documented in docs/report-schema.md."""
+    view = session_view(outcome)
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -117,7 +125,7 @@ def build_report(
              "recompiles": list(c.recompiles)}
             for c in outcome.compile_count_changes
         ],
-        "verdicts": [verdict_to_dict(v, outcome.rootdir) for v in outcome.verdicts],
+        "verdicts": [verdict_to_dict(row, outcome.rootdir) for row in view.rows],
         "upgrades": [
             {
                 "framework": upgrade.framework,
@@ -130,7 +138,9 @@ def build_report(
             }
             for upgrade in outcome.upgrades
         ],
-        "warnings": warning_lines(outcome) if not outcome.pin_update else [],
+        "warnings": [
+            f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)
+        ],
         "stale": [
             {
                 "cell": stale.cell,

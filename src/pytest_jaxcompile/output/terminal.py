@@ -1,29 +1,32 @@
 """The verdict, as lines of text: the terminal summary, and `merge` and `check` too.
 
-Every line is rendered from an `Outcome`; nothing here decides a verdict. `verdict_lines`
-(rows grouped by key, most severe first) and `closing_lines` (what each status means and
-what to do) are the one rendering of the verdict; `summary_lines` adds the session's extras.
+Every line formats the gate's view (`gate.view`); nothing here decides a verdict or says what
+a status means. `verdict_lines` (rows grouped by key, most severe first) and `closing_lines`
+(the session's blocks) are the terminal's wording; `summary_lines` adds the session's extras
+(compile spend, durations, eager dispatch, trace profiles).
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
 
 import pytest
 
 from pytest_jaxcompile._io import relative
-from pytest_jaxcompile.gate.grouping import by_key
-from pytest_jaxcompile.gate.judging import MEMORY_PHASES, RSS_PHASE
-from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.status import Status, Tone, Verdict, compared_seconds, row_fails
-from pytest_jaxcompile.gate.upgrades import UpgradeReport
+from pytest_jaxcompile.gate.status import Status, Tone
+from pytest_jaxcompile.gate.view import (
+    Block,
+    BlockKind,
+    RowView,
+    SessionView,
+    compile_seconds_per_test,
+    session_view,
+    spend_lines,
+    unpinned_fold,
+)
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
 from pytest_jaxcompile.session import outcome_of, summary_section
-
-MAX_CELLS_IN_COMMAND = 3
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]
@@ -34,136 +37,79 @@ MARKUP: dict[Tone, Markup] = {
     Tone.WARN: {"yellow": True},
     Tone.PLAIN: {},
 }
+FAILS = "the session fails"  # the terminal's words for a block or status that fails
 
 
 def markup(status: Status) -> Markup:
     return MARKUP[status.tone]
 
 
-def repin_command(cells: Iterable[str]) -> str:
-    unique = sorted(set(cells))
-    if len(unique) > MAX_CELLS_IN_COMMAND:
-        unique = sorted({cell.split("::", 1)[0] for cell in unique})
-    quoted = " ".join(f"'{cell}'" if "[" in cell or " " in cell else cell for cell in unique)
-    return f"pytest --compile-pin-update {quoted}".rstrip()
-
-
 def seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} s"
 
 
-def comparison(verdict: Verdict) -> str:
-    """``0.512 s, pin 0.201 s (2.55x, tolerance 75%)``: the figures the verdict compared."""
-    record = verdict.record
-    if verdict.pin is None:
-        return seconds(record.compile_s)
-    measured, pinned = compared_seconds(record, verdict.pin, verdict.metric)
-    on_cpu = verdict.metric == METRIC_CPU and None not in (
-        record.compile_cpu_s, verdict.pin.compile_cpu_s
-    )
-    cpu = " cpu" if on_cpu else ""
-    text = f"{seconds(measured)}{cpu}, pin {seconds(pinned)}{cpu}"
-    if verdict.ratio is not None:
-        figure = f"{verdict.phase} " if verdict.phase in MEMORY_PHASES else ""
-        text += f" ({figure}{verdict.ratio:.2f}x"
-        if verdict.tolerance is not None:
-            text += f", tolerance {verdict.tolerance:.0%}"
-        text += ")"
-    return text
-
-
-def row_text(verdict: Verdict) -> str:
+def row_text(row: RowView) -> str:
     """One verdict's line: status, test, transform and the figures compared."""
-    record = verdict.record
-    text = f"{verdict.status.value:<10} {record.cell} [{record.transform}] {comparison(verdict)}"
+    record = row.record
+    text = f"{row.status.value:<10} {row.cell} [{row.transform}] {row.figures.text()}"
     if record.compile_spread_s is not None and record.compile_samples_s:
         repeats = len(record.compile_samples_s)
         text += f" [{repeats} repeats, spread {record.compile_spread_s:.3f} s]"
-    if verdict.status is Status.NOT_JUDGED:
+    if row.status is Status.NOT_JUDGED:
         text += f" [{record.cache_state}]"
     return text
 
 
-def verdict_lines(outcome: Outcome, verbose: bool) -> list[Line]:
+def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
     """Rows grouped by comparability key, most severe first; never ranked across keys."""
     lines: list[Line] = []
-    for key, verdicts in by_key(outcome.verdicts):
-        pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
-        header = key.describe()
-        if pin_file is not None:  # where its pins live, or will once pinned
-            where = relative(pin_file, outcome.rootdir)
-            header += f"  ({where})" if pin_file.exists() else f"  (no pin file yet: {where})"
+    for group in view.groups:
+        header = group.key.describe()
+        if group.pin_file is not None:  # where its pins live, or will once pinned
+            where = relative(group.pin_file, view.outcome.rootdir)
+            header += (
+                f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
+            )
         lines.append((header, {"bold": True}))
         hidden = 0
-        fold: list[Verdict] = []
-        for verdict in verdicts:
-            if verdict.status is Status.OK and not verbose:
+        fold: list[RowView] = []
+        for row in group.rows:
+            if row.status is Status.OK and not verbose:
                 hidden += 1
                 continue
-            if folded(verdict, outcome, verbose):
-                fold.append(verdict)
+            if row.status is Status.UNPINNED and not verbose and not row.fails:
+                fold.append(row)
                 continue
-            lines.append(("  " + row_text(verdict), markup(verdict.status)))
-            if verdict.note:
-                lines.append(("      " + verdict.note, {}))
+            lines.append(("  " + row_text(row), markup(row.status)))
+            lines.extend(("      " + cause, {}) for cause in row.causes)
         if fold:
-            lines.extend((text, markup(Status.UNPINNED)) for text in unpinned_fold(fold))
+            lines.extend((text, markup(Status.UNPINNED)) for text in fold_lines(fold))
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
     return lines
 
 
-FOLD_WORST = 5  # unpinned rows named in a fold: those furthest from their nearest pin
-
-
-def folded(verdict: Verdict, outcome: Outcome, verbose: bool) -> bool:
-    """Unpinned rows are folded at default verbosity, unless they fail the gate."""
-    return (
-        verdict.status is Status.UNPINNED and not verbose
-        and not verdict.fails(outcome.thresholds)
-    )
-
-
-def unpinned_fold(verdicts: list[Verdict]) -> list[str]:
+def fold_lines(rows: list[RowView]) -> list[str]:
     """Unpinned rows as a count per file and their comparison with their nearest pins."""
-    files = Counter(verdict.record.cell.split("::", 1)[0] for verdict in verdicts)
-    per_file = ", ".join(f"{name} {count}" for name, count in sorted(files.items()))
-    lines = [f"  unpinned   {len(verdicts)} row(s) (-v lists them): {per_file}"]
-    ratios = {
-        id(v): v.nearest.ratio for v in verdicts if v.nearest and v.nearest.ratio is not None
-    }
-    if ratios:
-        worst = sorted((v for v in verdicts if id(v) in ratios), key=lambda v: -ratios[id(v)])
-        lines.append(
-            f"      {len(ratios)} compared with their nearest pin under another key: median "
-            f"{statistics.median(ratios.values()):.2f}x; furthest: " + ", ".join(
-                f"{v.record.cell} [{v.record.transform}] {ratios[id(v)]:.2f}x"
-                for v in worst[:FOLD_WORST]
-            )
-        )
+    fold = unpinned_fold(rows)
+    lines = [f"  unpinned   {len(rows)} row(s) (-v lists them): {fold.per_file_text()}"]
+    nearest = fold.nearest_text()
+    if nearest is not None:
+        lines.append(f"      {nearest}")
     return lines
 
 
 def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[Line]:
-    """The terminal summary of a session (and of `merge`): what the session spent on
-    compiling first, then the verdicts, then the details; `durations` expensive compiles
-    and tests are listed (0: all)."""
+    """The terminal summary of a session (and of `merge` and `check`): what the session
+    spent on compiling first, then the verdicts, then the details, then the session's
+    blocks; `durations` expensive compiles and tests are listed (0: all)."""
+    view = session_view(outcome)
     lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
-    lines.extend(verdict_lines(outcome, verbose))
+    lines.extend(verdict_lines(view, verbose))
     lines.extend(_trace_profile_lines(outcome))
     lines.extend((text, {}) for text in duration_lines(outcome, durations))
     lines.extend(_eager_lines(outcome))
-    lines.extend(_stale_lines(outcome, verbose))
-    lines.extend(_compile_count_lines(outcome))
-    for clobber in outcome.clobbers:
-        if clobber.fails:
-            lines.append((f"settings clobbered (a required setting; the session fails): "
-                          f"{clobber.describe()}", MARKUP[Tone.BAD]))
-        else:
-            lines.append((f"warning: settings clobbered: {clobber.describe()}",
-                          MARKUP[Tone.WARN]))
-    lines.extend(_lost_lines(outcome))
-    lines.extend(closing_lines(outcome))
+    lines.extend(closing_lines(view, verbose))
     return lines
 
 
@@ -211,38 +157,6 @@ def ledger_line(ledger: CallLedger) -> str:
         f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
         f"{ledger.persistent_cache_hits} from the persistent cache{eager}"
     )
-
-
-def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
-    """Compile seconds per test: its ledger's (census'd tests), else its measured rows'
-    trace, lowering and compile seconds."""
-    per_test = {ledger.cell: ledger.compile_s for ledger in outcome.ledgers}
-    with_ledger = set(per_test)  # a ledger holds every compile of its test, fixture's too
-    for verdict in outcome.verdicts:
-        record = verdict.record
-        if record.cell not in with_ledger:
-            per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
-                record.trace_s or 0.0) + (record.lower_s or 0.0)
-    return per_test
-
-
-def spend_lines(outcome: Outcome) -> list[str]:
-    """What the session spent compiling, its share of the session, and the cache states."""
-    if not outcome.verdicts or outcome.pin_update:
-        return []
-    spent = sum(compile_seconds_per_test(outcome).values())
-    text = f"compile time: {spent:.1f} s"
-    if outcome.session_s:
-        text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
-    states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
-    text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
-        f"{count} {state}" for state, count in sorted(states.items(), key=lambda i: -i[1])
-    )
-    if outcome.cache_saved_s and outcome.cache_saved_s > 0:
-        text += (
-            f"; the persistent cache saved at least {outcome.cache_saved_s:.1f} s (JAX's figure)"
-        )
-    return [text]
 
 
 def duration_lines(outcome: Outcome, count: int) -> list[str]:
@@ -301,206 +215,60 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
     return lines
 
 
-def _compile_count_lines(outcome: Outcome) -> list[Line]:
-    lines: list[Line] = []
-    for change in outcome.compile_count_changes:
-        lines.append((change.headline(), MARKUP[Tone.WARN]))
-        lines.extend((f"    {why}", {}) for why in change.recompiles)
-    return lines
-
-
-def _lost_lines(outcome: Outcome) -> list[Line]:
-    return [
-        (f"compile rows missing: {lost}", MARKUP[Tone.BAD]) for lost in outcome.lost
-    ]
-
-
 STALE_BRIEF = 5  # stale pins listed at default verbosity
 
 
-def _stale_lines(outcome: Outcome, verbose: bool) -> list[Line]:
-    if not outcome.stale:
-        return []
-    files = Counter(relative(stale.pin_file, outcome.rootdir) for stale in outcome.stale)
-    lines: list[Line] = [
-        (f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
-         "measured nothing (delete them from the pin file if the transform is gone): "
-         + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
-         MARKUP[Tone.WARN]),
-    ]
-    shown = outcome.stale if verbose else outcome.stale[:STALE_BRIEF]
-    lines.extend(
-        (f"  {stale.cell} [{stale.transform}] in {relative(stale.pin_file, outcome.rootdir)}", {})
-        for stale in shown
-    )
-    if len(shown) < len(outcome.stale):
-        lines.append((f"  ... {len(outcome.stale) - len(shown)} more (-v lists them)", {}))
-    return lines
+def sentence(block: Block) -> str:
+    """A block's text with the terminal's words for what it does to the session."""
+    if block.fails and block.kind is not BlockKind.PIN_ERROR:
+        return f"{block.text}; {FAILS}."
+    if block.advisory:
+        return f"{block.text}; reported only (time advisory)."
+    if block.kind is BlockKind.WARNING:
+        return f"warning: {block.text}."
+    if block.kind is BlockKind.CLOBBER:
+        return f"warning: {block.text}"
+    if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS):
+        return f"{block.text}."
+    return block.text
 
 
-# What each status means, for the closing lines and the GitHub step summary.
-_MEANING: dict[Status, str] = {
-    Status.MISS: "compiled cold although their module is unchanged since its warm pin "
-    "(expect warm): the cache was not restored, was evicted or stopped applying",
-    Status.GREW: "compiled a module that grew beyond its limit (op count, compiled temp "
-    "bytes or flops)",
-    Status.DRIFT: "compiled slower than their pin by more than the tolerance and by more "
-    "than {floor:g} s",
-    Status.IMPROVED: "compiled faster than their pin",
-    Status.UNPINNED: "have no pin under their key",
-    Status.NOISY: "were measured above {max_load:g} load per core and stayed within "
-    "tolerance on CPU seconds; their wall seconds are not judged (strict judges them)",
-    Status.NOT_JUDGED: "are not judged (in-memory cache hits, or a cache state the evidence "
-    "did not decide)",
-    Status.OK: "are within tolerance",
-}
-_ADVICE: dict[Status, str] = {
-    Status.GREW: "If the growth is intended, re-pin and commit the pin files:",
-    Status.DRIFT: "If the slowdown is intended, re-pin and commit the pin files:",
-    Status.IMPROVED: "Re-pin to lock the improvement in:",
-    Status.UNPINNED: "Pin them with:",
-}
-
-
-# A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
-_RSS_DRIFT = "grew the process's memory during the compile by more than the tolerance and " \
-    "{rss_floor:g} MiB"
-
-
-def status_sentence(status: Status, verdicts: Sequence[Verdict], thresholds: Thresholds) -> str:
-    """``DRIFT: 2 row(s) compiled slower ...; the session fails.``
-
-    A DRIFT sentence names the kinds of drift its rows have: time, memory, or both."""
-    meanings = [_MEANING[status]]
-    if status is Status.DRIFT and any(verdict.phase == RSS_PHASE for verdict in verdicts):
-        on_time = any(verdict.phase != RSS_PHASE for verdict in verdicts)
-        meanings = [_MEANING[status], _RSS_DRIFT] if on_time else [_RSS_DRIFT]
-    meaning = ", or ".join(meanings).format(
-        floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
-        rss_floor=thresholds.rss_floor_mib,
-    )
-    text = f"{status.value}: {len(verdicts)} row(s) {meaning}"
-    if row_fails(status, thresholds):
-        return text + "; the session fails."
-    if status in (Status.DRIFT, Status.IMPROVED) and thresholds.time_advisory:
-        return text + "; reported only (time advisory)."
-    return text + "."
-
-
-def advice(status: Status, verdicts: Iterable[Verdict]) -> tuple[str, str] | None:
-    """What to do about rows of this status: (the sentence, the command), or None."""
-    sentence = _ADVICE.get(status)
-    if sentence is None:
-        return None
-    return sentence, repin_command(verdict.record.cell for verdict in verdicts)
-
-
-def closing_lines(outcome: Outcome) -> list[Line]:
-    """The counts, then a sentence (and what to do) per status that needs one."""
-    if outcome.pin_error is not None:
-        return [(f"pins NOT updated: {outcome.pin_error}", MARKUP[Tone.BAD])]
-    if outcome.pin_update:
-        written = ", ".join(relative(path, outcome.rootdir) for path in outcome.pins_written)
-        return [
-            (f"pins updated: {written}" if written else "pins updated: nothing changed",
-             MARKUP[Tone.GOOD])
-        ]
-    lines: list[Line] = []
-    for upgrade in outcome.upgrades:
-        tone = Tone.BAD if upgrade.fails(outcome.thresholds) else Tone.WARN
-        lines.extend((text, MARKUP[tone]) for text in upgrade_lines(upgrade, outcome.thresholds))
-    for text in warning_lines(outcome):
-        lines.append((text, MARKUP[Tone.WARN]))
-    counts = [(Status.OK, outcome.count(Status.OK))] + [
-        (status, n) for status, n in outcome.counts() if status is not Status.OK
-    ]
-    listed = ", ".join(f"{n} {status.value}" for status, n in counts if n)
-    if listed:
-        lines.append((f"compile rows: {listed}", {"bold": True}))
-    for status, _ in outcome.counts():
-        if status in (Status.OK, Status.NOT_JUDGED):
-            continue
-        rows = outcome.with_status(status)
-        lines.append((status_sentence(status, rows, outcome.thresholds), markup(status)))
-        what = advice(status, rows)
-        if what is not None:
-            lines.append((" ".join(what), markup(status)))
-    return lines
-
-
-def upgrade_lines(upgrade: UpgradeReport, thresholds: Thresholds) -> list[str]:
-    """The upgrade block: old and new version, rows compared, median ratio, worst rows."""
-    median = upgrade.median_ratio
-    text = (
-        f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
-        f"{len(upgrade.verdicts)} row(s) compared with their {upgrade.old} pins"
-    )
-    if median is not None:
-        text += f", median {median:.2f}x"
-    limit = thresholds.max_upgrade_slowdown
-    if upgrade.fails(thresholds):
-        assert limit is not None
-        text += f"; slower than the allowed +{limit:.0%}: the session fails"
-    elif limit is not None:
-        text += f"; within the allowed +{limit:.0%}"
+def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
+    marks = MARKUP[block.tone]
+    lines: list[Line] = [(sentence(block), marks)]
+    if block.kind is BlockKind.STALE:
+        shown = block.details if verbose else block.details[:STALE_BRIEF]
+        lines += [(f"  {detail} in {path}", {})
+                  for detail, path in zip(shown, block.paths, strict=False)]
+        if len(shown) < len(block.details):
+            lines.append((f"  ... {len(block.details) - len(shown)} more (-v lists them)", {}))
+    elif block.kind is BlockKind.COMPILE_COUNT:
+        lines += [(f"    {detail}", {}) for detail in block.details]
     else:
-        text += " (report only; --compile-max-upgrade-slowdown makes it a gate)"
-    lines = [text + "."]
-    worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
-    if worst:
-        lines.append("  slowest: " + ", ".join(
-            f"{v.record.cell} [{v.record.transform}] {v.nearest.ratio:.2f}x"
-            for v in worst if v.nearest is not None and v.nearest.ratio
-        ))
-    lines.append(
-        f"  Pin {upgrade.new} when it is the baseline: "
-        + repin_command(v.record.cell for v in upgrade.verdicts)
-    )
+        lines += [(f"  {detail}", marks) for detail in block.details]
+    if block.command is not None:
+        indent = "  " if block.kind is BlockKind.UPGRADE else ""
+        lines.append((f"{indent}{block.advice} {block.command}", marks))
     return lines
 
 
-def warning_lines(outcome: Outcome) -> list[str]:
-    """What makes the gate close to silent, said loudly: a lost cache, missing pins."""
-    lines = []
-    lost = outcome.cache_lost()
-    if lost:
-        lines.append(
-            f"warning: {len(lost)} row(s) compiled cold although their module is unchanged "
-            "since its warm pin: the persistent cache was not restored, was evicted or stopped "
-            "applying (--compile-expect-warm makes this a MISS that fails)."
-        )
-    coverage = coverage_warning(outcome)
-    if coverage is not None:
-        lines.append(coverage)
+def closing_lines(view: SessionView, verbose: bool = False) -> list[Line]:
+    """The session's blocks in the view's order; the counts before the status sentences."""
+    lines: list[Line] = []
+    counted = False
+    for block in view.blocks:
+        if block.kind is BlockKind.STATUS and not counted:
+            lines.extend(_counts_line(view))
+            counted = True
+        lines.extend(block_lines(block, view, verbose))
+    if not counted and not view.outcome.pin_update:
+        lines.extend(_counts_line(view))
     return lines
 
 
-def coverage_warning(outcome: Outcome) -> str | None:
-    """The mostly-unpinned warning, naming its causes as counted (`Outcome.coverage`)."""
-    if not outcome.mostly_unpinned():
-        return None
-    counted = outcome.coverage
-    causes = []
-    if counted.new_runner:
-        causes.append(f"{counted.new_runner} pinned only under other hardware (new runner)")
-    if counted.upgrade:
-        causes.append(
-            f"{counted.upgrade} pinned only under another jax version (upgrade)"
-        )
-    if counted.new_tests:
-        causes.append(f"{counted.new_tests} not pinned under any key (new tests)")
-    if counted.other:
-        causes.append(f"{counted.other} pinned only under another precision or cache state")
-    unpinned = outcome.with_status(Status.UNPINNED)
-    compared = sum(1 for v in unpinned if v.nearest is not None)
-    return (
-        f"warning: {len(unpinned)} of {counted.judged} row(s) have no pin under their key: "
-        + "; ".join(causes)
-        + ". The gate judges almost nothing"
-        + (f" ({compared} compared with their nearest pin)" if compared else "")
-        + ". Pin this runner class and jax version (on CI: the re-pin workflow, "
-        "docs/github-actions.md), or set compile_require_pinned to fail such sessions."
-    )
+def _counts_line(view: SessionView) -> list[Line]:
+    listed = view.counts_text()
+    return [(f"compile rows: {listed}", {"bold": True})] if listed else []
 
 
 class TerminalSummary:
