@@ -115,7 +115,9 @@ class CompileRecord:
     jaxlib_version: str  # JAX rows; empty on torch rows
     mixed_precision: bool
     cache_state: str
-    compile_s: float  # wall seconds; with repeats, the fastest
+    # wall seconds; with repeats, the fastest. None: the backend reported no compile time
+    # (`missing_metrics` names what it left out); such a row is never judged nor pinned
+    compile_s: float | None
     cache: CacheDetails = field(default_factory=CacheDetails)
     compile_cpu_s: float | None = None  # process CPU seconds of the compile (fastest repeat)
     compile_samples_s: list[float] | None = None  # every repeat's wall seconds
@@ -156,6 +158,8 @@ class CompileRecord:
     phases: dict[str, float] | None = None
     overlays: dict[str, float] | None = None  # inside the phases; never summed into them
     ledger: dict[str, Any] | None = None  # torch rows: the first call's partition
+    # torch rows: the metrics torch did not report; their figures are None, never 0.0
+    missing_metrics: list[str] | None = None
     # Compiled memory and cost, as the backend's compiled.memory_analysis() and
     # cost_analysis() report them (docs/memory.md); None where it reports nothing.
     compiled_temp_bytes: int | None = None  # scratch memory the executable needs
@@ -188,6 +192,15 @@ class CompileRecord:
             cache_state=self.cache_state,
             framework=self.framework,
         )
+
+    @property
+    def unmeasured(self) -> str | None:
+        """Why the row has no compile figure (None: it has one); such a row is never
+        judged nor pinned."""
+        if self.compile_s is not None:
+            return None
+        missing = ", ".join(self.missing_metrics or []) or "compile_s"
+        return f"no compile time: {self.framework} reported no {missing}"
 
     @property
     def state(self) -> CacheState:
@@ -260,7 +273,11 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
             f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}"
         )
     compile_s = data.get("compile_s")
-    if not (_is_number(compile_s) and compile_s >= 0):
+    if compile_s is None and not data.get("missing_metrics"):
+        raise RecordDataError(
+            "'compile_s' is null but the record names no missing metric ('missing_metrics')"
+        )
+    if compile_s is not None and not (_is_number(compile_s) and compile_s >= 0):
         raise RecordDataError(f"'compile_s' must be a non-negative number, got {compile_s!r}")
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
@@ -288,6 +305,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("flops", "number"), ("bytes_accessed", "number"), ("compile_rss_peak_mib", "number"),
     ("compile_rss_growth_mib", "number"), ("compile_rss_scope", "text"),
     ("max_memory_growth", "number"), ("max_flops_growth", "number"),
+    ("missing_metrics", "names"),
 )
 
 
@@ -329,6 +347,9 @@ def check_record_data(data: dict[str, Any]) -> None:
                 _is_number(item) and item >= 0 for item in value
             )
             expected = "a list of non-negative numbers"
+        elif kind == "names":
+            ok = isinstance(value, list) and all(isinstance(i, str) and i for i in value)
+            expected = "a list of names"
         elif kind == "count":
             ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
             expected = "a non-negative integer"
@@ -360,7 +381,7 @@ class CallLedger:
     compile_s: float
     trace_s: float | None
     lower_s: float | None
-    backend_compile_s: float
+    backend_compile_s: float | None  # None: a compile's was not reported (torch)
     execute_and_python_s: float | None
     compile_fraction: float | None  # omitted (None) when the wall could not be measured
     compiles: int  # backend compiles (XLA compiles and persistent-cache hits)
@@ -394,7 +415,7 @@ class CallLedger:
         *,
         trace_s: float | None,
         lower_s: float | None,
-        backend_compile_s: float,
+        backend_compile_s: float | None,
         compiles: int,
         persistent_cache_hits: int,
         modules: dict[str, int],

@@ -179,6 +179,8 @@ class StalePin:
 
 def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     """One row against the pin under exactly its key, and nothing else."""
+    if record.unmeasured is not None:
+        return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
     warmth_note = None
@@ -584,7 +586,10 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
             other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))
             pin = store.get(other, record.cell, record.transform)
             assert pin is not None
-            ratio = record.compile_s / pin.compile_s if pin.compile_s > 0 else None
+            ratio = (
+                record.compile_s / pin.compile_s
+                if pin.compile_s > 0 and record.compile_s is not None else None
+            )
             return NearestPin(other, pin, relation, ratio)
     return None
 

@@ -32,6 +32,7 @@ from pytest_jaxcompile.output.terminal import (
     advice,
     comparison,
     folded,
+    seconds,
     spend_lines,
     status_sentence,
     unpinned_fold,
@@ -377,7 +378,7 @@ def _table(verdicts: list[Verdict], limit: int = MAX_LISTED_ROWS) -> list[str]:
             note = f"[{record.cache_state}] {note}".strip()
         lines.append(
             f"| {status} | {_code(record.cell)} | {_cell(record.transform)} | "
-            f"{record.compile_s:.3f} s | {pin} | {ratio} | {tolerance} | {_cell(note)} |"
+            f"{seconds(record.compile_s)} | {pin} | {ratio} | {tolerance} | {_cell(note)} |"
         )
     if len(verdicts) > len(listed):
         lines += ["", f"... and {len(verdicts) - len(listed)} more row(s) "

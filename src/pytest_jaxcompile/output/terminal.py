@@ -228,7 +228,7 @@ def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
     with_ledger = set(per_test)  # a ledger holds every compile of its test, fixture's too
     for verdict in outcome.verdicts:
         record = verdict.record
-        if record.cell not in with_ledger:
+        if record.cell not in with_ledger and record.compile_s is not None:
             per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
                 record.trace_s or 0.0) + (record.lower_s or 0.0)
     return per_test
@@ -258,11 +258,14 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     if not outcome.verdicts:
         return []
     limit = None if count == 0 else count
-    rows = sorted(outcome.verdicts, key=lambda v: (-v.record.compile_s, v.record.cell))
+    timed = [(v.record.compile_s, v.record) for v in outcome.verdicts]
+    rows = sorted(
+        ((s, record) for s, record in timed if s is not None), key=lambda r: (-r[0], r[1].cell)
+    )  # a row without a compile time is not among the slowest: its verdict says why
     lines = [f"slowest {len(rows[:limit])} compile(s):"]
     lines += [
-        f"  {v.record.compile_s:8.3f} s  {v.record.cell} [{v.record.transform}] "
-        f"({v.record.cache_state})" for v in rows[:limit]
+        f"  {s:8.3f} s  {record.cell} [{record.transform}] ({record.cache_state})"
+        for s, record in rows[:limit]
     ]
     per_test = compile_seconds_per_test(outcome)
     ledgers = {ledger.cell: ledger for ledger in outcome.ledgers}
