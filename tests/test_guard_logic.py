@@ -21,7 +21,7 @@ from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.records import CacheDetails
+from pytest_jaxcompile.records import CacheDetails, CompileRecord
 
 AUTOTUNE = "--xla_gpu_autotune_level=0"
 
@@ -151,3 +151,24 @@ def test_expect_warm_fails_an_unchanged_module_and_passes_a_changed_one(tmp_path
     assert changed.status is Status.OK
     assert changed.note is not None and "expected recompile" in changed.note
     assert judge(make_record(compile_s=1.0), store, Thresholds()).status is Status.OK
+
+
+def test_cache_settings_unknown_at_start_are_compared_with_the_first_compile() -> None:
+    """JAX not imported by session start: the first compile's cache settings are the
+    baseline; the first test compiling under other ones is named."""
+    def cached(cell: str, directory: str | None) -> CompileRecord:
+        settings = {"xla_flags": {}, "cache": {"jax_compilation_cache_dir": directory}}
+        return make_record(cell=cell, settings=settings)
+
+    records = [cached("t.py::test_a", "/c"), cached("t.py::test_b", "/c"),
+               cached("t.py::test_c", None), cached("t.py::test_d", "/d")]
+    (clobber,) = find_clobbers({"xla_flags": {}}, records)
+    assert (clobber.setting, clobber.at_start, clobber.at_compile, clobber.first_cell) == (
+        "jax_compilation_cache_dir", "/c", None, "t.py::test_c"
+    )
+    assert clobber.describe().startswith(
+        "jax_compilation_cache_dir changed during the session: '/c' at the session's first "
+        "compile (t.py::test_a), None from t.py::test_c on"
+    )
+    assert clobber_affects_requirements(clobber, Requirements(cache=True))
+    assert find_clobbers({"xla_flags": {}}, records[:2]) == []

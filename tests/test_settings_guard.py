@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import JaxProject
 from jax_behaviour import jax_persists_host_callbacks, needs_backend_hooks
 
 from pytest_jaxcompile.backends.jax.measure import is_cache_entry
 
+SETTINGS_GUARD_DOC = Path(__file__).resolve().parent.parent / "docs" / "settings-guard.md"
 START_FLAGS = "--xla_force_host_platform_device_count=1"
 
 MEASURE = """
@@ -291,3 +294,78 @@ def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
     result = project.run("--compile-expect-warm", "--compile-time-advisory", "-v")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*expected recompile: the module changed since its warm pin*"])
+
+
+CHANGES_THE_CACHE = {
+    "dir": "jax.config.update('jax_compilation_cache_dir', {other!r})",
+    "disabled": "jax.config.update('jax_enable_compilation_cache', False)",
+    "dir unset": "jax.config.update('jax_compilation_cache_dir', None)",
+}
+
+
+@pytest.mark.parametrize("configured", ["conftest", "environment"])
+@pytest.mark.parametrize("change", sorted(CHANGES_THE_CACHE))
+def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required_cache(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch, change: str, configured: str
+) -> None:
+    """test_b changes the persistent cache under the session (a library that sets its own
+    cache dir, or turns the cache off): reported naming the setting and test_b, the first
+    test that compiled under it; under compile_require_cache the session fails.
+
+    Configured in conftest.py, JAX is imported before the session starts and its settings
+    then are the baseline; configured by environment alone (as in the CI examples), JAX is
+    first imported by a test and the session's first compile is the baseline."""
+    other = str(project.path / "elsewhere")
+    if configured == "conftest":
+        project.conftest()
+        since = "session start"
+    else:
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(project.cache_dir))
+        project.pytester.makeconftest("")
+        since = "the session's first compile (test_models.py::test_a)"
+    project.tests(
+        MEASURE
+        + f"""
+    import jax
+
+    def test_a(jax_compile):
+        measure(jax_compile, "a")
+
+    def test_b(jax_compile):
+        {CHANGES_THE_CACHE[change].format(other=other)}
+        measure(jax_compile, "b")
+
+    def test_c(jax_compile):
+        measure(jax_compile, "c")
+    """
+    )
+    setting, at_start, later = {
+        "dir": ("jax_compilation_cache_dir", str(project.cache_dir), other),
+        "disabled": ("jax_enable_compilation_cache", True, False),
+        "dir unset": ("jax_compilation_cache_dir", str(project.cache_dir), None),
+    }[change]
+    described = (
+        f"{setting} changed during the session: {at_start!r} at {since}, {later!r} "
+        "from test_models.py::test_b on (the first test that saw it)"
+    )
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK  # without a cache requirement: a warning
+    result.stdout.fnmatch_lines([f"warning: settings clobbered: {described}*"])
+    if (change, configured) == ("disabled", "conftest"):
+        assert f"warning: settings clobbered: {described}\n" in SETTINGS_GUARD_DOC.read_text()
+    (clobber,) = project.report()["clobbers"]
+    assert (clobber["setting"], clobber["at_start"], clobber["at_compile"]) == (
+        setting, at_start, later
+    )
+    assert (clobber["first_cell"], clobber["fails"]) == ("test_models.py::test_b", False)
+
+    project.pytester.makeini("[pytest]\ncompile_require_cache = true\n")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [f"settings clobbered (a required setting): {described}; the session fails."]
+    )
+    (clobber,) = project.report()["clobbers"]
+    assert (clobber["setting"], clobber["first_cell"], clobber["fails"]) == (
+        setting, "test_models.py::test_b", True
+    )

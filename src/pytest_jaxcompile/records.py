@@ -116,7 +116,9 @@ class CompileRecord:
     jaxlib_version: str  # JAX rows; empty on torch rows
     mixed_precision: bool
     cache_state: str
-    compile_s: float  # wall seconds; with repeats, the fastest
+    # wall seconds; with repeats, the fastest. None: the backend reported no compile time
+    # (`missing_metrics` names what it left out); such a row is never judged nor pinned
+    compile_s: float | None
     cache: CacheDetails = field(default_factory=CacheDetails)
     compile_cpu_s: float | None = None  # process CPU seconds of the compile (fastest repeat)
     compile_samples_s: list[float] | None = None  # every repeat's wall seconds
@@ -157,6 +159,8 @@ class CompileRecord:
     phases: dict[str, float] | None = None
     overlays: dict[str, float] | None = None  # inside the phases; never summed into them
     ledger: dict[str, Any] | None = None  # torch rows: the first call's partition
+    # torch rows: the metrics torch did not report; their figures are None, never 0.0
+    missing_metrics: list[str] | None = None
     # Compiled memory and cost, as the backend's compiled.memory_analysis() and
     # cost_analysis() report them (docs/memory.md); None where it reports nothing.
     compiled_temp_bytes: int | None = None  # scratch memory the executable needs
@@ -189,6 +193,15 @@ class CompileRecord:
             cache_state=self.cache_state,
             framework=self.framework,
         )
+
+    @property
+    def unmeasured(self) -> str | None:
+        """Why the row has no compile figure (None: it has one); such a row is never
+        judged nor pinned."""
+        if self.compile_s is not None:
+            return None
+        missing = ", ".join(self.missing_metrics or []) or "compile_s"
+        return f"no compile time: {self.framework} reported no {missing}"
 
     @property
     def state(self) -> CacheState:
@@ -254,10 +267,16 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
         raise RecordDataError(
             f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}"
         )
-    try:
-        finite_number(data.get("compile_s"))
-    except NumberError as error:
-        raise RecordDataError(f"'compile_s' {error}") from None
+    compile_s = data.get("compile_s")
+    if compile_s is None and not data.get("missing_metrics"):
+        raise RecordDataError(
+            "'compile_s' is null but the record names no missing metric ('missing_metrics')"
+        )
+    if compile_s is not None:
+        try:
+            finite_number(compile_s)
+        except NumberError as error:
+            raise RecordDataError(f"'compile_s' {error}") from None
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
         raise RecordDataError(f"'mixed_precision' must be true or false, got {mixed!r}")
@@ -284,6 +303,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("flops", "number"), ("bytes_accessed", "number"), ("compile_rss_peak_mib", "number"),
     ("compile_rss_growth_mib", "number"), ("compile_rss_scope", "text"),
     ("max_memory_growth", "number"), ("max_flops_growth", "number"),
+    ("missing_metrics", "names"),
 )
 
 
@@ -351,6 +371,9 @@ def _kind_problem(kind: str, value: Any) -> str | None:
             _kind_problem("number", item) is None for item in value
         )
         return None if ok else f"a list of numbers, each {NUMBER},"
+    if kind == "names":
+        ok = isinstance(value, list) and all(isinstance(i, str) and i for i in value)
+        return None if ok else "a list of names"
     try:
         whole_number(value) if kind == "count" else finite_number(value)
     except NumberError as error:
@@ -380,7 +403,7 @@ class CallLedger:
     compile_s: float
     trace_s: float | None
     lower_s: float | None
-    backend_compile_s: float
+    backend_compile_s: float | None  # None: a compile's was not reported (torch)
     execute_and_python_s: float | None
     compile_fraction: float | None  # omitted (None) when the wall could not be measured
     compiles: int  # backend compiles (XLA compiles and persistent-cache hits)
@@ -414,7 +437,7 @@ class CallLedger:
         *,
         trace_s: float | None,
         lower_s: float | None,
-        backend_compile_s: float,
+        backend_compile_s: float | None,
         compiles: int,
         persistent_cache_hits: int,
         modules: dict[str, int],

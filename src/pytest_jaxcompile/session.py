@@ -325,7 +325,9 @@ class SessionCollector:
             ):
                 self.measured(item, record)
         if torch_frames and not jax_compiles:
-            self.ledgers[item.nodeid] = torch_ledger(torch_frames, item.nodeid, wall_s)
+            ledger = torch_ledger(torch_frames, item.nodeid, wall_s)  # None: a figure missing
+            if ledger is not None:
+                self.ledgers[item.nodeid] = ledger
         elif log is not None:
             self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s, cleared_because)
 

@@ -120,7 +120,7 @@ class Measured:
 
     transform: str
     cache_state: str
-    compile_s: float
+    compile_s: float | None  # None: not reported (torch)
     cache: CacheDetails
     host_state: HostState
     source: str = "fixture"

@@ -36,12 +36,14 @@ def run(args: argparse.Namespace) -> int:
         records = latest_rows(corpus).records()
     except (CorpusError, PinFileError) as problem:
         return error("pin", problem)
-    pinnable = [record for record in records if record.state.judged]
-    skipped = len(records) - len(pinnable)
+    judged = [record for record in records if record.state.judged]
+    pinnable = [record for record in judged if record.unmeasured is None]
+    skipped, untimed = len(records) - len(judged), len(judged) - len(pinnable)
     print(
         f"{len(pinnable)} row(s) to pin: the latest per cell, transform and key of "
         f"{corpus.describe()}"
         + (f"; {skipped} unknown/memory row(s) never pin" if skipped else "")
+        + (f"; {untimed} row(s) without a compile time never pin" if untimed else "")
     )
     if args.dry_run:
         for record in pinnable:

@@ -271,7 +271,8 @@ class Row:
         self.cell = cell
         self.key = key
         self.transform: str = data["transform"]
-        self.compile_s = float(data["compile_s"])
+        compile_s = data["compile_s"]  # None: not reported (the record names what)
+        self.compile_s = None if compile_s is None else float(compile_s)
         self.time = time
 
     @property

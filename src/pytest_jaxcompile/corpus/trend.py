@@ -257,6 +257,7 @@ _Entry = tuple[float, int, Point]  # (time, order read, point): a min-heap keeps
 class TrendStats:
     rows: int = 0
     untimed: int = 0  # no timestamp: not placed in time
+    unmeasured: int = 0  # no compile time (a metric the framework did not report)
     noisy: int = 0  # measured above the load limit (wall metric, not strict)
     without_cpu: int = 0  # cpu metric: rows without CPU seconds
     dropped: int = 0  # older than the window of their series
@@ -282,6 +283,9 @@ class TrendCollector:
             return
         data = row.data
         value = row.compile_s
+        if value is None:
+            stats.unmeasured += 1
+            return
         if self.settings.metric == METRIC_CPU:
             cpu = data.get("compile_cpu_s")
             if cpu is None:
@@ -404,6 +408,7 @@ def trend_lines(trends: Iterable[Trend], settings: TrendSettings, stats: TrendSt
         f"{count} {what}"
         for count, what in (
             (stats.untimed, "without a timestamp"),
+            (stats.unmeasured, "without a compile time"),
             (stats.noisy, "measured above the load limit (--strict keeps them)"),
             (stats.without_cpu, "without CPU seconds (--metric cpu)"),
         )

@@ -103,10 +103,13 @@ def over_budget(budget: CompileBudget, records: Iterable[CompileRecord]) -> list
     if budget.seconds is None:
         return []
     return [
+        f"transform {record.transform!r}: {record.unmeasured}, so its compile_budget of "
+        f"{budget.seconds:g} s cannot be checked"
+        if record.compile_s is None else
         f"transform {record.transform!r} compiled in {record.compile_s:.3f} s, over its "
         f"compile_budget of {budget.seconds:g} s (cache_state {record.cache_state})"
         for record in records
-        if record.compile_s > budget.seconds
+        if record.compile_s is None or record.compile_s > budget.seconds
     ]
 
 

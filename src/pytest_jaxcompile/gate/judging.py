@@ -24,6 +24,8 @@ PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against
 
 def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     """One row against the pin under exactly its key, and nothing else."""
+    if record.unmeasured is not None:
+        return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
     warmth_note = None

@@ -92,6 +92,9 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
             other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))
             pin = store.get(other, record.cell, record.transform)
             assert pin is not None
-            ratio = record.compile_s / pin.compile_s if pin.compile_s > 0 else None
+            ratio = (
+                record.compile_s / pin.compile_s
+                if pin.compile_s > 0 and record.compile_s is not None else None
+            )
             return NearestPin(other, pin, relation, ratio)
     return None

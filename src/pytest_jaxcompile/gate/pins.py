@@ -104,6 +104,8 @@ class Pin:
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
+        if record.compile_s is None:
+            raise ValueError(f"{record.cell} [{record.transform}]: {record.unmeasured}")
         return cls(
             jaxlib_version=record.jaxlib_version or None,
             platform_version=record.platform_version or None,
@@ -511,7 +513,7 @@ class PinStore:
         compiles = compiles or {}
         by_key: dict[ComparabilityKey, dict[PinId, CompileRecord]] = {}
         for record in records:
-            if record.state.judged:
+            if record.state.judged and record.unmeasured is None:
                 by_key.setdefault(record.key, {})[(record.cell, record.transform)] = record
         if not by_key:
             return []

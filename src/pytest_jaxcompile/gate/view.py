@@ -491,7 +491,7 @@ def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
     with_ledger = set(per_test)  # a ledger holds every compile of its test, fixture's too
     for verdict in outcome.verdicts:
         record = verdict.record
-        if record.cell not in with_ledger:
+        if record.cell not in with_ledger and record.compile_s is not None:
             per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
                 record.trace_s or 0.0) + (record.lower_s or 0.0)
     return per_test

@@ -334,6 +334,8 @@ class Trends:
         if row.time == NO_TIME:
             self.untimed += 1
             return
+        if row.compile_s is None:
+            return  # no compile time to chart (the framework reported none)
         key = row.key
         version = key.framework_version
         chart_id = (key.framework, key.hardware, key.mixed_precision, row.cell, row.transform)

@@ -164,11 +164,14 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     if not outcome.verdicts:
         return []
     limit = None if count == 0 else count
-    rows = sorted(outcome.verdicts, key=lambda v: (-v.record.compile_s, v.record.cell))
+    timed = [(v.record.compile_s, v.record) for v in outcome.verdicts]
+    rows = sorted(
+        ((s, record) for s, record in timed if s is not None), key=lambda r: (-r[0], r[1].cell)
+    )  # a row without a compile time is not among the slowest: its verdict says why
     lines = [f"slowest {len(rows[:limit])} compile(s):"]
     lines += [
-        f"  {v.record.compile_s:8.3f} s  {v.record.cell} [{v.record.transform}] "
-        f"({v.record.cache_state})" for v in rows[:limit]
+        f"  {s:8.3f} s  {record.cell} [{record.transform}] ({record.cache_state})"
+        for s, record in rows[:limit]
     ]
     per_test = compile_seconds_per_test(outcome)
     ledgers = {ledger.cell: ledger for ledger in outcome.ledgers}

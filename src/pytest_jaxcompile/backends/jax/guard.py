@@ -219,6 +219,9 @@ class Clobber:
     fails: bool = False  # a required setting is affected
     # XLA_FLAGS only: the flags XLA read when its backend started (None: not known)
     at_backend_start: str | None = None
+    # where `at_start` was seen: None at session start, else the test of the session's
+    # first compile (JAX was not imported when the session started)
+    baseline_cell: str | None = None
 
     @property
     def ignored_by_xla(self) -> bool:
@@ -228,8 +231,12 @@ class Clobber:
         ) != parse_xla_flags(str(self.at_compile))
 
     def describe(self) -> str:
+        since = (
+            "session start" if self.baseline_cell is None
+            else f"the session's first compile ({self.baseline_cell})"
+        )
         text = (
-            f"{self.setting} changed during the session: {self.at_start!r} at session start, "
+            f"{self.setting} changed during the session: {self.at_start!r} at {since}, "
             f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it)"
         )
         if self.ignored_by_xla:
@@ -256,11 +263,14 @@ def find_clobbers(
 ) -> list[Clobber]:
     """The first compile under different XLA_FLAGS or cache settings than at start.
 
-    Only rows of backends that compile with XLA carry these settings.
+    Only rows of backends that compile with XLA carry these settings. JAX's cache settings
+    are known at start only when the project imported JAX by then; otherwise the session's
+    first compile is what later compiles are compared with.
     """
     clobbers: dict[str, Clobber] = {}
     start_flags: Mapping[str, str | None] = start.get("xla_flags", {})
-    start_cache: Mapping[str, Any] = start.get("cache", {})
+    start_cache: dict[str, Any] = dict(start.get("cache", {}))
+    baseline_cell: dict[str, str] = {}  # cache settings first seen at a compile, not at start
     for record in records:
         if not backend_of(record).xla_rules:
             continue
@@ -277,8 +287,13 @@ def find_clobbers(
                 at_backend_start=None if started is None else render_flags(started[0]),
             )
         for name, value in (settings.get("cache") or {}).items():
-            if name in start_cache and name not in clobbers and start_cache[name] != value:
-                clobbers[name] = Clobber(name, start_cache[name], value, record.cell)
+            if name not in start_cache:
+                start_cache[name], baseline_cell[name] = value, record.cell
+            elif name not in clobbers and start_cache[name] != value:
+                clobbers[name] = Clobber(
+                    name, start_cache[name], value, record.cell,
+                    baseline_cell=baseline_cell.get(name),
+                )
     return list(clobbers.values())
 
 

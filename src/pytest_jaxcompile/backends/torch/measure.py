@@ -13,7 +13,7 @@ import dataclasses
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,28 @@ class TorchEnvironment:
         return cls(hardware=hardware, torch_version=str(torch.__version__))
 
 
+# FrameCompile's timed fields and the torch metric each is read from (seconds, except
+# triton's microseconds). torch leaves a metric None when it did not measure it (inductor's
+# spans on an FX-graph cache hit, all of them under a backend other than inductor): the
+# field is then None, never 0.0, and the frame names the metric in `missing`.
+TIMED_METRICS = {
+    "compile_s": "entire_frame_compile_time_s",
+    "backend_compile_s": "backend_compile_time_s",
+    "inductor_s": "inductor_compile_time_s",
+    "code_gen_s": "code_gen_time_s",
+    "triton_s": "triton_compile_time_us",
+}
+OVERLAY_FIELDS = {"inductor_s": "inductor_s", "inductor_code_gen_s": "code_gen_s",
+                  "triton_s": "triton_s"}
+
+
+def metric(metrics: Any, name: str) -> Any:
+    """One figure of a ``CompilationMetrics`` (or a plain dict of them); None if absent."""
+    if isinstance(metrics, Mapping):
+        return metrics.get(name)
+    return getattr(metrics, name, None)
+
+
 @dataclass(frozen=True)
 class FrameCompile:
     """One dynamo frame compile, as torch measured it.
@@ -82,16 +104,17 @@ class FrameCompile:
     torch measures nested spans: the whole frame compile, inside it the backend compile
     (AOTAutograd and inductor), inside that inductor, inside that its code generation.
     Only those are named; the frame's time outside the backend compile (dynamo's tracing,
-    guards and the rest) is ``compile_other_s``.
+    guards and the rest) is ``compile_other_s``. A span torch did not report is None, and
+    its metric is named in ``missing``.
     """
 
     name: str
     location: str
-    compile_s: float
-    backend_compile_s: float
-    inductor_s: float
-    code_gen_s: float  # inside inductor: code load/build, where a JIT compile spends its time
-    triton_s: float
+    compile_s: float | None
+    backend_compile_s: float | None
+    inductor_s: float | None
+    code_gen_s: float | None  # inside inductor: code load/build, where a JIT compile spends it
+    triton_s: float | None
     fx_cache_hits: int
     fx_cache_misses: int
     autograd_cache_hits: int
@@ -100,28 +123,24 @@ class FrameCompile:
     recompile_reason: str | None
     fail_reason: str | None
     start_time_us: int
+    missing: tuple[str, ...] = ()  # torch metrics of the timed fields that were None
 
     @classmethod
     def from_metrics(cls, metrics: Any) -> FrameCompile:
-        def seconds(name: str) -> float:
-            value = getattr(metrics, name, None)
-            return float(value) if value else 0.0
-
+        """From a ``CompilationMetrics``, or a plain dict with the same names."""
         def count(name: str) -> int:
-            return int(getattr(metrics, name, None) or 0)
+            return int(metric(metrics, name) or 0)
 
-        whole = seconds("entire_frame_compile_time_s")
-        backend = seconds("backend_compile_time_s")
-        inductor = seconds("inductor_compile_time_s")
+        timed: dict[str, float | None] = {}
+        for field_name, name in TIMED_METRICS.items():
+            value = metric(metrics, name)
+            scale = 1e6 if name.endswith("_us") else 1.0
+            timed[field_name] = None if value is None else float(value) / scale
         return cls(
-            name=str(getattr(metrics, "co_name", None) or "<frame>"),
-            location=f"{getattr(metrics, 'co_filename', '?')}:"
-            f"{getattr(metrics, 'co_firstlineno', '?')}",
-            compile_s=whole,
-            backend_compile_s=backend,
-            inductor_s=inductor,
-            code_gen_s=seconds("code_gen_time_s"),
-            triton_s=count("triton_compile_time_us") / 1e6,
+            name=str(metric(metrics, "co_name") or "<frame>"),
+            location=f"{metric(metrics, 'co_filename') or '?'}:"
+            f"{metric(metrics, 'co_firstlineno') or '?'}",
+            **timed,
             fx_cache_hits=count("inductor_fx_local_cache_hit_count")
             + count("inductor_fx_remote_cache_hit_count"),
             fx_cache_misses=count("inductor_fx_local_cache_miss_count")
@@ -130,19 +149,27 @@ class FrameCompile:
             + count("aotautograd_remote_cache_hit_count"),
             autograd_cache_misses=count("aotautograd_local_cache_miss_count")
             + count("aotautograd_remote_cache_miss_count"),
-            graph_op_count=getattr(metrics, "graph_op_count", None),
-            recompile_reason=getattr(metrics, "recompile_reason", None),
-            fail_reason=getattr(metrics, "fail_reason", None),
+            graph_op_count=metric(metrics, "graph_op_count"),
+            recompile_reason=metric(metrics, "recompile_reason"),
+            fail_reason=metric(metrics, "fail_reason"),
             start_time_us=count("start_time_us"),
+            missing=tuple(
+                name for field_name, name in TIMED_METRICS.items() if timed[field_name] is None
+            ),
         )
 
     @property
-    def compile_other_s(self) -> float:
+    def compile_other_s(self) -> float | None:
+        if self.compile_s is None or self.backend_compile_s is None:
+            return None
         return max(self.compile_s - self.backend_compile_s, 0.0)
 
     @property
     def phases(self) -> dict[str, float]:
-        """A partition of compile_s: the measured backend compile and the rest."""
+        """A partition of compile_s: the measured backend compile and the rest; empty when
+        torch did not report both."""
+        if self.backend_compile_s is None or self.compile_other_s is None:
+            return {}
         return {
             "backend_compile_s": self.backend_compile_s,
             "compile_other_s": self.compile_other_s,
@@ -150,12 +177,17 @@ class FrameCompile:
 
     @property
     def overlays(self) -> dict[str, float]:
-        """Measured spans inside the backend compile; never summed into it."""
-        return {
-            "inductor_s": self.inductor_s,
-            "inductor_code_gen_s": self.code_gen_s,
-            "triton_s": self.triton_s,
-        }
+        """Measured spans inside the backend compile; never summed into it. A span torch
+        did not report is left out (named in ``missing``), never 0."""
+        spans = {name: getattr(self, field_name) for name, field_name in OVERLAY_FIELDS.items()}
+        return {name: value for name, value in spans.items() if value is not None}
+
+    @property
+    def missing_note(self) -> str | None:
+        """What the row says of the metrics torch did not report."""
+        if not self.missing:
+            return None
+        return f"torch reported no {', '.join(self.missing)}: null, not 0"
 
 
 def classify_frame(frame: FrameCompile, caches_enabled: bool) -> Classification:
@@ -202,15 +234,21 @@ def cache_dir() -> str | None:
         return os.environ.get("TORCHINDUCTOR_CACHE_DIR")
 
 
+def frames_from_metrics(metrics: Iterable[Any], start_time_us: int) -> list[FrameCompile]:
+    """The frame compiles among torch's compilation metrics that started at or after a
+    moment (its metrics deque holds earlier ones too)."""
+    return [
+        frame
+        for frame in map(FrameCompile.from_metrics, metrics)
+        if frame.start_time_us >= start_time_us
+    ]
+
+
 def frames_since(start_time_us: int) -> list[FrameCompile]:
     """Frame compiles torch recorded since a moment (its metrics deque is bounded)."""
     from torch._dynamo.utils import get_compilation_metrics
 
-    return [
-        frame
-        for frame in map(FrameCompile.from_metrics, get_compilation_metrics())
-        if frame.start_time_us >= start_time_us
-    ]
+    return frames_from_metrics(get_compilation_metrics(), start_time_us)
 
 
 def now_us() -> int:
@@ -248,11 +286,12 @@ def frame_records(
             source=source,
             figures=dict(
                 backend_compile_s=frame.backend_compile_s,
-                phases=frame.phases,
+                phases=frame.phases or None,
                 overlays=frame.overlays,
                 ledger=ledger,
                 module_name=frame.location,
                 op_count=frame.graph_op_count,
+                missing_metrics=list(frame.missing) or None,
                 **(memory or {}),
             ),
         )))
@@ -319,7 +358,8 @@ class TorchCompile:
         environment: TorchEnvironment, mixed_precision: bool | None,
         memory: dict[str, Any],
     ) -> None:
-        ledger = build_ledger(frames, self._context.cell, wall_s).to_dict()
+        partition = build_ledger(frames, self._context.cell, wall_s)
+        ledger = None if partition is None else partition.to_dict()
         names = [base if index == 0 else f"{base}#{index + 1}" for index in range(len(frames))]
         context = self._context
         if mixed_precision is not None:
@@ -363,17 +403,28 @@ def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> 
     return lines
 
 
-def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) -> CallLedger:
-    """The partition of a call in which torch compiled: wall = compile + residual."""
+def build_ledger(
+    frames: list[FrameCompile], cell: str, wall_s: float | None
+) -> CallLedger | None:
+    """The partition of a call in which torch compiled: wall = compile + residual.
+
+    None when a frame's compile time was not reported: a partial sum would pass for the
+    whole (the frame's row names the missing metric). Likewise the backend-compile time
+    and the rest are None when a frame lacks them (a compile that failed before its
+    backend ran), and an overlay that some frame lacks is left out.
+    """
+    compile_s = [frame.compile_s for frame in frames]
+    if None in compile_s:
+        return None
     names = [frame.name for frame in frames]
     return CallLedger.partition(
         cell,
         wall_s,
-        sum(frame.compile_s for frame in frames),
+        sum(value for value in compile_s if value is not None),
         trace_s=None,
         lower_s=None,
-        backend_compile_s=sum(frame.backend_compile_s for frame in frames),
-        compile_other_s=sum(frame.compile_other_s for frame in frames),
+        backend_compile_s=_total([frame.backend_compile_s for frame in frames]),
+        compile_other_s=_total([frame.compile_other_s for frame in frames]),
         compiles=len(frames),
         persistent_cache_hits=sum(
             1 for frame in frames if frame.fx_cache_hits + frame.autograd_cache_hits
@@ -382,8 +433,15 @@ def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) ->
         modules={name: names.count(name) for name in sorted(set(names))},
         overlays={
             name: sum(frame.overlays[name] for frame in frames)
-            for name in ("inductor_s", "inductor_code_gen_s", "triton_s")
+            for name in OVERLAY_FIELDS
+            if all(name in frame.overlays for frame in frames)
         },
         framework=FRAMEWORK,
         recompiles=[recompile.line() for recompile in frame_recompiles(frames)],
     )
+
+
+def _total(values: list[float | None]) -> float | None:
+    """The sum, or None when any value is unknown (never a partial sum)."""
+    known = [value for value in values if value is not None]
+    return sum(known) if len(known) == len(values) else None
