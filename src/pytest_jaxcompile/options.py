@@ -23,8 +23,13 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
-from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
+from pytest_jaxcompile.backends.settings import (
+    CLEAR_AUTO,
+    CLEAR_MODES,
+    PLATFORM_ALIASES,
+    Requirements,
+    parse_xla_flags,
+)
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,

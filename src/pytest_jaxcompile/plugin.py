@@ -8,7 +8,7 @@ registered in `pytest_configure` only when it is enabled. Nothing here imports j
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -108,7 +108,7 @@ def jax_compile(request: pytest.FixtureRequest) -> JaxCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return request.config.stash[COLLECTOR_KEY].jax_probe(node)
+    return cast("JaxCompile", request.config.stash[COLLECTOR_KEY].probe("jax", node))
 
 
 @pytest.fixture
@@ -120,7 +120,7 @@ def torch_compile(request: pytest.FixtureRequest) -> TorchCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return request.config.stash[COLLECTOR_KEY].torch_probe(node)
+    return cast("TorchCompile", request.config.stash[COLLECTOR_KEY].probe("torch", node))
 
 
 class XdistHooks:

@@ -16,6 +16,8 @@ from typing import Any, TypeGuard
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
+# A record's `cache.reason` where its backend did not persist the module and cannot say why.
+REASON_UNEXPLAINED = "unexplained"
 REPORT_KIND = "jaxcompile_report"  # the JSON report (output/json_report.py) holding records
 SCHEMA_VERSION = 1
 RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile phase

@@ -4,47 +4,44 @@
 (records, ledgers, the tests that ran, xdist workers' payloads), runs the census and the
 per-test checks around each test call, and in ``pytest_sessionfinish`` asks the gate for the
 `Outcome`, which it keeps in ``config.stash[OUTCOME_KEY]`` for the outputs to render.
-Nothing here imports jax or torch: they are imported when a fixture or census first needs
-them, or read only when the project already imported them.
+Each framework is reached through the `Backend` protocol (`backends.all_backends`), never by
+importing a backend's modules; none imports jax or torch until a fixture or census first
+needs it, or reads it only when the project already imported it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import sys
 import time
 from collections.abc import Generator
-from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
+from pytest_jaxcompile.backends import (
+    BackendSession,
+    CallCensus,
+    CensusRequest,
+    MeasureContext,
+    all_backends,
+    backend,
+    backend_of,
+)
+from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssSampler
+from pytest_jaxcompile.backends.settings import Clobber, platform_problem, uncacheable_problem
 from pytest_jaxcompile.gate.budget import MARKER_NAME, CompileBudget, budget_of, over_budget
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-from pytest_jaxcompile.gate.outcome import Identity, Outcome
+from pytest_jaxcompile.gate.outcome import Identity
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import Settings
+from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import junit_properties
-from pytest_jaxcompile.records import CENSUS_SOURCE, SCOPE_TEST, CallLedger, CompileRecord
-
-if TYPE_CHECKING:
-    from pytest_jaxcompile.backends import MeasureContext
-    from pytest_jaxcompile.backends.jax.guard import Clobber
-    from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
-    from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog
-    from pytest_jaxcompile.backends.torch.measure import (
-        FrameCompile,
-        TorchCompile,
-        TorchEnvironment,
-    )
+from pytest_jaxcompile.records import SCOPE_TEST, CallLedger, CompileRecord
 
 WORKER_OUTPUT_KEY = "jaxcompile"
 # What the controller tells each xdist worker: the tests with a pinned compile count.
 WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
 COLLECTOR_KEY = pytest.StashKey["SessionCollector"]()
-OUTCOME_KEY = pytest.StashKey[Outcome]()
-TORCH_PROBE_KEY = pytest.StashKey["TorchCompile"]()
 
 
 class SessionCollector:
@@ -64,13 +61,12 @@ class SessionCollector:
         self.workers_merged: set[str] = set()
         self.workers_lost: set[str] = set()
         self.lost: list[str] = []
-        self.start_settings: dict[str, Any] = {}
         self._records_by_cell: dict[str, list[CompileRecord]] = {}
-        self._monitor: CompileMonitor | None = None
-        self._jax_environment: JaxEnvironment | None = None
-        self._torch_environment: TorchEnvironment | None = None
+        # Each framework's state in this process, by framework, in records.FRAMEWORKS order.
+        self.backends: dict[str, BackendSession] = {
+            each.framework: each.session(settings.hardware_override) for each in all_backends()
+        }
         self._started = time.perf_counter()
-        self._tracing_warm = False  # warm_up_tracing ran in this process
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -93,41 +89,20 @@ class SessionCollector:
 
     # ----------------------------------------------------------------------- backends
 
-    @property
-    def monitor(self) -> CompileMonitor:
-        if self._monitor is None:
-            from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
-
-            self._monitor = CompileMonitor()
-        return self._monitor
-
-    def jax_environment(self) -> JaxEnvironment:
-        if self._jax_environment is None:
-            from pytest_jaxcompile.backends.jax.measure import JaxEnvironment
-
-            self._jax_environment = JaxEnvironment.detect(self.settings.hardware_override)
-        return self._jax_environment
-
-    def torch_environment(self) -> TorchEnvironment:
-        if self._torch_environment is None:
-            from pytest_jaxcompile.backends.torch.measure import TorchEnvironment
-
-            self._torch_environment = TorchEnvironment.detect(self.settings.hardware_override)
-        return self._torch_environment
-
-    def platform_problem(self, environment: JaxEnvironment | TorchEnvironment) -> str | None:
-        """compile_expected_platform against the device that will compile."""
-        from pytest_jaxcompile.backends import BACKENDS
-        from pytest_jaxcompile.backends.jax.guard import platform_problem
-
-        return platform_problem(
-            self.settings.requirements.platform, environment.hardware.platform,
-            BACKENDS[environment.framework].device,
+    def probe(self, framework: str, item: pytest.Item) -> Any:
+        """The measuring fixture's value (``jax_compile``, ``torch_compile``) for a test."""
+        session = self.backends[framework]
+        # compile_expected_platform against the device that will compile: every
+        # measurement fails, before it makes a row.
+        problem = platform_problem(
+            self.settings.requirements.platform, session.environment().hardware.platform,
+            backend(framework).device,
         )
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+        return session.probe(self.context_for(item), lambda record: self.measured(item, record))
 
     def context_for(self, item: pytest.Item) -> MeasureContext:
-        from pytest_jaxcompile.backends import MeasureContext
-
         budget = budget_of(item)
         path, line, _ = item.location
         mixed = budget.mixed_precision
@@ -145,52 +120,12 @@ class SessionCollector:
             artifacts_dir=self.settings.artifacts_dir,
         )
 
-    def jax_probe(self, item: pytest.Item) -> JaxCompile:
-        from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
-
-        environment = self.jax_environment()
-        problem = self.platform_problem(environment)
-        if problem is not None:  # every measurement fails, before it makes a row
-            pytest.fail(problem, pytrace=False)
-        if not self._tracing_warm:
-            warm_up_tracing()
-            self._tracing_warm = True
-        return JaxCompile(
-            self.monitor, environment, self.context_for(item),
-            lambda record: self.measured(item, record),
-        )
-
-    def torch_probe(self, item: pytest.Item) -> TorchCompile:
-        from pytest_jaxcompile.backends.torch.measure import TorchCompile
-
-        environment = self.torch_environment()
-        problem = self.platform_problem(environment)
-        if problem is not None:
-            pytest.fail(problem, pytrace=False)
-        probe = TorchCompile(
-            environment, self.context_for(item), lambda record: self.measured(item, record)
-        )
-        item.stash[TORCH_PROBE_KEY] = probe
-        return probe
-
     # ----------------------------------------------------------------------- hooks
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, watch
-        from pytest_jaxcompile.backends.jax.guard import parse_xla_flags, snapshot_settings
-
-        # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
-        # from before conftest.py was loaded; a backend started before then is known by
-        # its value now).
-        watch()
-        # Snapshot what later compiles are compared with; JAX's own settings only when
-        # the project already imported JAX (reading them must not import it).
-        self.start_settings = (
-            snapshot_settings()
-            if "jax" in sys.modules
-            else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
-        )
+        for each in self.backends.values():
+            each.start()  # the settings later compiles are compared with
         if self.is_xdist_worker:
             workerinput = getattr(self.config, "workerinput", {})
             self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
@@ -212,56 +147,35 @@ class SessionCollector:
             result = yield
             problems = over_budget(budget, self.records_of(item.nodeid))
         else:
-            from pytest_jaxcompile.backends.jax.census import recompile_problems
-            from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssSampler
-            from pytest_jaxcompile.backends.torch.measure import (
-                now_us,
-            )
-            from pytest_jaxcompile.backends.torch.measure import (
-                recompile_problems as torch_recompile_problems,
-            )
-
-            torch_since = now_us()
             count_eager = (
                 self.settings.count_eager if budget.count_eager is None else budget.count_eager
             )
-            # JAX's events only when the suite imported JAX: a torch-only census must not
-            # pay for (or depend on) a JAX import.
-            uses_jax = "jax" in sys.modules
-            cleared_because = None
-            if uses_jax:
-                from pytest_jaxcompile.backends.jax.residue import clear_before_census
-
-                # Each test compiles what it uses, whatever ran before it in this process.
-                self.monitor.install()  # from now on, it notes what the program leaves
-                cleared_because = clear_before_census(
-                    self.monitor.residue, self.settings.clear_caches,
-                    eager_counted=count_eager and budget.max_compiles is not None,
-                )
-            # JAX explains its recompiles only where a count is judged (it costs a diff of
-            # cache keys per miss).
-            explain = budget.max_compiles is not None or item.nodeid in self.counted_cells
-            capture = (
-                self.monitor.capture(explain=explain, key_parts=True)
-                if uses_jax else nullcontext(None)
+            request = CensusRequest(
+                self.context_for(item), budget.max_compiles, count_eager,
+                # Recompiles are explained only where a count is judged (it costs a diff of
+                # cache keys per miss).
+                explain=budget.max_compiles is not None or item.nodeid in self.counted_cells,
+                clear_caches=self.settings.clear_caches,
             )
+            censuses = [
+                census for each in self.backends.values()
+                if (census := each.census(request)) is not None
+            ]
             sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the test call's peak RSS
-            with capture as log, sampler:
+            with ExitStack() as listening:
+                for census in censuses:
+                    listening.enter_context(census)
+                listening.enter_context(sampler)
                 start = time.perf_counter()
                 try:
                     result = yield
                 finally:  # a failing test keeps its census rows and its seconds
                     wall_s = time.perf_counter() - start
                     memory = sampler.stop().figures(SCOPE_TEST)
-                    torch_frames = self._torch_census(item, torch_since, memory)
-                    self._jax_census(item, log, wall_s, torch_frames, memory, cleared_because)
+                    self._census_rows(item, censuses, wall_s, memory)
             problems = over_budget(budget, self.records_of(item.nodeid))
-            if log is not None:
-                problems += recompile_problems(
-                    budget.max_compiles, log.own_compiles(), log.eager_compiles(), count_eager,
-                    explained=explain,
-                )
-            problems += torch_recompile_problems(budget.max_compiles, torch_frames)
+            for census in censuses:
+                problems += census.problems()
         problems += self._requirement_problems(item, budget)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
@@ -269,65 +183,31 @@ class SessionCollector:
 
     def _requirement_problems(self, item: pytest.Item, budget: CompileBudget) -> list[str]:
         """Required settings and cacheability, for every compile of this test."""
-        records = self.records_of(item.nodeid)
-        if not records:
-            return []
-        from pytest_jaxcompile.backends.jax.guard import settings_problems, uncacheable_reason
-
         requirements = self.settings.requirements
         cacheable = requirements.cacheable if budget.cacheable is None else budget.cacheable
         problems = []
-        for record in records:
-            problems += settings_problems(record, requirements)
-            reason = uncacheable_reason(record) if cacheable else None
-            if reason is not None:
-                problems.append(
-                    f"transform {record.transform!r} can never be served from the persistent "
-                    f"cache: {reason} (compile_budget(cacheable=True) / compile_require_cacheable)"
-                )
+        for record in self.records_of(item.nodeid):
+            problems += backend_of(record).requirement_problems(record, requirements)
+            uncacheable = uncacheable_problem(record) if cacheable else None
+            if uncacheable is not None:
+                problems.append(uncacheable)
         return problems
 
-    def _torch_census(
-        self, item: pytest.Item, since_us: int, memory: dict[str, Any]
-    ) -> list[FrameCompile]:
-        """torch frame compiles of the test, when the test used torch (never imported here)."""
-        if "torch" not in sys.modules:
-            return []
-        from pytest_jaxcompile.backends.jax.census import unique_names
-        from pytest_jaxcompile.backends.torch.measure import frame_records, frames_since
-
-        probe = item.stash.get(TORCH_PROBE_KEY, None)
-        measured = probe.frame_starts if probe is not None else set()
-        frames = [f for f in frames_since(since_us) if f.start_time_us not in measured]
-        if frames:
-            names = unique_names([frame.name for frame in frames])
-            for record in frame_records(
-                frames, names, self.context_for(item), self.torch_environment(), CENSUS_SOURCE,
-                memory=memory,
-            ):
-                self.measured(item, record)
-        return frames
-
-    def _jax_census(
-        self, item: pytest.Item, log: EventLog | None, wall_s: float,
-        torch_frames: list[FrameCompile], memory: dict[str, Any], cleared_because: str | None,
+    def _census_rows(
+        self, item: pytest.Item, censuses: list[CallCensus], wall_s: float,
+        memory: dict[str, Any],
     ) -> None:
-        """JAX census rows, and the test's ledger (torch's when only torch compiled)."""
-        from pytest_jaxcompile.backends.jax.census import build_ledger, census_records
-        from pytest_jaxcompile.backends.jax.measure import CacheSettings
-        from pytest_jaxcompile.backends.torch.measure import build_ledger as torch_ledger
-
-        jax_compiles = [m for m in log.module_compiles() if not m.nested] if log else []
-        if log is not None and jax_compiles:
-            environment = self.jax_environment()
-            for record in census_records(
-                log, self.context_for(item), environment, CacheSettings.current(), memory
-            ):
+        """Each framework's census rows, and the test's ledger: that of the first framework
+        that compiled (JAX's, when both did), else of the first that keeps one."""
+        for census in censuses:
+            for record in census.rows(memory):
                 self.measured(item, record)
-        if torch_frames and not jax_compiles:
-            self.ledgers[item.nodeid] = torch_ledger(torch_frames, item.nodeid, wall_s)
-        elif log is not None:
-            self.ledgers[item.nodeid] = build_ledger(log, item.nodeid, wall_s, cleared_because)
+        ranked = sorted(censuses, key=lambda census: not census.compiled)
+        ledger = next(
+            (found for census in ranked if (found := census.ledger(wall_s)) is not None), None
+        )
+        if ledger is not None:
+            self.ledgers[item.nodeid] = ledger
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
@@ -423,50 +303,22 @@ class SessionCollector:
         """Settings that changed during the session; those affecting a requirement fail."""
         if not self.records:
             return []
-        from pytest_jaxcompile.backends.jax.guard import (
-            clobber_affects_requirements,
-            find_clobbers,
-        )
-
         return [
-            dataclasses.replace(
-                clobber,
-                fails=clobber_affects_requirements(clobber, self.settings.requirements),
-            )
-            for clobber in find_clobbers(self.start_settings, self.records)
+            clobber
+            for each in self.backends.values()
+            for clobber in each.clobbers(self.records, self.settings.requirements)
         ]
 
     def measured_identities(self) -> set[Identity]:
         """(hardware, version) this process ran under, also when it measured nothing."""
         identities = {(record.hardware, record.framework_version) for record in self.records}
-        if self._jax_environment is None and not identities and "jax" in sys.modules:
-            self.jax_environment()  # jax is loaded anyway: the tests ran without measuring
-        if self._jax_environment is not None:
-            environment = self._jax_environment
-            identities.add((environment.hardware.name, environment.jax_version))
+        measured = bool(identities)
+        for each in self.backends.values():
+            identity = each.identity(measured)
+            if identity is not None:
+                identities.add(identity)
         return identities
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self._monitor is not None:
-            self._monitor.uninstall()
-
-
-def fail_session(session: pytest.Session, failed: bool) -> None:
-    """Raise the exit status to "tests failed"; never lower it, never OR codes."""
-    if failed and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def outcome_of(config: pytest.Config) -> Outcome | None:
-    return config.stash.get(OUTCOME_KEY, None)
-
-
-SECTION_KEY = pytest.StashKey[bool]()
-
-
-def summary_section(terminalreporter: pytest.TerminalReporter) -> None:
-    """The plugin's section header, written once however many outputs have lines."""
-    config = terminalreporter.config
-    if not config.stash.get(SECTION_KEY, False):
-        config.stash[SECTION_KEY] = True
-        terminalreporter.write_sep("=", "jax compile times")
+        for each in self.backends.values():
+            each.close()

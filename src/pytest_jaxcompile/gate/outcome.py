@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.verdicts import (
     CompileCountChange,
     StalePin,

@@ -28,6 +28,7 @@ from pytest_jaxcompile.gate.verdicts import (
     by_key,
     severity_order,
 )
+from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.output.terminal import (
     advice,
     comparison,
@@ -39,7 +40,6 @@ from pytest_jaxcompile.output.terminal import (
     warning_lines,
 )
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
-from pytest_jaxcompile.session import outcome_of, summary_section
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 ENV_ACTIONS = "GITHUB_ACTIONS"

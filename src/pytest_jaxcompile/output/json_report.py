@@ -24,6 +24,7 @@ from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS
 from pytest_jaxcompile.gate.verdicts import Thresholds, Verdict, op_changes
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
+from pytest_jaxcompile.output import fail_session, outcome_of, summary_section
 from pytest_jaxcompile.output.terminal import warning_lines
 from pytest_jaxcompile.records import (
     RECORD_KIND,
@@ -34,7 +35,6 @@ from pytest_jaxcompile.records import (
     check_record_data,
 )
 from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from pytest_jaxcompile.session import fail_session, outcome_of, summary_section
 
 Records = tuple[list[CompileRecord], list[CallLedger]]  # a session's rows, in report order
 

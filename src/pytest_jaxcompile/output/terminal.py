@@ -28,8 +28,8 @@ from pytest_jaxcompile.gate.verdicts import (
     compared_seconds,
     row_fails,
 )
+from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
-from pytest_jaxcompile.session import outcome_of, summary_section
 
 MAX_CELLS_IN_COMMAND = 3
 

@@ -20,6 +20,7 @@ from pytest_jaxcompile.backends import (
     Measured,
     host_state,
     new_record,
+    stage_module,
 )
 from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
@@ -240,8 +241,6 @@ class JaxCompile:
                 "give each jax_compile call its own transform= name"
             )
         if self._context.artifacts_dir is not None:
-            from pytest_jaxcompile.output.artifacts import stage_module
-
             stage_module(self._context.artifacts_dir, self._context.cell, name, module_text)
 
         environment = self._environment
