@@ -64,7 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         manager.register(
             ReportWriter(
                 config, settings.report_path,
-                lambda: (ordered(collector.records), list(collector.ledgers.values())),
+                lambda: (ordered(collector.rows.records), list(collector.rows.ledgers.values())),
             ),
             f"{PLUGIN_NAME}-report",
         )
@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_jaxcompile.gate.conclude import ordered
 
         manager.register(
-            RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.records)),
+            RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.rows.records)),
             f"{PLUGIN_NAME}-record-dir",
         )
     if settings.artifacts_dir is not None:
