@@ -337,11 +337,6 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
     return Thresholds(**given_thresholds(args))
 
 
-def threshold_option(field_name: str) -> Option:
-    """The option that sets a Thresholds field."""
-    return next(option for option in THRESHOLD_OPTIONS if option.threshold == field_name)
-
-
 # --------------------------------------------------------------------------- a session
 
 

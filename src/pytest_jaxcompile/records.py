@@ -30,7 +30,6 @@ VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
 SCOPE_COMPILE = "compile"
 SCOPE_TEST = "test"
 SCOPE_FIRST_CALL = "first_call"
-RSS_SCOPES = (SCOPE_COMPILE, SCOPE_TEST, SCOPE_FIRST_CALL)
 
 
 class CacheState(str, Enum):

@@ -43,10 +43,6 @@ class Outcome:
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     pins_exist: bool = False  # the pins directory holds pins (under any key)
 
-    @property
-    def fail_on_improvement(self) -> bool:
-        return self.thresholds.fail_on_improvement
-
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)
 
@@ -81,6 +77,3 @@ class Outcome:
             self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
             or self.ledgers or self.clobbers
         )
-
-
-SessionOutcome = Outcome  # the name earlier releases used

@@ -41,7 +41,6 @@ from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, C
 # jax/_src/lru_cache.py names entries "<key>-cache" next to "<key>-atime" files from jax
 # 0.4.31 on; jax 0.4.30 names them "<key>". Both keep a ".lockfile" there, and the remote
 # cache writes "_temp_<key>" first.
-CACHE_ENTRY_SUFFIX = "-cache"
 _NOT_AN_ENTRY_SUFFIX = "-atime"
 _NOT_AN_ENTRY_PREFIXES = (".", "_temp_")
 _MODULE_NAME = re.compile(r"module @([\w.$-]+)")
