@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 from pytest_jaxcompile._io import atomic_write_text
@@ -123,16 +122,15 @@ class CensusRequest:
 
 
 class CallCensus(Protocol):
-    """One backend's census of one test call: it listens from enter to exit."""
+    """One backend's census of one test call: it listens from `start` to `stop`."""
 
-    def __enter__(self) -> CallCensus: ...
+    def start(self) -> None:
+        """The call starts: listen."""
+        ...
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None: ...
+    def stop(self) -> None:
+        """Stop listening (after `rows` and `ledger`, also when the call failed)."""
+        ...
 
     def rows(self, memory: dict[str, Any]) -> list[CompileRecord]:
         """The call's own compiles as census rows (once, when the call ended); `memory`

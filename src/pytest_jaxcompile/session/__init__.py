@@ -123,7 +123,7 @@ class SessionCollector:
         else:
             request = census_request(item, budget, self.settings, cell in self.counted_cells)
             call = CensusedCall(self.backends.values(), request, item, self.rows)
-            with call:
+            with call.listening():
                 result = yield
             problems = over_budget(budget, self.rows.of(cell)) + call.problems()
         requirements = self.settings.requirements

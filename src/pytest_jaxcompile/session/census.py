@@ -1,18 +1,18 @@
 """The census of a test call, and the checks every test's rows get when its call ends.
 
-`CensusedCall` wraps a census'd test's call: every framework the project uses listens through
-its `CallCensus` (`backends.BackendSession.census`), the call's peak RSS is sampled, and when
-the call ends (failing or not) each framework's rows and the call's ledger go to the
-session's rows. `requirement_problems` checks every row of a test against the required
-settings. Nothing here knows a framework: each is reached through the `Backend` protocol.
+`CensusedCall.listening` wraps a census'd test's call: every framework the project uses
+listens through its `CallCensus` (`backends.BackendSession.census`), the call's peak RSS is
+sampled, and when the call ends (failing or not) each framework's rows and the call's
+ledger go to the session's rows. `requirement_problems` checks every row of a test against
+the required settings. Nothing here knows a framework: each is reached through the
+`Backend` protocol.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from contextlib import ExitStack
-from types import TracebackType
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
@@ -68,8 +68,8 @@ def census_request(
 
 
 class CensusedCall:
-    """Every framework's census of one test call: listening from enter to exit, where its
-    rows and ledger go to the session's `rows` (also when the call fails)."""
+    """Every framework's census of one test call: its rows and ledger go to the session's
+    `rows` when the call ends (also when it fails)."""
 
     def __init__(
         self,
@@ -83,29 +83,23 @@ class CensusedCall:
         ]
         self._item = item
         self._rows = rows
-        self._sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the call's peak RSS
-        self._listening = ExitStack()
-        self._start = 0.0
 
-    def __enter__(self) -> CensusedCall:
-        for census in self.censuses:
-            self._listening.enter_context(census)
-        self._listening.enter_context(self._sampler)
-        self._start = time.perf_counter()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        try:  # a failing test keeps its census rows and its seconds
-            wall_s = time.perf_counter() - self._start
-            memory = self._sampler.stop().figures(SCOPE_TEST)
-            self._collect(wall_s, memory)
-        finally:
-            self._listening.__exit__(kind, error, traceback)
+    @contextmanager
+    def listening(self) -> Iterator[None]:
+        """Around the test call: every census listens, the call's peak RSS is sampled."""
+        sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the call's peak RSS
+        with ExitStack() as listening:
+            for census in self.censuses:
+                census.start()
+                listening.callback(census.stop)
+            listening.enter_context(sampler)
+            start = time.perf_counter()
+            try:
+                yield
+            finally:  # a failing test keeps its census rows and its seconds
+                wall_s = time.perf_counter() - start
+                memory = sampler.stop().figures(SCOPE_TEST)
+                self._collect(wall_s, memory)
 
     def _collect(self, wall_s: float, memory: dict[str, Any]) -> None:
         """Each framework's rows, and the call's ledger: that of the first framework that

@@ -10,9 +10,8 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext
@@ -158,25 +157,19 @@ class JaxCensus:
             monitor.residue, request.clear_caches,
             eager_counted=request.count_eager and request.max_compiles is not None,
         )
-        # JAX explains its recompiles only where a count is judged (it costs a diff of
-        # cache keys per miss).
-        self._capture: AbstractContextManager[EventLog] = monitor.capture(
-            explain=request.explain, key_parts=True
-        )
+        self._listening = ExitStack()
         self._log: EventLog | None = None
         self._compiles: list[ModuleCompile] = []
 
-    def __enter__(self) -> JaxCensus:
-        self._log = self._capture.__enter__()
-        return self
+    def start(self) -> None:
+        # JAX explains its recompiles only where a count is judged (it costs a diff of
+        # cache keys per miss).
+        self._log = self._listening.enter_context(
+            self._session.monitor.capture(explain=self._request.explain, key_parts=True)
+        )
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._capture.__exit__(kind, error, traceback)
+    def stop(self) -> None:
+        self._listening.close()
 
     @property
     def log(self) -> EventLog:

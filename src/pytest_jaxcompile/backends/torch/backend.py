@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext, unique_names
@@ -109,15 +108,10 @@ class TorchCensus:
         self._since_us = now_us()
         self._frames: list[FrameCompile] = []
 
-    def __enter__(self) -> TorchCensus:
-        return self
+    def start(self) -> None:
+        pass  # torch keeps its compilation metrics itself: read them since `_since_us`
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         pass
 
     def rows(self, memory: dict[str, Any]) -> list[CompileRecord]:
