@@ -8,13 +8,15 @@ import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile.backends.jax.guard import (
-    Requirements,
     clobber_affects_requirements,
     find_clobbers,
     missing_flags,
+    settings_problems,
+)
+from pytest_jaxcompile.backends.settings import (
+    Requirements,
     parse_xla_flags,
     platform_problem,
-    settings_problems,
     uncacheable_reason,
 )
 from pytest_jaxcompile.gate.judging import judge

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from records_factory import make_record
 
-from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import UPGRADE, NearestPin
 from pytest_jaxcompile.gate.outcome import Coverage, Outcome

@@ -16,13 +16,11 @@ from pytest_jaxcompile.backends.jax.eager import EAGER, Dispatch
 from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
 from pytest_jaxcompile.backends.jax.residue import (
     BEFORE_LISTENING,
-    CLEAR_ALWAYS,
-    CLEAR_AUTO,
-    CLEAR_NEVER,
     ProgramResidue,
     clear_before_census,
     describe,
 )
+from pytest_jaxcompile.backends.settings import CLEAR_ALWAYS, CLEAR_AUTO, CLEAR_NEVER
 
 
 def step(v: object) -> object:

@@ -254,8 +254,8 @@ def test_a_worker_reported_down_twice_is_merged_once(pytestconfig: pytest.Config
     plugin.merge_worker_output("gw0", output)
     plugin.merge_worker_output("gw0", output)
     plugin.worker_lost("gw0", "keyboard-interrupt")
-    assert len(plugin.records) == 1
-    assert plugin.lost == []
-    assert plugin.worker_identities == {("cpu:cpu @ Test CPU x2", "0.10.2")}
+    assert len(plugin.rows.records) == 1
+    assert plugin.workers.lost == []
+    assert plugin.workers.identities == {("cpu:cpu @ Test CPU x2", "0.10.2")}
     plugin.worker_lost("gw1", "Not properly terminated")
-    assert len(plugin.lost) == 1 and "gw1" in plugin.lost[0]
+    assert len(plugin.workers.lost) == 1 and "gw1" in plugin.workers.lost[0]

@@ -12,12 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_jaxcompile._version import __version__
 
 if TYPE_CHECKING:
-    from pytest_jaxcompile.backends import DuplicateTransformError
-    from pytest_jaxcompile.backends.jax.classify import (
-        Classification,
-        CompileEvidence,
-        classify,
-    )
+    from pytest_jaxcompile.backends import Classification, DuplicateTransformError
+    from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
     from pytest_jaxcompile.gate.budget import CompileBudget
     from pytest_jaxcompile.gate.judging import judge
@@ -29,7 +25,7 @@ if TYPE_CHECKING:
 
 _HOMES = {
     "DuplicateTransformError": "pytest_jaxcompile.backends",
-    "Classification": "pytest_jaxcompile.backends.jax.classify",
+    "Classification": "pytest_jaxcompile.backends",
     "CompileEvidence": "pytest_jaxcompile.backends.jax.classify",
     "classify": "pytest_jaxcompile.backends.jax.classify",
     "JaxCompile": "pytest_jaxcompile.backends.jax.measure",

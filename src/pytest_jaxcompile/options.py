@@ -24,8 +24,13 @@ from typing import Any, Literal
 import pytest
 
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
-from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements, parse_xla_flags
-from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
+from pytest_jaxcompile.backends.settings import (
+    CLEAR_AUTO,
+    CLEAR_MODES,
+    PLATFORM_ALIASES,
+    Requirements,
+    parse_xla_flags,
+)
 from pytest_jaxcompile.gate.limits import (
     DEFAULT_FLOOR_S,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
@@ -349,11 +354,6 @@ def given_thresholds(args: argparse.Namespace) -> dict[str, Any]:
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     """A subcommand's thresholds: what was given, the table's defaults for the rest."""
     return Thresholds(**given_thresholds(args))
-
-
-def threshold_option(field_name: str) -> Option:
-    """The option that sets a Thresholds field."""
-    return next(option for option in THRESHOLD_OPTIONS if option.threshold == field_name)
 
 
 # --------------------------------------------------------------------------- a session

@@ -8,7 +8,7 @@ registered in `pytest_configure` only when it is enabled. Nothing here imports j
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
         manager.register(
             ReportWriter(
                 config, settings.report_path,
-                lambda: (ordered(collector.records), list(collector.ledgers.values())),
+                lambda: (ordered(collector.rows.records), list(collector.rows.ledgers.values())),
             ),
             f"{PLUGIN_NAME}-report",
         )
@@ -75,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_jaxcompile.gate.conclude import ordered
 
         manager.register(
-            RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.records)),
+            RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.rows.records)),
             f"{PLUGIN_NAME}-record-dir",
         )
     if settings.artifacts_dir is not None:
@@ -110,7 +110,7 @@ def jax_compile(request: pytest.FixtureRequest) -> JaxCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return request.config.stash[COLLECTOR_KEY].jax_probe(node)
+    return cast("JaxCompile", request.config.stash[COLLECTOR_KEY].probe("jax", node))
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def torch_compile(request: pytest.FixtureRequest) -> TorchCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return request.config.stash[COLLECTOR_KEY].torch_probe(node)
+    return cast("TorchCompile", request.config.stash[COLLECTOR_KEY].probe("torch", node))
 
 
 class XdistHooks:

@@ -17,6 +17,8 @@ from pytest_jaxcompile._numbers import NUMBER, NumberError, finite_number, whole
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
+# A record's `cache.reason` where its backend did not persist the module and cannot say why.
+REASON_UNEXPLAINED = "unexplained"
 REPORT_KIND = "jaxcompile_report"  # the JSON report (output/json_report.py) holding records
 SCHEMA_VERSION = 1
 RESIDUAL_NAME = "execute_and_python_s"  # the ledger's time outside any compile phase
@@ -29,7 +31,6 @@ VERSION_FIELDS = {"jax": "jax_version", "torch": "torch_version"}
 SCOPE_COMPILE = "compile"
 SCOPE_TEST = "test"
 SCOPE_FIRST_CALL = "first_call"
-RSS_SCOPES = (SCOPE_COMPILE, SCOPE_TEST, SCOPE_FIRST_CALL)
 
 
 class CacheState(str, Enum):

@@ -1,45 +1,206 @@
-"""Measurement backends: what each framework contributes, and what every backend shares.
+"""Measurement backends: the protocol every framework implements, and what they all share.
 
-A backend (``backends/jax``, ``backends/torch``) detects its environment, measures compiles
-and turns each into a `CompileRecord` through `new_record`, the one record builder. `Backend`
-says which of the gate's rules apply to its rows: XLA's settings guard (required flags,
-clobbered ``XLA_FLAGS``) judges only rows of backends that compile with XLA.
+A backend (``backends/jax``, ``backends/torch``, each its own package) detects its
+environment, measures compiles and turns each into a `CompileRecord` through `new_record`,
+the one record builder. The session, the options and the gate reach a framework only
+through the `Backend` protocol: `backend(framework)` (or `backend_of(record)`) finds the
+package's ``BACKEND`` by the framework's name, so this module imports no backend and
+every backend imports this module, never the other way round. What a backend knows alone
+(XLA's flag rules and clobbers, JAX's cache-key parts, its in-process caches, its census)
+stays in its package; what every backend's rows are held to is in `backends/settings.py`.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._numbers import NUMBER, finite_number
 from pytest_jaxcompile.backends.hardware import Hardware, usable_cpu_count
-from pytest_jaxcompile.records import CacheDetails, CompileRecord, HostState
+from pytest_jaxcompile.backends.settings import Clobber, Requirements
+from pytest_jaxcompile.records import (
+    FRAMEWORKS,
+    CacheDetails,
+    CacheState,
+    CallLedger,
+    CompileRecord,
+    HostState,
+)
 
 LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
+STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's text
+
+
+class Backend(Protocol):
+    """What the session and the gate reach of one framework; stateless, one per framework."""
+
+    @property
+    def framework(self) -> str: ...
+
+    @property
+    def device(self) -> str:
+        """What ran the compile, in messages: "JAX's default backend"."""
+        ...
+
+    @property
+    def xla_rules(self) -> bool:
+        """Whether required XLA flags and XLA_FLAGS clobbers apply to its rows."""
+        ...
+
+    def session(self, hardware_override: str | None) -> BackendSession:
+        """The backend's state for one pytest process."""
+        ...
+
+    def requirement_problems(
+        self, record: CompileRecord, requirements: Requirements
+    ) -> list[str]:
+        """Why this row compiled without a required setting (flags, cache); empty if none."""
+        ...
+
+    def differing_parts(
+        self, now: dict[str, str] | None, then: dict[str, str] | None
+    ) -> list[str] | None:
+        """Names of the persistent-cache key's parts that differ from the pin's; None
+        when either side was not captured (or the backend captures none)."""
+        ...
+
+    def flag_changes(self, now: list[str] | None, then: list[str] | None) -> list[str]:
+        """The compiler flags in the cache key added, removed or changed since the pin."""
+        ...
+
+
+class BackendSession(Protocol):
+    """A backend's state in one pytest process: its environment, listeners and settings."""
+
+    def environment(self) -> Environment: ...
+
+    def start(self) -> None:
+        """At session start: note the settings later compiles are compared with."""
+        ...
+
+    def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> Any:
+        """The measuring fixture's value for one test; each row it makes goes to `sink`."""
+        ...
+
+    def census(self, request: CensusRequest) -> CallCensus | None:
+        """A census of one test call, or None when the project does not use the framework."""
+        ...
+
+    def identity(self, measured: bool) -> tuple[str, str] | None:
+        """(hardware, framework version) this process ran under, where the backend knows
+        it; `measured`: this process has rows (a backend may then skip detecting it)."""
+        ...
+
+    def clobbers(
+        self, records: Iterable[CompileRecord], requirements: Requirements
+    ) -> list[Clobber]:
+        """Settings that changed since `start`, each marked failing when it affects a
+        requirement."""
+        ...
+
+    def close(self) -> None:
+        """At the end of pytest: stop listening."""
+        ...
 
 
 @dataclass(frozen=True)
-class Backend:
-    """What the gate needs to know about a framework's rows."""
+class CensusRequest:
+    """What the session asks of a backend's census of one test call."""
 
-    framework: str
-    xla_rules: bool  # required XLA flags and XLA_FLAGS clobbers apply to its rows
-    device: str  # what ran the compile, in messages: "JAX's default backend"
+    context: MeasureContext
+    max_compiles: int | None  # the test's compile_budget(max_compiles=N)
+    count_eager: bool  # eager dispatch counts against max_compiles
+    explain: bool  # explain each recompile (a compile count is judged)
+    clear_caches: str  # compile_clear_caches (backends/settings.py CLEAR_MODES)
 
 
-BACKENDS: dict[str, Backend] = {
-    "jax": Backend("jax", xla_rules=True, device="JAX's default backend"),
-    "torch": Backend("torch", xla_rules=False, device="torch's device"),
-}
+class CallCensus(Protocol):
+    """One backend's census of one test call: it listens from `start` to `stop`."""
+
+    def start(self) -> None:
+        """The call starts: listen."""
+        ...
+
+    def stop(self) -> None:
+        """Stop listening (after `rows` and `ledger`, also when the call failed)."""
+        ...
+
+    def rows(self, memory: dict[str, Any]) -> list[CompileRecord]:
+        """The call's own compiles as census rows (once, when the call ended); `memory`
+        is the call's peak RSS (`RssPeak.figures`), shared by every row."""
+        ...
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the call compiled anything of this framework (known after `rows`)."""
+        ...
+
+    def ledger(self, wall_s: float) -> CallLedger | None:
+        """The call's wall time partitioned into compile and residual; None if nothing to
+        account."""
+        ...
+
+    def problems(self) -> list[str]:
+        """The compile_budget(max_compiles=N) failure of the call, if over."""
+        ...
+
+
+def backend(framework: str) -> Backend:
+    """The backend of `framework`: ``BACKEND`` of its package, ``backends/<framework>/``."""
+    if framework not in FRAMEWORKS:
+        raise KeyError(f"no backend for framework {framework!r}")
+    found: Backend = importlib.import_module(f"{__name__}.{framework}").BACKEND
+    return found
 
 
 def backend_of(record: CompileRecord) -> Backend:
-    return BACKENDS[record.framework]
+    return backend(record.framework)
+
+
+def all_backends() -> list[Backend]:
+    """Every framework's backend, in `records.FRAMEWORKS` order (JAX first)."""
+    return [backend(framework) for framework in FRAMEWORKS]
+
+
+@dataclass(frozen=True)
+class Classification:
+    """What a backend concluded of one compile's cache use (`CompileRecord.cache_state`)."""
+
+    cache_state: CacheState
+    persisted: bool | None = None
+    reason: str | None = None
+    detail: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """``jit(f)``, ``jit(f)#2``, ...: the same function compiling again gets a new row."""
+    seen: Counter[str] = Counter()
+    unique = []
+    for name in names:
+        seen[name] += 1
+        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return unique
+
+
+def artifact_name(cell: str, transform: str) -> str:
+    """A file name for a cell and transform: readable, safe on every filesystem."""
+    text = f"{cell}--{transform}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:200] + ".mlir"
+
+
+def stage_module(directory: Path, cell: str, transform: str, module_text: str) -> None:
+    """Keep a measured module's text in ``DIR/.staged/`` (``--compile-artifacts-dir``); the
+    controller keeps those of failing rows at the end (`output/artifacts.py`)."""
+    atomic_write_text(directory / STAGING / artifact_name(cell, transform), module_text)
 
 
 @dataclass(frozen=True)

@@ -229,10 +229,6 @@ class FilePlan:
     tags: dict[str, Counter[str]] = field(default_factory=dict)  # outcome -> tag counts
     new_text: str | None = None  # None: nothing to change
 
-    @property
-    def to_migrate(self) -> int:
-        return sum(self.counts[outcome] for outcome in MIGRATED)
-
 
 def plan_file(path: Path, rules: Rules = Rules()) -> FilePlan:
     """Decide every record of one file and build its migrated text (nothing is written)."""

@@ -22,7 +22,6 @@ from pytest_jaxcompile.records import CompileRecord
 
 GIT_TIMEOUT_S = 10.0
 SHORT_SHA = 12
-FIELDS = ("sha", "ref", "head_ref", "base_ref", "dirty")
 
 
 def run_git_status(cwd: Path) -> str | None:

@@ -89,7 +89,7 @@ class RecordDirWriter:
         self.problem: str | None = None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_jaxcompile.session import fail_session, outcome_of
+        from pytest_jaxcompile.output import fail_session, outcome_of
 
         if outcome_of(self.config) is None:
             return
@@ -102,7 +102,7 @@ class RecordDirWriter:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_jaxcompile._io import relative
-        from pytest_jaxcompile.session import summary_section
+        from pytest_jaxcompile.output import summary_section
 
         if self.problem is not None:
             summary_section(terminalreporter)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage

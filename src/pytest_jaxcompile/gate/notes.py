@@ -22,7 +22,10 @@ def key_change(record: CompileRecord, pin: Pin) -> str | None:
     """Which parts of JAX's persistent-cache key differ from the pin's, and for XLA flags
     which flags; None when nothing differs. A part not captured on either side (census
     rows, pins of earlier releases, a jax that logs no parts) is never guessed."""
-    from pytest_jaxcompile.backends.jax.keyparts import differing_parts, flag_changes
+    from pytest_jaxcompile.backends import backend_of
+
+    backend = backend_of(record)
+    differing_parts, flag_changes = backend.differing_parts, backend.flag_changes
 
     parts = differing_parts(record.cache_key_parts, pin.key_parts)
     if not parts:

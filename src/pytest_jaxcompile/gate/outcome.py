@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_jaxcompile.backends.jax.guard import Clobber
+from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
@@ -80,10 +80,6 @@ class Outcome:
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
 
-    @property
-    def fail_on_improvement(self) -> bool:
-        return self.thresholds.fail_on_improvement
-
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)
 
@@ -123,6 +119,3 @@ class Outcome:
             self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
             or self.ledgers or self.clobbers
         )
-
-
-SessionOutcome = Outcome  # the name earlier releases used

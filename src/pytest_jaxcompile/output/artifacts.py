@@ -1,33 +1,21 @@
 """``--compile-artifacts-dir DIR``: the lowered module text of every failing row, for diffing.
 
 Each process stages the text of every module the ``jax_compile`` fixture measures in
-``DIR/.staged/`` as it measures it (pytest-xdist workers too: nothing large travels to the
-controller); at the end of the session the controller keeps the modules of the failing rows,
-named by cell and transform, and removes the rest.
+``DIR/.staged/`` as it measures it (`backends.stage_module`; pytest-xdist workers too: nothing
+large travels to the controller); at the end of the session the controller keeps the modules
+of the failing rows, named by cell and transform, and removes the rest.
 """
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from pytest_jaxcompile._io import atomic_write_text, relative
-from pytest_jaxcompile.session import outcome_of, summary_section
-
-STAGING = ".staged"
-
-
-def artifact_name(cell: str, transform: str) -> str:
-    """A file name for a cell and transform: readable, safe on every filesystem."""
-    text = f"{cell}--{transform}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:200] + ".mlir"
-
-
-def stage_module(directory: Path, cell: str, transform: str, module_text: str) -> None:
-    atomic_write_text(directory / STAGING / artifact_name(cell, transform), module_text)
+from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.backends import STAGING, artifact_name
+from pytest_jaxcompile.output import outcome_of, summary_section
 
 
 class ArtifactWriter:

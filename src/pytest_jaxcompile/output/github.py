@@ -32,8 +32,8 @@ from pytest_jaxcompile.gate.view import (
     spend_lines,
     unpinned_fold,
 )
+from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.records import CompileRecord
-from pytest_jaxcompile.session import outcome_of, summary_section
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 ENV_ACTIONS = "GITHUB_ACTIONS"

@@ -27,6 +27,7 @@ from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS, Pin
 from pytest_jaxcompile.gate.view import BlockKind, RowView, session_view
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
+from pytest_jaxcompile.output import fail_session, outcome_of, summary_section
 from pytest_jaxcompile.records import (
     RECORD_KIND,
     REPORT_KIND,
@@ -37,7 +38,6 @@ from pytest_jaxcompile.records import (
     check_record_data,
 )
 from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
-from pytest_jaxcompile.session import fail_session, outcome_of, summary_section
 
 Records = tuple[list[CompileRecord], list[CallLedger]]  # a session's rows, in report order
 

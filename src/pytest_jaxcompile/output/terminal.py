@@ -25,8 +25,8 @@ from pytest_jaxcompile.gate.view import (
     spend_lines,
     unpinned_fold,
 )
+from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
-from pytest_jaxcompile.session import outcome_of, summary_section
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]

@@ -1,1 +1,11 @@
-"""The JAX backend: JAX's compile events, cache_state classification, the fixture, census."""
+"""The JAX backend: JAX's compile events, cache_state classification, the fixture, census.
+
+`BACKEND` (`backend.JaxBackend`) is what the session and the gate reach of JAX, through the
+`Backend` protocol; importing this package imports no JAX.
+"""
+
+from __future__ import annotations
+
+from pytest_jaxcompile.backends.jax.backend import BACKEND
+
+__all__ = ["BACKEND"]

@@ -20,6 +20,7 @@ from pytest_jaxcompile.backends import (
     host_state,
     new_record,
     recompile_lines_by_function,
+    unique_names,
 )
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
@@ -37,16 +38,6 @@ from pytest_jaxcompile.backends.jax.monitor import (
     ModuleCompile,
 )
 from pytest_jaxcompile.records import CENSUS_SOURCE, CacheDetails, CallLedger, CompileRecord
-
-
-def unique_names(names: list[str]) -> list[str]:
-    """``jit(f)``, ``jit(f)#2``, ...: the same function compiling again gets a new row."""
-    seen: Counter[str] = Counter()
-    unique = []
-    for name in names:
-        seen[name] += 1
-        unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return unique
 
 
 def module_fingerprint(module: ModuleCompile) -> str | None:

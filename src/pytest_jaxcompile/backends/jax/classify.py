@@ -21,15 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_jaxcompile.records import CacheState
+from pytest_jaxcompile.backends import Classification
+from pytest_jaxcompile.records import REASON_UNEXPLAINED, CacheState
 
-# Why JAX did not write a cache entry; codes are stable, details are for people.
+# Why JAX did not write a cache entry; codes are stable, details are for people
+# (REASON_UNEXPLAINED, from records, where JAX gave none).
 REASON_HOST_CALLBACKS = "host_callbacks"
 REASON_MIN_COMPILE_TIME = "below_min_compile_time"
 REASON_ENTRY_TOO_SMALL = "entry_too_small"
 REASON_NOT_PROCESS_0 = "not_process_0"
 REASON_CACHE_DISABLED = "cache_disabled"
-REASON_UNEXPLAINED = "unexplained"
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,6 @@ class CompileEvidence:
     skip_reasons: tuple[SkipReason, ...] = ()
     entries_before: int | None = None
     entries_after: int | None = None
-
-
-@dataclass(frozen=True)
-class Classification:
-    cache_state: CacheState
-    persisted: bool | None = None
-    reason: str | None = None
-    detail: str | None = None
-    notes: tuple[str, ...] = ()
 
 
 def skip_reason_from_log(template: str, args: Sequence[object]) -> SkipReason | None:

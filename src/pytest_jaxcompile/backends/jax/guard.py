@@ -1,16 +1,15 @@
-"""Settings that silently stop applying: required flags, the cache, clobbering, platform.
+"""XLA's and JAX's settings that silently stop applying: required flags, clobbering.
 
 Pure logic over what records carry; `snapshot_settings` is the one place that reads
 the process's live settings (and imports jax), with XLA_FLAGS as XLA read them at its
-backend's start from `backendstart`.
+backend's start from `backendstart`. The framework-neutral types and rules (`Requirements`,
+`Clobber`, the cache and platform checks) live in `backends/settings.py`.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_jaxcompile.backends import backend_of
@@ -19,11 +18,16 @@ from pytest_jaxcompile.backends.jax.backendstart import (
     XLA_FLAGS_ENV,
     at_backend_start,
 )
-from pytest_jaxcompile.backends.jax.classify import REASON_UNEXPLAINED
-from pytest_jaxcompile.records import CacheState, CompileRecord
+from pytest_jaxcompile.backends.settings import (
+    Clobber,
+    Requirements,
+    cache_problem,
+    parse_xla_flags,
+    render_flags,
+)
+from pytest_jaxcompile.records import CompileRecord
 
 BACKEND_START_KEY = "xla_flags_at_backend_start"  # in a record's settings
-PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}
 CACHE_SETTING_NAMES = (
     "jax_compilation_cache_dir",
     "jax_enable_compilation_cache",
@@ -31,21 +35,6 @@ CACHE_SETTING_NAMES = (
     "jax_persistent_cache_min_entry_size_bytes",
     "jax_compilation_cache_max_size",
 )
-
-
-def parse_xla_flags(raw: str | None) -> dict[str, str | None]:
-    """``--a=1 --b`` -> ``{"--a": "1", "--b": None}``; the last occurrence wins, as in XLA."""
-    flags: dict[str, str | None] = {}
-    if not raw:
-        return flags
-    try:
-        words = shlex.split(raw)
-    except ValueError:  # unbalanced quotes: fall back to whitespace, as XLA would see it
-        words = raw.split()
-    for word in words:
-        name, sep, value = word.partition("=")
-        flags[name] = value if sep else None
-    return flags
 
 
 def snapshot_settings() -> dict[str, Any]:
@@ -98,16 +87,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-@dataclass(frozen=True)
-class Requirements:
-    """What a project declared must be in force for every compile."""
-
-    xla_flags: dict[str, str | None] = field(default_factory=dict)
-    cache: bool = False
-    cacheable: bool = False
-    platform: str | None = None  # gpu, tpu or cpu
-
-
 def missing_flags(
     required: Mapping[str, str | None], in_force: Mapping[str, str | None]
 ) -> list[str]:
@@ -133,14 +112,9 @@ def settings_problems(record: CompileRecord, requirements: Requirements) -> list
     )
     if flags_problem is not None:
         problems.append(flags_problem)
-    without_cache = record.cache_state == CacheState.NONE.value or (
-        record.cache.reason == "cache_not_consulted"
-    )
-    if requirements.cache and without_cache:
-        problems.append(
-            f"transform {record.transform!r} compiled without a persistent compilation "
-            f"cache ({record.cache.reason_detail}; required by ini compile_require_cache)"
-        )
+    without_cache = cache_problem(record, requirements)
+    if without_cache is not None:
+        problems.append(without_cache)
     return problems
 
 
@@ -180,84 +154,6 @@ def required_flags_problem(
     return text + "; required by ini compile_required_xla_flags)"
 
 
-def uncacheable_reason(record: CompileRecord) -> str | None:
-    """Why this module can never be served from the persistent cache, if JAX said so."""
-    if record.cache_state == CacheState.NONE.value:
-        return "no persistent compilation cache is configured"
-    if (
-        record.cache_state == CacheState.COLD.value
-        and record.cache.persisted is False
-        and record.cache.reason not in (None, REASON_UNEXPLAINED)
-    ):
-        return record.cache.reason_detail or record.cache.reason
-    return None
-
-
-def platform_problem(expected: str | None, actual: str, device: str) -> str | None:
-    """`device` names what ran the compile, e.g. "JAX's default backend"."""
-    if expected is None:
-        return None
-    normalized = PLATFORM_ALIASES.get(actual.lower(), actual.lower())
-    if normalized == expected:
-        return None
-    return (
-        f"compile_expected_platform = {expected}, but {device} is {actual}: "
-        f"the job silently fell back (check the jaxlib/plugin install, JAX_PLATFORMS and "
-        "that the accelerator is visible); no compile rows were recorded"
-    )
-
-
-@dataclass(frozen=True)
-class Clobber:
-    """A setting that differed at a compile from what it was at session start."""
-
-    setting: str
-    at_start: Any
-    at_compile: Any
-    first_cell: str
-    discarded: tuple[str, ...] = ()  # env flags that were dropped (XLA_FLAGS only)
-    fails: bool = False  # a required setting is affected
-    # XLA_FLAGS only: the flags XLA read when its backend started (None: not known)
-    at_backend_start: str | None = None
-    # where `at_start` was seen: None at session start, else the test of the session's
-    # first compile (JAX was not imported when the session started)
-    baseline_cell: str | None = None
-
-    @property
-    def ignored_by_xla(self) -> bool:
-        """XLA_FLAGS changed after XLA's backend started: XLA does not apply the change."""
-        return self.at_backend_start is not None and parse_xla_flags(
-            self.at_backend_start
-        ) != parse_xla_flags(str(self.at_compile))
-
-    def describe(self) -> str:
-        since = (
-            "session start" if self.baseline_cell is None
-            else f"the session's first compile ({self.baseline_cell})"
-        )
-        text = (
-            f"{self.setting} changed during the session: {self.at_start!r} at {since}, "
-            f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it)"
-        )
-        if self.ignored_by_xla:
-            text += (
-                f"; XLA read XLA_FLAGS once, when its backend started "
-                f"({self.at_backend_start!r}), and does not apply this change, but JAX hashes "
-                "XLA_FLAGS into every persistent-cache key: compiles from then on miss the "
-                "entries cached under the old value and compile cold"
-            )
-            if self.discarded:
-                text += (
-                    f"; flags removed from the environment: {', '.join(self.discarded)} "
-                    "(XLA still compiles with the flags it started with)"
-                )
-        elif self.discarded:
-            text += (
-                f"; flags set in the environment were DISCARDED: {', '.join(self.discarded)}"
-            )
-        return text
-
-
 def find_clobbers(
     start: Mapping[str, Any], records: Iterable[CompileRecord]
 ) -> list[Clobber]:
@@ -295,10 +191,6 @@ def find_clobbers(
                     baseline_cell=baseline_cell.get(name),
                 )
     return list(clobbers.values())
-
-
-def render_flags(flags: Mapping[str, str | None]) -> str:
-    return " ".join(name if value is None else f"{name}={value}" for name, value in flags.items())
 
 
 def _unmet(required: Mapping[str, str | None], flags: Mapping[str, str | None]) -> set[str]:

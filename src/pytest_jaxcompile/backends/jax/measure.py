@@ -20,6 +20,7 @@ from pytest_jaxcompile.backends import (
     Measured,
     host_state,
     new_record,
+    stage_module,
 )
 from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
@@ -40,7 +41,6 @@ from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, C
 # jax/_src/lru_cache.py names entries "<key>-cache" next to "<key>-atime" files from jax
 # 0.4.31 on; jax 0.4.30 names them "<key>". Both keep a ".lockfile" there, and the remote
 # cache writes "_temp_<key>" first.
-CACHE_ENTRY_SUFFIX = "-cache"
 _NOT_AN_ENTRY_SUFFIX = "-atime"
 _NOT_AN_ENTRY_PREFIXES = (".", "_temp_")
 _MODULE_NAME = re.compile(r"module @([\w.$-]+)")
@@ -286,8 +286,6 @@ class JaxCompile:
                 "give each jax_compile call its own transform= name"
             )
         if self._context.artifacts_dir is not None:
-            from pytest_jaxcompile.output.artifacts import stage_module
-
             stage_module(self._context.artifacts_dir, self._context.cell, name, module_text)
 
         environment = self._environment

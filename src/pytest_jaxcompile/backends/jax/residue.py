@@ -28,11 +28,7 @@ import weakref
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.eager import Dispatch
-
-CLEAR_AUTO = "auto"
-CLEAR_ALWAYS = "always"
-CLEAR_NEVER = "never"
-CLEAR_MODES = (CLEAR_AUTO, CLEAR_ALWAYS, CLEAR_NEVER)
+from pytest_jaxcompile.backends.settings import CLEAR_ALWAYS, CLEAR_NEVER
 
 BEFORE_LISTENING = "the first census'd test in this process (what ran before it is unknown)"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_jaxcompile.backends import (
+    Classification,
     DuplicateTransformError,
     MeasureContext,
     Measured,
@@ -33,7 +34,6 @@ from pytest_jaxcompile.backends.hardware import (
     host_cpu_model,
     usable_cpu_count,
 )
-from pytest_jaxcompile.backends.jax.classify import Classification
 from pytest_jaxcompile.backends.memory import RssSampler
 from pytest_jaxcompile.records import (
     SCOPE_FIRST_CALL,

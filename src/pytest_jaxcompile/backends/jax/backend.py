@@ -1,0 +1,210 @@
+"""The JAX backend behind the `Backend` protocol: what the session and the gate reach of JAX.
+
+Nothing here imports JAX at load, nor the measuring modules: each is imported when the
+session first needs it (a fixture, a census, the settings at session start).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext
+from pytest_jaxcompile.backends.settings import Clobber, Requirements
+from pytest_jaxcompile.records import CallLedger, CompileRecord
+
+if TYPE_CHECKING:
+    from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
+    from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog, ModuleCompile
+
+
+def jax_imported() -> bool:
+    """Whether the project imported JAX (asking must not import it)."""
+    return "jax" in sys.modules
+
+
+@dataclass(frozen=True)
+class JaxBackend:
+    """JAX's rows compile with XLA: its flag rules and ``XLA_FLAGS`` clobbers apply."""
+
+    framework: str = "jax"
+    device: str = "JAX's default backend"
+    xla_rules: bool = True
+
+    def session(self, hardware_override: str | None) -> JaxSession:
+        return JaxSession(hardware_override)
+
+    def requirement_problems(
+        self, record: CompileRecord, requirements: Requirements
+    ) -> list[str]:
+        from pytest_jaxcompile.backends.jax.guard import settings_problems
+
+        return settings_problems(record, requirements)
+
+    def differing_parts(
+        self, now: dict[str, str] | None, then: dict[str, str] | None
+    ) -> list[str] | None:
+        from pytest_jaxcompile.backends.jax.keyparts import differing_parts
+
+        return differing_parts(now, then)
+
+    def flag_changes(self, now: list[str] | None, then: list[str] | None) -> list[str]:
+        from pytest_jaxcompile.backends.jax.keyparts import flag_changes
+
+        return flag_changes(now, then)
+
+
+class JaxSession:
+    """JAX in one pytest process: its environment, the compile monitor, the start settings."""
+
+    def __init__(self, hardware_override: str | None) -> None:
+        self._hardware_override = hardware_override
+        self._monitor: CompileMonitor | None = None
+        self._environment: JaxEnvironment | None = None
+        self._tracing_warm = False  # warm_up_tracing ran in this process
+        self._start_settings: dict[str, Any] = {}
+
+    @property
+    def monitor(self) -> CompileMonitor:
+        if self._monitor is None:
+            from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
+
+            self._monitor = CompileMonitor()
+        return self._monitor
+
+    def environment(self) -> JaxEnvironment:
+        if self._environment is None:
+            from pytest_jaxcompile.backends.jax.measure import JaxEnvironment
+
+            self._environment = JaxEnvironment.detect(self._hardware_override)
+        return self._environment
+
+    def start(self) -> None:
+        from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, watch
+        from pytest_jaxcompile.backends.jax.guard import snapshot_settings
+        from pytest_jaxcompile.backends.settings import parse_xla_flags
+
+        # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
+        # from before conftest.py was loaded; a backend started before then is known by
+        # its value now).
+        watch()
+        # Snapshot what later compiles are compared with; JAX's own settings only when
+        # the project already imported JAX (reading them must not import it).
+        self._start_settings = (
+            snapshot_settings()
+            if jax_imported()
+            else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
+        )
+
+    def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> JaxCompile:
+        from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
+
+        environment = self.environment()
+        if not self._tracing_warm:
+            warm_up_tracing()
+            self._tracing_warm = True
+        return JaxCompile(self.monitor, environment, context, sink)
+
+    def census(self, request: CensusRequest) -> JaxCensus | None:
+        # JAX's events only when the suite imported JAX: a torch-only census must not
+        # pay for (or depend on) a JAX import.
+        return JaxCensus(self, request) if jax_imported() else None
+
+    def identity(self, measured: bool) -> tuple[str, str] | None:
+        if self._environment is None and not measured and jax_imported():
+            self.environment()  # jax is loaded anyway: the tests ran without measuring
+        if self._environment is None:
+            return None
+        return self._environment.hardware.name, self._environment.jax_version
+
+    def clobbers(
+        self, records: Iterable[CompileRecord], requirements: Requirements
+    ) -> list[Clobber]:
+        from pytest_jaxcompile.backends.jax.guard import (
+            clobber_affects_requirements,
+            find_clobbers,
+        )
+
+        return [
+            dataclasses.replace(
+                clobber, fails=clobber_affects_requirements(clobber, requirements)
+            )
+            for clobber in find_clobbers(self._start_settings, records)
+        ]
+
+    def close(self) -> None:
+        if self._monitor is not None:
+            self._monitor.uninstall()
+
+
+class JaxCensus:
+    """Every compile of one test call, from JAX's events (see `census`)."""
+
+    def __init__(self, session: JaxSession, request: CensusRequest) -> None:
+        from pytest_jaxcompile.backends.jax.residue import clear_before_census
+
+        self._session = session
+        self._request = request
+        monitor = session.monitor
+        # Each test compiles what it uses, whatever ran before it in this process.
+        monitor.install()  # from now on, it notes what the program leaves
+        self._cleared_because = clear_before_census(
+            monitor.residue, request.clear_caches,
+            eager_counted=request.count_eager and request.max_compiles is not None,
+        )
+        self._listening = ExitStack()
+        self._log: EventLog | None = None
+        self._compiles: list[ModuleCompile] = []
+
+    def start(self) -> None:
+        # JAX explains its recompiles only where a count is judged (it costs a diff of
+        # cache keys per miss).
+        self._log = self._listening.enter_context(
+            self._session.monitor.capture(explain=self._request.explain, key_parts=True)
+        )
+
+    def stop(self) -> None:
+        self._listening.close()
+
+    @property
+    def log(self) -> EventLog:
+        assert self._log is not None, "the census is read after its call started"
+        return self._log
+
+    def rows(self, memory: dict[str, Any]) -> list[CompileRecord]:
+        from pytest_jaxcompile.backends.jax.census import census_records
+        from pytest_jaxcompile.backends.jax.measure import CacheSettings
+
+        self._compiles = [m for m in self.log.module_compiles() if not m.nested]
+        if not self._compiles:
+            return []
+        return census_records(
+            self.log, self._request.context, self._session.environment(),
+            CacheSettings.current(), memory,
+        )
+
+    @property
+    def compiled(self) -> bool:
+        return bool(self._compiles)
+
+    def ledger(self, wall_s: float) -> CallLedger:
+        from pytest_jaxcompile.backends.jax.census import build_ledger
+
+        return build_ledger(self.log, self._request.context.cell, wall_s, self._cleared_because)
+
+    def problems(self) -> list[str]:
+        from pytest_jaxcompile.backends.jax.census import recompile_problems
+
+        request = self._request
+        return recompile_problems(
+            request.max_compiles, self.log.own_compiles(), self.log.eager_compiles(),
+            request.count_eager, explained=request.explain,
+        )
+
+
+BACKEND: Backend = JaxBackend()  # checked against the protocol

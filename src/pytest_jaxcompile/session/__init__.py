@@ -1,0 +1,196 @@
+"""The session collector: rows measured while tests run, the gate's conclusion at the end.
+
+`SessionCollector` is registered for every session; its pytest hooks pass the data along,
+one module per step:
+
+- `rows`: what this process measured (records, ledgers, the tests that ran), from the
+  measuring fixtures (`SessionCollector.probe`) and from each test's census;
+- `census`: around a census'd test's call, every framework's census and the checks of the
+  test's rows;
+- `xdist`: what each pytest-xdist worker sends the controller, merged into its rows;
+- `conclusion`: on the controller, the rows handed to the gate; the `Outcome` is kept in
+  ``config.stash`` (`output.OUTCOME_KEY`) for the outputs to render.
+
+Each framework is reached through the `Backend` protocol (`backends.all_backends`), never
+by importing a backend's modules; none imports jax or torch until a fixture or census
+first needs it, or reads it only when the project already imported it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_jaxcompile.backends import BackendSession, all_backends, backend
+from pytest_jaxcompile.backends.settings import platform_problem
+from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import most_specific
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.options import Settings
+from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
+from pytest_jaxcompile.output.junit import verdict_properties
+from pytest_jaxcompile.session.census import (
+    CensusedCall,
+    census_request,
+    measure_context,
+    requirement_problems,
+)
+from pytest_jaxcompile.session.conclusion import conclude_session, measured_identities
+from pytest_jaxcompile.session.rows import SessionRows
+from pytest_jaxcompile.session.xdist import (
+    WORKER_INPUT_COUNTED_KEY,
+    WORKER_OUTPUT_KEY,
+    Workers,
+    payload,
+)
+
+__all__ = [
+    "COLLECTOR_KEY",
+    "WORKER_INPUT_COUNTED_KEY",
+    "WORKER_OUTPUT_KEY",
+    "SessionCollector",
+]
+
+COLLECTOR_KEY = pytest.StashKey["SessionCollector"]()
+
+
+class SessionCollector:
+    """Everything one pytest process measured, and (on the controller) the verdict."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.rows = SessionRows()
+        self.workers = Workers()
+        self.store: PinStore | None = None
+        # Tests whose compile count is pinned: their recompiles are explained (as for a
+        # max_compiles budget), so that a changed count names its cause.
+        self.counted_cells: set[str] = set()
+        # Each framework's state in this process, by framework, in records.FRAMEWORKS order.
+        self.backends: dict[str, BackendSession] = {
+            each.framework: each.session(settings.hardware_override) for each in all_backends()
+        }
+        self._started = time.perf_counter()
+
+    @property
+    def is_xdist_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    def probe(self, framework: str, item: pytest.Item) -> Any:
+        """The measuring fixture's value (``jax_compile``, ``torch_compile``) for a test."""
+        session = self.backends[framework]
+        # compile_expected_platform against the device that will compile: every
+        # measurement fails, before it makes a row.
+        problem = platform_problem(
+            self.settings.requirements.platform, session.environment().hardware.platform,
+            backend(framework).device,
+        )
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+        return session.probe(
+            measure_context(item, self.settings),
+            lambda record: self.rows.measured(item, record),
+        )
+
+    # ----------------------------------------------------------------------- hooks
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        for each in self.backends.values():
+            each.start()  # the settings later compiles are compared with
+        if self.is_xdist_worker:
+            workerinput = getattr(self.config, "workerinput", {})
+            self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
+        try:  # workers read the pins too: each test's JUnit verdict is judged where it ran
+            self.store = PinStore.load(self.settings.pins_dir)
+        except PinFileError as error:
+            raise pytest.UsageError(
+                f"pytest-jaxcompile: cannot read pin file {error}\n"
+                "Fix the file by hand or restore it from version control "
+                "(it was left as it is)."
+            ) from None
+        if not self.is_xdist_worker:
+            self.counted_cells = self.store.cells_with_compile_counts()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        budget = budget_of(item)
+        cell = item.nodeid
+        if not (self.settings.census or item.get_closest_marker(MARKER_NAME)):
+            result = yield
+            problems = over_budget(budget, self.rows.of(cell))
+        else:
+            request = census_request(item, budget, self.settings, cell in self.counted_cells)
+            call = CensusedCall(self.backends.values(), request, item, self.rows)
+            with call.listening():
+                result = yield
+            problems = over_budget(budget, self.rows.of(cell)) + call.problems()
+        requirements = self.settings.requirements
+        cacheable = most_specific(budget.cacheable, default=requirements.cacheable)
+        problems += requirement_problems(self.rows.of(cell), requirements, cacheable)
+        if problems:
+            pytest.fail("\n".join(problems), pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if report.when == "teardown" and self.store is not None and not (
+            self.settings.pin_update
+        ):
+            report.user_properties.extend(self._verdict_properties(item.nodeid))
+        self.rows.phase_ended(item.nodeid, report)
+        return report
+
+    def _verdict_properties(self, cell: str) -> list[tuple[str, str]]:
+        """The verdicts of a test's rows as JUnit properties, judged where the test ran
+        (against the pins as the session started: the same verdicts the gate concludes)."""
+        assert self.store is not None
+        thresholds = self.settings.thresholds
+        return [
+            prop
+            for record in self.rows.of(cell)
+            for prop in verdict_properties(row_view(judge(record, self.store, thresholds),
+                                                    thresholds))
+        ]
+
+    # ----------------------------------------------------------------------- xdist
+
+    def merge_worker_output(self, worker: str, output: dict[str, Any]) -> None:
+        """Take one worker's rows, once (xdist may report a node down twice)."""
+        self.workers.merge(worker, output, self.rows)
+
+    def worker_lost(self, worker: str, error: object) -> None:
+        self.workers.lost_worker(worker, error)
+
+    # ----------------------------------------------------------------------- the end
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The gate's conclusion (before the outputs, which render it)."""
+        backends = self.backends.values()
+        if self.is_xdist_worker:
+            workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
+            workeroutput[WORKER_OUTPUT_KEY] = payload(
+                self.rows, measured_identities(self.rows, backends)
+            )
+            return
+        if self.store is None:  # the session ended before it started (e.g. usage error)
+            return
+        outcome = conclude_session(
+            self.rows, self.workers, backends, self.store, self.settings,
+            rootdir=self.config.rootpath, started=self._started,
+        )
+        self.config.stash[OUTCOME_KEY] = outcome
+        fail_session(session, outcome.failed)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        for each in self.backends.values():
+            each.close()

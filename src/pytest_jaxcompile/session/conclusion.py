@@ -1,0 +1,82 @@
+"""Concluding: the session's rows, handed to the gate, become the `Outcome` outputs render.
+
+On the controller, at the end of the session: the rows of this process and of every xdist
+worker, the environments they ran in, and the settings each framework saw change
+(`clobbers`) go to `gate.conclude`; the records are stamped with the session's commit
+when they are written anywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from pytest_jaxcompile.backends import BackendSession
+from pytest_jaxcompile.backends.settings import Clobber
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+from pytest_jaxcompile.gate.outcome import Identity, Outcome
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.options import Settings
+from pytest_jaxcompile.session.rows import SessionRows
+from pytest_jaxcompile.session.xdist import Workers
+
+
+def measured_identities(
+    rows: SessionRows, backends: Iterable[BackendSession]
+) -> set[Identity]:
+    """(hardware, version) this process ran under, also when it measured nothing."""
+    identities = {(record.hardware, record.framework_version) for record in rows.records}
+    measured = bool(identities)
+    for each in backends:
+        identity = each.identity(measured)
+        if identity is not None:
+            identities.add(identity)
+    return identities
+
+
+def clobbers(
+    rows: SessionRows, backends: Iterable[BackendSession], settings: Settings
+) -> list[Clobber]:
+    """Settings that changed during the session; those affecting a requirement fail."""
+    if not rows.records:
+        return []
+    return [
+        clobber
+        for each in backends
+        for clobber in each.clobbers(rows.records, settings.requirements)
+    ]
+
+
+def conclude_session(
+    rows: SessionRows,
+    workers: Workers,
+    backends: Iterable[BackendSession],
+    store: PinStore,
+    settings: Settings,
+    *,
+    rootdir: Path,
+    started: float,
+) -> Outcome:
+    """The gate's conclusion over everything the session measured; `started`: the
+    session's start on `time.perf_counter`."""
+    backends = list(backends)
+    outcome = conclude(
+        rows.records,
+        rows.ran_cells,
+        measured_identities(rows, backends) | workers.identities,
+        store,
+        GateSettings(settings.thresholds, settings.pin_update),
+        rootdir=rootdir,
+        ledgers=rows.ledgers.values(),
+        clobbers=clobbers(rows, backends, settings),
+    )
+    outcome.lost = list(workers.lost)
+    outcome.session_s = time.perf_counter() - started
+    if rows.records and (
+        settings.report_path is not None or settings.record_dir is not None
+    ):  # one git call at most, and only in sessions that write records
+        from pytest_jaxcompile.corpus.commit import session_commit, stamp
+
+        stamp(rows.records, session_commit(rootdir))
+    return outcome

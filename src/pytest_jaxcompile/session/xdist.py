@@ -1,0 +1,65 @@
+"""xdist payloads: what each pytest-xdist worker sends the controller, and what it takes.
+
+A worker measures and collects rows as any process does, then sends them as plain JSON-able
+data (`payload`); the controller merges each worker's once (`Workers.merge`) and notes the
+workers that went down before they sent theirs (`Workers.lost_worker`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_jaxcompile.gate.outcome import Identity
+from pytest_jaxcompile.records import CallLedger, CompileRecord
+from pytest_jaxcompile.session.rows import SessionRows
+
+WORKER_OUTPUT_KEY = "jaxcompile"
+# What the controller tells each xdist worker: the tests with a pinned compile count.
+WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
+
+
+def payload(rows: SessionRows, identities: Iterable[Identity]) -> dict[str, Any]:
+    """What an xdist worker sends to the controller (plain JSON-able data)."""
+    return {
+        "records": [record.to_dict() for record in rows.records],
+        "ledgers": [ledger.to_dict() for ledger in rows.ledgers.values()],
+        "ran_cells": sorted(rows.ran_cells),
+        "identities": [list(identity) for identity in sorted(identities)],
+    }
+
+
+@dataclass
+class Workers:
+    """On the controller: the workers merged, those lost, the environments they ran in."""
+
+    identities: set[Identity] = field(default_factory=set)  # environments workers ran in
+    merged: set[str] = field(default_factory=set)
+    lost_workers: set[str] = field(default_factory=set)
+    lost: list[str] = field(default_factory=list)  # why rows are missing, for the Outcome
+
+    def merge(self, worker: str, output: dict[str, Any], rows: SessionRows) -> None:
+        """Take one worker's rows, once (xdist may report a node down twice)."""
+        if worker in self.merged:
+            return
+        data = output.get(WORKER_OUTPUT_KEY)
+        if data is None:
+            return
+        self.merged.add(worker)
+        for record in data.get("records", []):
+            rows.add(CompileRecord.from_dict(record))
+        for ledger in data.get("ledgers", []):
+            rows.add_ledger(CallLedger.from_dict(ledger))
+        rows.ran_cells.update(data.get("ran_cells", []))
+        self.identities.update(
+            (str(hardware), str(version)) for hardware, version in data.get("identities", [])
+        )
+
+    def lost_worker(self, worker: str, error: object) -> None:
+        if worker not in self.merged and worker not in self.lost_workers:
+            self.lost_workers.add(worker)
+            self.lost.append(
+                f"pytest-xdist worker {worker} went down ({error}) before it sent its compile "
+                "rows; rows of the tests it ran are not judged"
+            )
