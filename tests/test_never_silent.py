@@ -191,7 +191,7 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     ])
     result.stdout.fnmatch_lines([
         f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
-        f"their {OLD_JAX} pins, median *x (report only; --compile-max-upgrade-slowdown makes "
+        f"their {OLD_JAX} pins, median *x (report only; compile_max_upgrade_slowdown makes "
         "it a gate).",
         "  slowest: test_models.py::test_mlp [[]jit[]] *x",
     ])
