@@ -231,7 +231,7 @@ def sentence(block: Block) -> str:
         return f"warning: {block.text}."
     if block.kind is BlockKind.CLOBBER:
         return f"warning: {block.text}"
-    if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS):
+    if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS, BlockKind.ALWAYS_COLD):
         return f"{block.text}."
     return block.text
 
@@ -239,10 +239,12 @@ def sentence(block: Block) -> str:
 def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
     marks = MARKUP[block.tone]
     lines: list[Line] = [(sentence(block), marks)]
-    if block.kind is BlockKind.STALE:
+    if block.kind in (BlockKind.STALE, BlockKind.ALWAYS_COLD):
         shown = block.details if verbose else block.details[:STALE_BRIEF]
-        lines += [(f"  {detail} in {path}", {})
-                  for detail, path in zip(shown, block.paths, strict=False)]
+        lines += [
+            (f"  {detail} in {path}", {})
+            for detail, path in zip(shown, block.paths, strict=False)
+        ] if block.paths else [(f"  {detail}", {}) for detail in shown]
         if len(shown) < len(block.details):
             lines.append((f"  ... {len(block.details) - len(shown)} more (-v lists them)", {}))
     elif block.kind is BlockKind.COMPILE_COUNT:
