@@ -156,6 +156,36 @@ def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path
     assert f"  {warning}\n" in (REPO / "docs" / "verdicts.md").read_text()
 
 
+
+def test_the_always_cold_summary_in_the_docs_is_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/cache-state.md's example: a module with a host callback under jax 0.10, and one
+    whose computation is new in every process, after "pin cold, pin warm"."""
+    from records_factory import make_record
+
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.gate.view import BlockKind, session_view
+    from pytest_jaxcompile.output.terminal import block_lines
+    from pytest_jaxcompile.records import CacheDetails
+
+    fresh = {"cell": "test_models.py::test_fresh", "transform": "jit(<lambda>)"}
+    PinStore.load(tmp_path).update([
+        make_record(**fresh, cache_key_parts={"computation": "aa"}),
+        make_record(cell="test_models.py::test_plain", cache_state="warm"),
+    ])
+    rows = [
+        make_record(**fresh, cache_key_parts={"computation": "bb"}),
+        make_record(cell="test_models.py::test_print", transform="jit(show)",
+                    cache=CacheDetails(persisted=False, reason="host_callbacks")),
+    ]
+    outcome = conclude(rows, [row.cell for row in rows], [], PinStore.load(tmp_path),
+                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path)
+    view = session_view(outcome)
+    (block,) = view.blocks_of(BlockKind.ALWAYS_COLD)
+    text = "\n".join(line for line, _ in block_lines(block, view, verbose=False))
+    assert f"```\n{text}\n```" in (REPO / "docs" / "cache-state.md").read_text()
+
 PIN_FILE_NAME = re.compile(
     r"[a-z0-9.-]+--(jax|torch)-([0-9][0-9a-z.+]*)--(full|mixed)--"
     r"(cold|warm|none|memory|unknown)--[0-9a-f]{8}\.toml"

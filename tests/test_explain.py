@@ -17,8 +17,10 @@ import pytest
 from pytest_jaxcompile.backends import Recompile, recompiles
 from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems
 from pytest_jaxcompile.backends.jax.explain import (
+    MAX_SHOWN,
     NO_RETRACE,
     Retrace,
+    differing,
     parse_explanation,
     recompile_explanations,
 )
@@ -71,10 +73,38 @@ def test_a_function_object_re_created_per_call_is_named_as_such() -> None:
 def test_a_changed_static_argument_shows_its_values_not_jax_internals() -> None:
     retrace = parse_explanation(STATIC_ARGUMENT)
     assert retrace is not None
-    assert retrace.why == (
-        "different input pytree: at input path [0][1], now Static(val=3) and before "
-        "Static(val=2), so the pytree node metadata does not match"
+    assert retrace.why == "static argument 1 changed: now 3 and before 2"
+
+
+WRAPPED_STATIC = """TRACING CACHE MISS at /site-packages/lib/_jit.py:240:15 (_call):
+  for fun_wrapped defined at /site-packages/lib/_jit.py:43
+  all previously seen cache keys differ. For the closest previous key:
+  different input pytree:
+  * at input path [0][1], now <class 'jax._src.tree_util.Static'> with pytree metadata \
+Static(val=(((<function scale at 0x7f3a>,), PyTreeDef(*)), (('factor', 3.0), ('mode', 'full'), \
+('names', ('alpha', 'beta', 'gamma', 'delta'))))) and before <class \
+'jax._src.tree_util.Static'> with pytree metadata Static(val=(((<function scale at 0x7f3a>,), \
+PyTreeDef(*)), (('factor', 2.0), ('mode', 'full'), ('names', ('alpha', 'beta', 'gamma', \
+'delta'))))), so the pytree node metadata does not match"""
+
+
+def test_a_wrappers_static_argument_shows_only_what_changed_and_names_the_users_function(
+) -> None:
+    retrace = parse_explanation(WRAPPED_STATIC)
+    assert retrace is not None and retrace.wrapped == "scale"
+    assert retrace.describe() == (
+        "scale (via fun_wrapped, _jit.py:43): static argument 1 changed: "
+        "now ...('factor', 3.0)... and before ...('factor', 2.0)..."
     )
+
+
+def test_a_long_difference_is_cut_around_what_differs() -> None:
+    assert differing("f32[3]", "f32[4]") == ("f32[3]", "f32[4]")  # short: whole
+    now, before = differing("x" * 100 + "abc" + "y" * 100, "x" * 100 + "abd" + "y" * 100)
+    assert "abc" in now and "abd" in before and len(now) <= MAX_SHOWN
+    assert now.startswith("...") and now.endswith("...")
+    wide, narrow = differing("(" + "a, " * 40 + "1)", "(" + "a, " * 40 + "2)")
+    assert (wide, narrow) == ("...1...", "...2...")
 
 
 def test_other_messages_are_not_explanations() -> None:

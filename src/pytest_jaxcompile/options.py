@@ -158,6 +158,9 @@ OPTIONS: tuple[Option, ...] = (
            "with the most compile time (0: all)", default=5, metavar="N", minimum=0),
     Option("compile_census", "flag", "record every compile of every test (tests marked "
            "compile_budget always are)"),
+    Option("compile_suggest_budgets", "flag", "at the end of the session, print each census'd "
+           "test's observed compile count as the compile_budget(max_compiles=N) marker line "
+           "to paste (see also: pytest-jaxcompile budgets REPORT.json)", in_ini=False),
     Option("compile_count_eager", "flag", "JAX's eager dispatch of operations outside jit "
            "(jnp.ones, x + 1) counts against compile_budget(max_compiles=N); a marker's "
            "count_eager overrides"),
@@ -378,6 +381,7 @@ class Settings:
     artifacts_dir: Path | None = None
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
+    suggest_budgets: bool = False  # print each census'd test's compile_budget marker line
     clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
     implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
 
@@ -420,6 +424,7 @@ class Settings:
             artifacts_dir=values["compile_artifacts_dir"],
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
+            suggest_budgets=bool(values["compile_suggest_budgets"]),
             clear_caches=str(values["compile_clear_caches"]),
             implausible=tuple(implausible(values)),
         )

@@ -59,6 +59,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_jaxcompile.output.terminal import TerminalSummary
 
     manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")
+    if settings.suggest_budgets:
+        from pytest_jaxcompile.output.terminal import BudgetSuggestions
+
+        manager.register(
+            BudgetSuggestions(config, settings.count_eager), f"{PLUGIN_NAME}-budgets"
+        )
     if settings.report_path is not None:
         from pytest_jaxcompile.gate.conclude import ordered
         from pytest_jaxcompile.output.json_report import ReportWriter

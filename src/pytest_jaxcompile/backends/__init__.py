@@ -76,6 +76,12 @@ class Backend(Protocol):
         """The compiler flags in the cache key added, removed or changed since the pin."""
         ...
 
+    def never_persisted(self, record: CompileRecord) -> str | None:
+        """Why this cold row's module is never written to the persistent cache whatever
+        the settings, in a few words ("host callbacks": JAX before 0.11), as the backend
+        reported it at the compile; None when it may be written."""
+        ...
+
 
 class BackendSession(Protocol):
     """A backend's state in one pytest process: its environment, listeners and settings."""

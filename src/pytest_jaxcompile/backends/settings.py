@@ -95,10 +95,11 @@ def uncacheable_reason(record: CompileRecord) -> str | None:
     return None
 
 
-def uncacheable_problem(record: CompileRecord) -> str | None:
+def uncacheable_problem(record: CompileRecord, found: str | None = None) -> str | None:
     """The failure of a row that compile_budget(cacheable=True) or
-    compile_require_cacheable asks to be persistent-cacheable and is not."""
-    reason = uncacheable_reason(record)
+    compile_require_cacheable asks to be persistent-cacheable and is not; `found`: a reason
+    the gate found beyond the backend's (a key new in every process: `gate.always_cold`)."""
+    reason = uncacheable_reason(record) or found
     if reason is None:
         return None
     return (

@@ -16,6 +16,7 @@ from pytest_jaxcompile._version import __version__
 # name -> module implementing it (imported only when that subcommand runs)
 COMMANDS: dict[str, str] = {
     "backfill": "pytest_jaxcompile.cli.backfill",
+    "budgets": "pytest_jaxcompile.cli.budgets",
     "check": "pytest_jaxcompile.cli.check",
     "pin": "pytest_jaxcompile.cli.pin",
     "report": "pytest_jaxcompile.cli.report",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
-from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (
@@ -118,3 +118,21 @@ def budget_of(node: Any) -> CompileBudget:
     return merge_budgets(
         parse_budget(marker.args, marker.kwargs) for marker in node.iter_markers(MARKER_NAME)
     )
+
+
+def suggested_budgets(ledgers: Iterable[CallLedger], count_eager: bool = False) -> list[str]:
+    """Each census'd test's observed compile count as the marker line to paste above it:
+    ``@pytest.mark.compile_budget(max_compiles=3)  # tests/test_x.py::test_y``, by test.
+
+    With `count_eager` (the session's compile_count_eager), JAX's eager dispatch is in the
+    count, as the marker will then count it. `--compile-suggest-budgets` and the ``budgets``
+    subcommand both print these lines.
+    """
+    counts: dict[str, int] = {}
+    for ledger in ledgers:
+        count = ledger.compiles + (ledger.eager_compiles if count_eager else 0)
+        counts[ledger.cell] = max(count, counts.get(ledger.cell, 0))
+    return [
+        f"@pytest.mark.{MARKER_NAME}(max_compiles={count})  # {cell}"
+        for cell, count in sorted(counts.items())
+    ]

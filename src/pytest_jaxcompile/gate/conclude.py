@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
+from pytest_jaxcompile.gate.always_cold import find_always_cold
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage
@@ -71,6 +72,8 @@ def conclude(
     censused = {ledger.cell for ledger in outcome.ledgers}
     for hardware, version in outcome.environments:
         outcome.stale += find_stale(store, ran, measured, hardware, version, censused)
+    # Before a pin update: its new pins would hide the key that changed since the last.
+    outcome.always_cold = find_always_cold(rows, store)
     if settings.pin_update:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:

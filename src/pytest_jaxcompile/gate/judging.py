@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Limits, Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import nearest_pin
 from pytest_jaxcompile.gate.notes import (
@@ -127,7 +128,11 @@ def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
 
 
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
-    """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile."""
+    """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile
+    (a row that can never be served from the persistent cache is never a MISS)."""
+    cold = always_cold(record, store)
+    if cold is not None:
+        return None, f"never warm: {cold.describe()}"
     warm_key = dataclasses.replace(record.key, cache_state="warm")
     warm_pin = store.get(warm_key, record.cell, record.transform)
     unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
+from pytest_jaxcompile.gate.always_cold import AlwaysCold
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
@@ -79,6 +80,8 @@ class Outcome:
     session_s: float | None = None  # the session's wall seconds, where known
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
+    # Rows no persistent cache can serve, found against the pins as the session started
+    always_cold: list[AlwaysCold] = field(default_factory=list)
 
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)

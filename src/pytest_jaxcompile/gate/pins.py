@@ -486,6 +486,11 @@ class PinStore:
         group = self._groups.get(key)
         return None if group is None else group.pins.get((cell, transform))
 
+    def has_pins(self, key: ComparabilityKey) -> bool:
+        """Whether any row is pinned under this key."""
+        group = self._groups.get(key)
+        return group is not None and bool(group.pins)
+
     def path_for(self, key: ComparabilityKey) -> Path:
         group = self._groups.get(key)
         return group.path if group is not None else self.directory / pin_file_name(key)

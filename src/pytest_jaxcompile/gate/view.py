@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 
 from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.gate.always_cold import always_cold_text
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
@@ -314,6 +315,7 @@ class BlockKind(str, Enum):
     LOST = "lost rows"
     CLOBBER = "clobber"
     WARNING = "warning"
+    ALWAYS_COLD = "always cold"
     UPGRADE = "upgrade"
     COMPILE_COUNT = "compile count"
     STALE = "stale pins"
@@ -456,6 +458,13 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
+    always_cold = always_cold_text(outcome.always_cold)
+    if always_cold is not None:  # also in a pin update: why some rows stay cold pins
+        blocks.append(Block(
+            BlockKind.ALWAYS_COLD, Tone.WARN, always_cold,
+            details=tuple(row.brief() for row in outcome.always_cold),
+        ))
+    if judging:
         blocks += [_upgrade_block(upgrade, outcome.thresholds) for upgrade in outcome.upgrades]
         blocks += [
             Block(BlockKind.COMPILE_COUNT, Tone.WARN, change.headline(),

@@ -147,6 +147,7 @@ _TITLES = {
     BlockKind.LOST: "jax compile rows missing",
     BlockKind.CLOBBER: "jax compile settings clobbered",
     BlockKind.WARNING: "jax compile gate",
+    BlockKind.ALWAYS_COLD: "jax compile rows always cold",
     BlockKind.COMPILE_COUNT: "jax compile count changed",
 }
 
@@ -158,7 +159,7 @@ def _sentence(block: Block, fails: str = "the session fails") -> str:
     if block.advisory:
         return f"{block.text}; reported only (time advisory)."
     if block.kind in (BlockKind.WARNING, BlockKind.CLOBBER, BlockKind.UPGRADE,
-                      BlockKind.STATUS):
+                      BlockKind.STATUS, BlockKind.ALWAYS_COLD):
         return f"{block.text}."
     return block.text
 

@@ -141,6 +141,7 @@ def build_report(
         "warnings": [
             f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)
         ],
+        "always_cold": [dataclasses.asdict(row) for row in outcome.always_cold],
         "stale": [
             {
                 "cell": stale.cell,

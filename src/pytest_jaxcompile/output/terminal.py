@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from pytest_jaxcompile._io import relative
+from pytest_jaxcompile.gate.budget import suggested_budgets
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
@@ -231,7 +232,7 @@ def sentence(block: Block) -> str:
         return f"warning: {block.text}."
     if block.kind is BlockKind.CLOBBER:
         return f"warning: {block.text}"
-    if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS):
+    if block.kind in (BlockKind.UPGRADE, BlockKind.STATUS, BlockKind.ALWAYS_COLD):
         return f"{block.text}."
     return block.text
 
@@ -239,10 +240,12 @@ def sentence(block: Block) -> str:
 def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
     marks = MARKUP[block.tone]
     lines: list[Line] = [(sentence(block), marks)]
-    if block.kind is BlockKind.STALE:
+    if block.kind in (BlockKind.STALE, BlockKind.ALWAYS_COLD):
         shown = block.details if verbose else block.details[:STALE_BRIEF]
-        lines += [(f"  {detail} in {path}", {})
-                  for detail, path in zip(shown, block.paths, strict=False)]
+        lines += [
+            (f"  {detail} in {path}", {})
+            for detail, path in zip(shown, block.paths, strict=False)
+        ] if block.paths else [(f"  {detail}", {}) for detail in shown]
         if len(shown) < len(block.details):
             lines.append((f"  ... {len(block.details) - len(shown)} more (-v lists them)", {}))
     elif block.kind is BlockKind.COMPILE_COUNT:
@@ -290,3 +293,29 @@ class TerminalSummary:
         verbose = self.config.get_verbosity() > 0
         for text, marks in summary_lines(outcome, verbose, self.durations):
             terminalreporter.write_line(text, **marks)
+
+
+SUGGESTED_BUDGETS = "compile budgets observed in this session (paste each line above its test):"
+
+
+class BudgetSuggestions:
+    """``--compile-suggest-budgets``: each census'd test's compile count as the marker line
+    to paste, after the gate's summary (controller only)."""
+
+    def __init__(self, config: pytest.Config, count_eager: bool) -> None:
+        self.config = config
+        self.count_eager = count_eager
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        outcome = outcome_of(self.config)
+        lines = [] if outcome is None else suggested_budgets(outcome.ledgers, self.count_eager)
+        summary_section(terminalreporter)
+        if not lines:
+            terminalreporter.write_line(
+                "compile budgets: no census'd test compiled (--compile-census records every "
+                "test's compiles)"
+            )
+            return
+        terminalreporter.write_line(SUGGESTED_BUDGETS)
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -132,7 +132,9 @@ class SessionCollector:
             problems = over_budget(budget, self.rows.of(cell)) + call.problems()
         requirements = self.settings.requirements
         cacheable = most_specific(budget.cacheable, default=requirements.cacheable)
-        problems += requirement_problems(self.rows.of(cell), requirements, cacheable)
+        problems += requirement_problems(
+            self.rows.of(cell), requirements, cacheable, self.store
+        )
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
         return result

@@ -26,8 +26,10 @@ from pytest_jaxcompile.backends import (
 )
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssSampler
 from pytest_jaxcompile.backends.settings import Requirements, uncacheable_problem
+from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.budget import CompileBudget, budget_of
 from pytest_jaxcompile.gate.limits import most_specific
+from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import SCOPE_TEST, CompileRecord
 from pytest_jaxcompile.session.rows import SessionRows
@@ -122,13 +124,19 @@ class CensusedCall:
 
 
 def requirement_problems(
-    records: Iterable[CompileRecord], requirements: Requirements, cacheable: bool
+    records: Iterable[CompileRecord], requirements: Requirements, cacheable: bool,
+    store: PinStore | None = None,
 ) -> list[str]:
-    """Required settings and, with `cacheable`, cacheability, for every compile of a test."""
+    """Required settings and, with `cacheable`, cacheability, for every compile of a test
+    (a key that changes in every process is found against the `store`'s pins)."""
     problems = []
     for record in records:
         problems += backend_of(record).requirement_problems(record, requirements)
-        uncacheable = uncacheable_problem(record) if cacheable else None
+        # The backend's own reason first (in JAX's words); else a key new in every process.
+        cold = always_cold(record, store) if cacheable and store is not None else None
+        uncacheable = uncacheable_problem(
+            record, cold.describe() if cold is not None and cold.new_key else None
+        ) if cacheable else None
         if uncacheable is not None:
             problems.append(uncacheable)
     return problems

@@ -58,6 +58,17 @@ class JaxBackend:
 
         return flag_changes(now, then)
 
+    def never_persisted(self, record: CompileRecord) -> str | None:
+        # JAX logs why it wrote no entry; only host callbacks are the module's own
+        # (jax 0.11 and later write those, and then log no such reason).
+        from pytest_jaxcompile.backends.jax.classify import REASON_HOST_CALLBACKS
+
+        if record.cache_state == "cold" and record.cache.persisted is False and (
+            record.cache.reason == REASON_HOST_CALLBACKS
+        ):
+            return "host callbacks"
+        return None
+
 
 class JaxSession:
     """JAX in one pytest process: its environment, the compile monitor, the start settings."""

@@ -48,6 +48,9 @@ class TorchBackend:
     def flag_changes(self, now: list[str] | None, then: list[str] | None) -> list[str]:
         return []
 
+    def never_persisted(self, record: CompileRecord) -> str | None:
+        return None  # torch's rows name no such reason
+
 
 @dataclass
 class TorchSession:
