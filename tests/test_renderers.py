@@ -196,8 +196,9 @@ def test_files_written_by_the_previous_release_load_and_judge(tmp_path: Path) ->
 def test_check_prints_the_terminals_verdict_lines(tmp_path: Path) -> None:
     """`check` renders with the terminal's own functions: the same rows, the same lines."""
     store = PinStore(tmp_path / "pins")
-    store.update([make_record(cell="t.py::test_a", compile_s=1.0),
-                  make_record(cell="t.py::test_b", compile_s=1.0)])
+    before = "2026-10-31T10:00:00Z"  # pinned before the rows were measured
+    store.update([make_record(cell="t.py::test_a", compile_s=1.0, timestamp=before),
+                  make_record(cell="t.py::test_b", compile_s=1.0, timestamp=before)])
     rows = [make_record(cell="t.py::test_a", compile_s=3.0, timestamp="2026-11-01T10:00:00Z"),
             make_record(cell="t.py::test_b", compile_s=1.1, timestamp="2026-11-01T10:00:00Z")]
     write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])

@@ -13,6 +13,7 @@ from pytest_jaxcompile.cli._args import (
     error,
 )
 from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
+from pytest_jaxcompile.corpus.check import judged_rows
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
 from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
@@ -85,8 +86,9 @@ def _run(args: argparse.Namespace) -> int:
         collector.add(row)
         if trends is not None:
             trends.add(row)
-    records = latest.records()
-    rows = table_rows(records, store, thresholds)
+    judged = judged_rows(latest, store)  # the rows `check` judges: they agree
+    records = judged.records()
+    rows = table_rows(records, store, thresholds, passed_over=judged.passed_over())
     trend_report = TrendReport.of(collector)
     table = markdown(rows, thresholds, trend_report)
     if args.pr_comment is not None:
