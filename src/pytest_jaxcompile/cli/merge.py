@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     outcome.lost = [f"{report.path}: {lost}" for report in reports for lost in report.lost]
     walls = [report.session_s for report in reports if report.session_s is not None]
     outcome.session_s = sum(walls) if len(walls) == len(reports) else None
+    outcome.workers = max(report.workers for report in reports)
 
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
     for report in reports:

@@ -515,7 +515,11 @@ def spend_lines(outcome: Outcome) -> list[str]:
         return []
     spent = sum(compile_seconds_per_test(outcome).values())
     text = f"compile time: {spent:.1f} s"
-    if outcome.session_s:
+    if outcome.workers > 1:  # worker seconds add up past the wall: no share of it
+        text += f" summed over {outcome.workers} workers"
+        if outcome.session_s:
+            text += f", session {outcome.session_s:.1f} s wall"
+    elif outcome.session_s:
         text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
     states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
     text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(

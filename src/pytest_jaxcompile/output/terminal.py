@@ -206,6 +206,7 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
     session = outcome.session_s
     cleared = [ledger for ledger in outcome.ledgers if ledger.caches_cleared_because]
     cleared_s = sum(ledger.eager_compile_s for ledger in cleared)
+    session = None if session is None else session * outcome.workers  # the workers' seconds
     if session and cleared_s > EAGER_SHARE_WORTH_A_HINT * session:
         # Clearing keeps counts order-independent, and drops eager executables too: name
         # what made the plugin clear, so the user can see whether it is theirs to change.
