@@ -11,6 +11,7 @@ against a comment's "this run fails") lives with that output.
 
 from __future__ import annotations
 
+import posixpath
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -293,10 +294,15 @@ def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool) -> str:
 
 
 def repin_command(cells: Iterable[str]) -> str:
-    """``pytest --compile-pin-update ...``: the tests, or their files when there are many."""
+    """``pytest --compile-pin-update ...``: the tests; their files when there are many; the
+    files' directories when there are many files; their common directory at most."""
     unique = sorted(set(cells))
     if len(unique) > MAX_CELLS_IN_COMMAND:
         unique = sorted({cell.split("::", 1)[0] for cell in unique})
+    if len(unique) > MAX_CELLS_IN_COMMAND:
+        unique = sorted({posixpath.dirname(path) or "." for path in unique})
+    if len(unique) > MAX_CELLS_IN_COMMAND:
+        unique = [posixpath.commonpath(unique) or "."]
     quoted = " ".join(_shell_word(cell) for cell in unique)
     return f"pytest --compile-pin-update {quoted}".rstrip()
 
