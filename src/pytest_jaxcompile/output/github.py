@@ -385,12 +385,13 @@ COMMENT_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
 
 
 def pr_comment(
-    outcome: Outcome, report: str = "the `jaxcompile-report` artifact of this run",
-    title: str = "jax compile times",
+    outcome: Outcome, artifact: str | None = None, title: str = "jax compile times",
 ) -> str:
     """One short Markdown comment for a pull request: the verdict, only the rows that fail
-    or changed (in the Status order), unpinned rows as a count, what to do, and where the
-    full report is. Under GitHub's size limit at any suite size."""
+    or changed (in the Status order), folded rows as a count, what to do, and, when the
+    workflow names one (`artifact`), the artifact with the full report. Under GitHub's size
+    limit at any suite size."""
+    report = None if artifact is None else f"the `{artifact}` artifact of this run"
     view = session_view(outcome)
     changed = sorted(
         (row for row in view.rows if row.fails or row.tone in (Tone.BAD, Tone.GOOD)),
@@ -404,7 +405,7 @@ def pr_comment(
 
 
 def _pr_comment(
-    view: SessionView, changed: list[RowView], limit: int, report: str, title: str
+    view: SessionView, changed: list[RowView], limit: int, report: str | None, title: str
 ) -> str:
     lines = [COMMENT_MARKER, f"### {title}: {view.headline}", "", *_spend(view.outcome)]
     if view.counts():
@@ -416,7 +417,8 @@ def _pr_comment(
         lines += [_text(f"{len(fold.rows)} {fold.status.value} row(s): {fold.per_file_text()}"
                         + ("" if ratios is None else f"; {ratios}")), ""]
     lines += _block_lines(view, COMMENT_FAILS)
-    lines += [f"The full report: {report}.", ""]
+    if report is not None:  # only an artifact the workflow says it uploads
+        lines += [f"The full report: {report}.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
