@@ -110,7 +110,8 @@ def meet(directory, name, parties=2, timeout=120.0):
 """
 
 _FIGURE = re.compile(r"\d+\.\d+")
-_SHARE = re.compile(r" \(\d+%\)")
+# The compile share of a serial session, or the workers' sum beside the wall under -n N.
+_SHARE = re.compile(r" \(\d+%\)| of the session's N s| summed over \d+ workers, session N s wall")
 _DURATION = re.compile(r"\s+N s  ")  # a --compile-durations line: ranked by measured time
 
 

@@ -164,7 +164,7 @@ def test_a_cold_unchanged_module_under_another_jaxlib_is_named_not_missed(
 
     for field in ("jaxlib_version", "platform_version"):  # pins of an earlier release
         _set_in_pins(project.pins_dir, field, None)
-    assert "version" not in warm_pin.read_text().split("[pins")[1]
+    assert not re.search(r"(?m)^(jaxlib|platform)_version = ", warm_pin.read_text())
     _lose_the_cache(project)
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED

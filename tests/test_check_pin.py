@@ -23,11 +23,13 @@ A, B = "tests/test_m.py::test_a", "tests/test_m.py::test_b"
 
 @pytest.fixture
 def pinned(tmp_path: Path) -> Path:
-    """Pins: A and B at 1.0 s cold, A at 0.1 s warm, all under jax 0.10.2."""
+    """Pins: A and B at 1.0 s cold, A at 0.1 s warm, all under jax 0.10.2, pinned before
+    the rows the tests write (rows older than their pin are not judged)."""
+    before = "2026-10-31T00:00:00+00:00"
     PinStore(tmp_path / "pins").update([
-        make_record(cell=A, compile_s=1.0),
-        make_record(cell=B, compile_s=1.0),
-        make_record(cell=A, compile_s=0.1, cache_state="warm"),
+        make_record(cell=A, compile_s=1.0, timestamp=before),
+        make_record(cell=B, compile_s=1.0, timestamp=before),
+        make_record(cell=A, compile_s=0.1, cache_state="warm", timestamp=before),
     ])
     return tmp_path
 
@@ -106,9 +108,11 @@ def test_check_cli_since_judges_only_recent_rows(pinned: Path) -> None:
 
 
 def test_check_applies_the_plugins_other_verdict_settings(tmp_path: Path) -> None:
+    before = "2026-10-31T00:00:00+00:00"  # pinned before the rows were measured
     PinStore(tmp_path / "pins").update([
-        make_record(cell=A, compile_s=1.0, compile_cpu_s=1.0, op_count=100),
-        make_record(cell=B, compile_s=0.1, cache_state="warm", fingerprint="sha256:same"),
+        make_record(cell=A, compile_s=1.0, compile_cpu_s=1.0, op_count=100, timestamp=before),
+        make_record(cell=B, compile_s=0.1, cache_state="warm", fingerprint="sha256:same",
+                    timestamp=before),
     ])
     write_lines(tmp_path / "r.jsonl", [
         row(1, cell=A, compile_s=1.0, compile_cpu_s=3.0, op_count=150,

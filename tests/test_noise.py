@@ -51,7 +51,7 @@ def test_rows_measured_under_load_are_noisy_unless_strict(
     project.set_pin_field("compile_s", 0.0001)
     project.set_pin_field("compile_cpu_s", None)  # no CPU seconds to judge it on
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
-    result = project.run("--compile-floor", "0")
+    result = project.run("--compile-floor", "0", "-v")  # -v: noisy rows are folded without
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_mlp", "vag")] == "noisy"
     assert project.rows()[("test_mlp", "vag")]["host_state"]["load_per_core"] == 3.5
@@ -135,3 +135,47 @@ def test_census_rows_record_the_load_and_are_noisy_above_it(
     assert verdict["status"] == "noisy"
     assert project.run("--compile-floor", "0", "--compile-strict").ret == 1
     assert project.report()["verdicts"][0]["status"] == "DRIFT"
+
+
+SEVERAL_JITS = """
+    import jax, pytest
+    import jax.numpy as jnp
+
+    @pytest.mark.compile_budget
+    def test_several():
+        x = jnp.ones(8)
+        for scale in (2.0, 3.0, 4.0):
+            assert float(jax.jit(lambda v, s=scale: jnp.tanh(v * s).sum())(x)) > 0
+"""
+
+
+def test_noisy_rows_are_folded_and_a_pin_update_lists_no_row_against_its_new_pins(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(SEVERAL_JITS)
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")  # every row above the max load
+    result = project.run("--compile-pin-update")
+    assert result.ret == pytest.ExitCode.OK
+    rows = project.report()["records"]
+    assert len(rows) == 3 and all(row["source"] == "census" for row in rows)
+    # Census rows carry CPU seconds (the process's CPU clock around the backend compile).
+    assert all(row["compile_cpu_s"] is not None and row["compile_cpu_s"] >= 0 for row in rows)
+    summary = result.stdout.str()
+    assert ", pin " not in summary  # no row compared with the pin this session wrote
+    result.stdout.fnmatch_lines(["*pinned     3 row(s)*", "pins updated: *"])
+
+    result = project.run()
+    assert result.ret == pytest.ExitCode.OK
+    assert set(project.verdicts().values()) == {"noisy"}
+    lines = result.stdout.lines
+    assert not [line for line in lines if line.startswith("  noisy      test_models.py::")]
+    result.stdout.fnmatch_lines([
+        "  noisy      3 row(s) (-v lists them): test_models.py 3",
+        "      median *x of their pin (cpu seconds); highest: test_models.py::test_several *",
+        "noisy: 3 row(s) were measured above 1 load per core and stayed within tolerance on "
+        "CPU seconds; *",
+    ])
+    verbose = project.run("-v")
+    assert len([line for line in verbose.stdout.lines
+                if line.startswith("  noisy      test_models.py::")]) == 3

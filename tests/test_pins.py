@@ -11,7 +11,7 @@ import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile._io import atomic_write_text
-from pytest_jaxcompile.gate.pins import PinFileError, PinStore, pin_file_name
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, pin_file_name, read_pin_file
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 
@@ -175,3 +175,55 @@ def test_atomic_writes_keep_the_files_mode_and_new_files_follow_the_umask(
     assert atomic_write_text(existing, "b\n")
     assert existing.read_text() == "b\n"
     assert stat.S_IMODE(existing.stat().st_mode) == 0o640
+
+
+OLD_LAYOUT = '''
+[key]
+hardware = "cpu:cpu @ Test CPU x2"
+jax_version = "0.10.2"
+mixed_precision = false
+cache_state = "cold"
+
+[pins."tests/t.py::test_a".vag]
+compile_s = 1.0
+fingerprint = "sha256:abc"
+key_flags = [
+    "--xla_cpu_x=1",
+]
+
+[pins."tests/t.py::test_a".vag.ops]
+"stablehlo.add" = 3
+"stablehlo.dot_general" = 2
+
+[pins."tests/t.py::test_a".vag.key_parts]
+computation = "c1"
+flags = "f1"
+'''
+
+
+def test_a_pin_is_a_dozen_lines_with_ops_and_key_parts_inline_and_old_files_read(
+    tmp_path: Path,
+) -> None:
+    ops = {f"stablehlo.op_{index}": index + 1 for index in range(30)}
+    parts = {f"part_{index}": "0" * 64 for index in range(8)}
+    record = make_record(
+        cell="tests/t.py::test_a", op_histogram=ops, cache_key_parts=parts,
+        cache_key_flags=["--xla_cpu_x=1", 'a "quoted" flag'], compile_cpu_s=0.2,
+    )
+    (path,) = PinStore(tmp_path / "new").update([record])
+    text = path.read_text()
+    body = text[text.index("[pins."):].rstrip("\n").split("\n")
+    assert len(body) <= 12, text  # 30 ops and 8 key parts: one line each, not 40
+    (pin,) = read_pin_file(path).pins.values()
+    assert (pin.ops, pin.key_parts, pin.key_flags) == (
+        ops, parts, ["--xla_cpu_x=1", 'a "quoted" flag'],
+    )
+    assert PinStore.load(tmp_path / "new").update([record]) == []  # same bytes again
+
+    old = tmp_path / "old" / "old.toml"
+    old.parent.mkdir()
+    old.write_text(OLD_LAYOUT)
+    (pin,) = read_pin_file(old).pins.values()
+    assert pin.ops == {"stablehlo.add": 3, "stablehlo.dot_general": 2}
+    assert (pin.key_parts, pin.key_flags) == ({"computation": "c1", "flags": "f1"},
+                                              ["--xla_cpu_x=1"])

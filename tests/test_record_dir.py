@@ -139,3 +139,47 @@ def test_a_record_dir_that_cannot_be_written_fails_the_session_with_a_message(
     result.stdout.fnmatch_lines(["compile records NOT written: *taken*; the session fails."])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert (project.path / "taken").read_text() == "a file, not a directory\n"
+
+
+TWO_JITS = """
+    import jax
+    import jax.numpy as jnp
+
+    def test_two(jax_compile):
+        x = jnp.ones(16)
+        jax_compile(jax.jit(lambda v: jnp.tanh(v).sum()), x, transform="tanh")
+        jax_compile(jax.jit(lambda v: v * 3), x, transform="scale")
+"""
+
+
+def test_check_judges_a_history_as_the_plugin_would_its_last_session(
+    project: JaxProject,
+) -> None:
+    """Pin cold, pin warm, three warm reruns: the first session's cold rows are older than
+    the warm pins and a newer warm row measured their cells, so neither `check` (with or
+    without --expect-warm) nor the dashboard raises anything about them."""
+    project.conftest()  # a real persistent cache, empty at first
+    project.tests(TWO_JITS)
+    sessions = [("--compile-pin-update",), ("--compile-pin-update",), (), (), ()]
+    for extra in sessions:
+        result = project.run("--compile-record-dir=records", "--compile-floor=10", *extra)
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    states = [record["cache_state"] for record in _records(project.path / "records")]
+    assert states == ["cold"] * 2 + ["warm"] * 8  # the history the rule is about
+    assert len(project.pin_files()) == 2  # a cold pin file and a warm one
+
+    checked = cli(project.path, "check", "records", "--floor", "10")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "compiled cold although" not in checked.stdout
+    assert "warning" not in checked.stdout
+    assert "2 cold row(s) of cells a newer warm row measured" in checked.stdout
+    assert "compile rows: 2 " in checked.stdout  # the two warm rows only
+
+    expecting = cli(project.path, "check", "records", "--floor", "10", "--expect-warm")
+    assert expecting.returncode == 0, expecting.stdout + expecting.stderr
+    assert "MISS" not in expecting.stdout
+
+    page = cli(project.path, "report", "records", "--floor", "10", "--html", "page.html")
+    assert page.returncode == 0, page.stderr
+    html = (project.path / "page.html").read_text()
+    assert "Nothing: no failing row, every pin measured" in html

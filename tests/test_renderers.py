@@ -196,8 +196,9 @@ def test_files_written_by_the_previous_release_load_and_judge(tmp_path: Path) ->
 def test_check_prints_the_terminals_verdict_lines(tmp_path: Path) -> None:
     """`check` renders with the terminal's own functions: the same rows, the same lines."""
     store = PinStore(tmp_path / "pins")
-    store.update([make_record(cell="t.py::test_a", compile_s=1.0),
-                  make_record(cell="t.py::test_b", compile_s=1.0)])
+    before = "2026-10-31T10:00:00Z"  # pinned before the rows were measured
+    store.update([make_record(cell="t.py::test_a", compile_s=1.0, timestamp=before),
+                  make_record(cell="t.py::test_b", compile_s=1.0, timestamp=before)])
     rows = [make_record(cell="t.py::test_a", compile_s=3.0, timestamp="2026-11-01T10:00:00Z"),
             make_record(cell="t.py::test_b", compile_s=1.1, timestamp="2026-11-01T10:00:00Z")]
     write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])
@@ -265,7 +266,9 @@ def test_a_pr_comment_lists_only_what_changed_and_fits_any_suite(tmp_path: Path)
     assert "-v" not in comment and "the session fails" not in comment
     assert "DRIFT: 1 row(s) compiled slower" in comment and "; this run fails." in comment
     assert "pytest --compile-pin-update tests/t.py::test_500" in comment
-    assert "the `jaxcompile-report` artifact" in comment
+    assert "artifact" not in comment  # no workflow said it uploads one
+    named = pr_comment(outcome, "jaxcompile-report")
+    assert "The full report: the `jaxcompile-report` artifact of this run." in named
 
     huge = outcome_with([Status.DRIFT] * 3000, tmp_path)
     assert len(pr_comment(huge)) <= COMMENT_BUDGET

@@ -352,3 +352,20 @@ def test_new_tests_alone_never_warn_of_a_runner(tmp_path: Path) -> None:
     outcome.coverage = coverage(outcome.verdicts, store)
     assert outcome.coverage.new_tests == 5
     assert not outcome.mostly_unpinned()
+
+
+def test_repin_command_collapses_to_files_then_directories_then_one_directory() -> None:
+    from pytest_jaxcompile.gate.view import repin_command
+
+    few = ["tests/a/test_x.py::test_1", "tests/a/test_x.py::test_2"]
+    assert repin_command(few) == f"pytest --compile-pin-update {' '.join(few)}"
+    files = [f"tests/a/test_x.py::test_{i}" for i in range(5)] + ["tests/b/test_y.py::test_1"]
+    assert repin_command(files) == (
+        "pytest --compile-pin-update tests/a/test_x.py tests/b/test_y.py"
+    )
+    directories = [f"tests/{d}/test_{i}.py::test" for d in "ab" for i in range(3)]
+    assert repin_command(directories) == "pytest --compile-pin-update tests/a tests/b"
+    many = [f"tests/{d}/test_{i}.py::test" for d in "abcde" for i in range(2)]
+    assert repin_command(many) == "pytest --compile-pin-update tests"
+    top = [f"test_{i}.py::test" for i in range(22)]  # 22 files at the root: the root
+    assert repin_command(top) == "pytest --compile-pin-update ."

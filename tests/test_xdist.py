@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,13 @@ def test_xdist_gives_the_verdicts_summary_and_report_of_a_serial_session(
         assert result.ret == pytest.ExitCode.TESTS_FAILED  # the DRIFT row
         assert project.verdicts() == EXPECTED
         outputs[workers] = (mask_figures(compile_summary(result)), report_shape(project.report()))
+        spend = compile_summary(result)[0]
+        if workers == "2":  # worker seconds add up past the wall: never a share of it
+            assert re.match(r"compile time: \S+ s summed over 2 workers, session \S+ s wall, ",
+                            spend), spend
+            assert project.report()["workers"] == 2
+        else:
+            assert re.match(r"compile time: \S+ s of the session's \S+ s \(\d+%\), ", spend)
     serial, parallel = outputs["0"], outputs["2"]
     assert parallel[0] == serial[0]
     assert parallel[1] == serial[1]

@@ -7,6 +7,7 @@ declarations pytest's ``--compile-*`` options come from.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +55,20 @@ def add_pins_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pins-dir", type=Path, default=Path("pins"), metavar="DIR",
         help="directory of pin files (default: ./pins)",
+    )
+
+
+REPORT_ARTIFACT_ENV = "JAXCOMPILE_REPORT_ARTIFACT"
+
+
+def add_pr_comment_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--pr-comment FILE`` and ``--report-artifact NAME`` (what the comment points at)."""
+    parser.add_argument("--pr-comment", type=Path, default=None, metavar="FILE", help=help_text)
+    parser.add_argument(
+        "--report-artifact", default=os.environ.get(REPORT_ARTIFACT_ENV) or None,
+        metavar="NAME",
+        help="the workflow artifact that holds the full report, named in the comment; without "
+        f"it (or ${REPORT_ARTIFACT_ENV}) the comment names no artifact",
     )
 
 

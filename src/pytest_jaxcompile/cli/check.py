@@ -16,7 +16,7 @@ from pytest_jaxcompile.cli._args import (
     error,
 )
 from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
-from pytest_jaxcompile.corpus.check import check_corpus
+from pytest_jaxcompile.corpus.check import judge_corpus
 from pytest_jaxcompile.corpus.store import CorpusError
 from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
@@ -27,8 +27,9 @@ from pytest_jaxcompile.output.terminal import summary_lines
 
 HELP = (
     "judge the latest row per cell, transform and key of a records corpus against the "
-    "pins, with the plugin's verdict rules; exit 1 on DRIFT (and, with --trend, on a "
-    "sustained rise over the history)"
+    "pins, as the plugin would judge the last session (rows older than their pin, and cold "
+    "rows a newer warm row superseded, are passed over), with the plugin's verdict rules; "
+    "exit 1 on DRIFT (and, with --trend, on a sustained rise over the history)"
 )
 
 
@@ -61,13 +62,16 @@ def run(args: argparse.Namespace) -> int:
                 "(give the pins directory with --pins-dir)"
             )
         corpus = corpus_from(args)
-        outcome = check_corpus(
+        outcome, judged = judge_corpus(
             corpus, store, thresholds_from(args), Path.cwd(),
             on_row=None if collector is None else collector.add,
         )
         trends = [] if collector is None else collector.trends()
     except (CorpusError, PinFileError) as problem:
         return error("check", problem)
+    if not outcome.verdicts and (judged.older_than_pin or judged.superseded):
+        print(f"nothing to judge in {corpus.describe()}{judged.describe()}")
+        return 0
     if not outcome.verdicts:
         return error(
             "check", f"no compile records to check in {' '.join(map(str, args.paths))} "
@@ -77,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if pinned:
         print(
             f"checked the latest row per cell, transform and key: {len(outcome.verdicts)} "
-            f"row(s) from {corpus.describe()}"
+            f"row(s) from {corpus.describe()}{judged.describe()}"
         )
         for text, _markup in summary_lines(outcome, args.verbose):
             print(text)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._version import __version__
-from pytest_jaxcompile.cli._args import add_pins_argument
+from pytest_jaxcompile.cli._args import add_pins_argument, add_pr_comment_arguments
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
@@ -69,9 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--write-report", type=Path, default=None, metavar="PATH",
         help="write the merged records and verdicts as one JSON report (same schema)",
     )
-    parser.add_argument(
-        "--pr-comment", type=Path, default=None, metavar="FILE",
-        help="also write a short Markdown comment for the pull request: the verdict and the "
+    add_pr_comment_arguments(
+        parser, "also write a short Markdown comment for the pull request: the verdict and the "
         "rows that fail or changed",
     )
     parser.add_argument(
@@ -115,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     outcome.lost = [f"{report.path}: {lost}" for report in reports for lost in report.lost]
     walls = [report.session_s for report in reports if report.session_s is not None]
     outcome.session_s = sum(walls) if len(walls) == len(reports) else None
+    outcome.workers = max(report.workers for report in reports)
 
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
     for report in reports:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     _github(args.github, outcome, reports)
     if args.pr_comment is not None:
         try:
-            atomic_write_text(args.pr_comment, pr_comment(outcome))
+            atomic_write_text(args.pr_comment, pr_comment(outcome, args.report_artifact))
         except OSError as error:
             print(f"{PROG}: error: cannot write {args.pr_comment}: {error}", file=sys.stderr)
             return EXIT_USAGE

@@ -9,10 +9,12 @@ from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile.cli._args import (
     add_corpus_arguments,
     add_pins_argument,
+    add_pr_comment_arguments,
     corpus_from,
     error,
 )
 from pytest_jaxcompile.cli._trend import add_trend_arguments, trend_settings_from
+from pytest_jaxcompile.corpus.check import judged_rows
 from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
 from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
@@ -50,9 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--html", type=Path, metavar="FILE",
         help="write a self-contained HTML page with a trend chart per cell and transform",
     )
-    parser.add_argument(
-        "--pr-comment", type=Path, metavar="FILE",
-        help="write a short Markdown comment for a pull request: the verdict of the latest "
+    add_pr_comment_arguments(
+        parser, "write a short Markdown comment for a pull request: the verdict of the latest "
         "rows and only the rows that fail or changed",
     )
     add_trend_arguments(parser)
@@ -85,8 +86,9 @@ def _run(args: argparse.Namespace) -> int:
         collector.add(row)
         if trends is not None:
             trends.add(row)
-    records = latest.records()
-    rows = table_rows(records, store, thresholds)
+    judged = judged_rows(latest, store)  # the rows `check` judges: they agree
+    records = judged.records()
+    rows = table_rows(records, store, thresholds, passed_over=judged.passed_over())
     trend_report = TrendReport.of(collector)
     table = markdown(rows, thresholds, trend_report)
     if args.pr_comment is not None:
@@ -94,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
             records, (), (), store, GateSettings(thresholds, pin_update=False),
             rootdir=Path.cwd(),
         )
-        atomic_write_text(args.pr_comment, pr_comment(outcome))
+        atomic_write_text(args.pr_comment, pr_comment(outcome, args.report_artifact))
         print(f"{args.pr_comment}: written")
     if args.readme is None and args.html is None:
         if args.pr_comment is not None:

@@ -1,34 +1,124 @@
 """Judge a records corpus against the pins outside pytest, with the plugin's own rules.
 
-The rows judged are the latest per cell, transform and comparability key (see
-`store.LatestRows`); the gate concludes on them exactly as on a session's rows
-(`gate.conclude`), so `check` and the terminal give the same verdict lines.
+The rows judged are those the plugin would judge in the last session of the history
+(`judged_rows`): the latest per cell, transform and comparability key
+(`store.LatestRows`), less the rows history has passed: a row measured before the pin it
+is compared with, and a cold row of a cell that a newer warm row measured since. The gate
+concludes on them exactly as on a session's rows (`gate.conclude`), so `check`, the
+terminal and the dashboard give the same verdicts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row
+from pytest_jaxcompile.corpus.store import Corpus, LatestRows, Row, parse_timestamp
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.records import CompileRecord
+
+OLDER_THAN_PIN = "measured before its pin"
+SUPERSEDED = "a newer warm row measured its cell"
+COLD_STATES = ("cold", "none")  # compiled without the persistent cache's help
+WARM = "warm"
+
+
+@dataclass
+class JudgedRows:
+    """The rows the gate judges, and those history has passed (with why, counted)."""
+
+    rows: list[Row] = field(default_factory=list)
+    older_than_pin: list[Row] = field(default_factory=list)
+    superseded: list[Row] = field(default_factory=list)  # by a newer warm row of the cell
+
+    def records(self) -> list[CompileRecord]:
+        return [row.record() for row in self.rows]
+
+    def passed_over(self) -> list[tuple[CompileRecord, str]]:
+        """The rows not judged, each with why (the dashboard shows them, not judged)."""
+        return [(row.record(), OLDER_THAN_PIN) for row in self.older_than_pin] + [
+            (row.record(), SUPERSEDED) for row in self.superseded
+        ]
+
+    def describe(self) -> str:
+        """``; passed over: 3 measured before their pin, 113 cold rows with a newer warm
+        row`` (empty when none was)."""
+        parts = []
+        if self.older_than_pin:
+            parts.append(f"{len(self.older_than_pin)} measured before the pin they compare with")
+        if self.superseded:
+            parts.append(f"{len(self.superseded)} cold row(s) of cells a newer warm row measured")
+        return f"; passed over: {', '.join(parts)}" if parts else ""
+
+
+def _pinned_after(store: PinStore, row: Row, cache_state: str) -> bool:
+    """Whether the pin this row is compared with (under its key with `cache_state`) was
+    written after the row was measured."""
+    key = dataclasses.replace(row.key, cache_state=cache_state)
+    pin = store.get(key, row.cell, row.transform)
+    if pin is None or not pin.pinned_at:
+        return False
+    try:
+        return parse_timestamp(pin.pinned_at) > row.time
+    except ValueError:
+        return False  # a hand-written time: the row is judged, as before
+
+
+def judged_rows(latest: LatestRows, store: PinStore) -> JudgedRows:
+    """The latest rows as the plugin would judge them in the history's last session.
+
+    A row is passed over when it is older than the pin it is compared with (its own key's
+    pin; for a cold row, also the warm pin it is checked against for a lost cache), or when
+    it is a cold row and a newer warm row of the same cell, transform and key exists: the
+    cache was warm after it, so it says nothing about the cache now.
+    """
+    warm_times = {
+        (dataclasses.replace(row.key, cache_state=""), row.cell, row.transform): row.time
+        for row in latest.rows.values() if row.key.cache_state == WARM
+    }
+    judged = JudgedRows()
+    for row in latest.sorted_rows():
+        state = row.key.cache_state
+        cold = state in COLD_STATES
+        warm_time = warm_times.get(
+            (dataclasses.replace(row.key, cache_state=""), row.cell, row.transform)
+        )
+        if cold and warm_time is not None and warm_time > row.time:
+            judged.superseded.append(row)
+        elif _pinned_after(store, row, state) or (cold and _pinned_after(store, row, WARM)):
+            judged.older_than_pin.append(row)
+        else:
+            judged.rows.append(row)
+    return judged
 
 
 def check_corpus(
     corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
     on_row: Callable[[Row], None] | None = None,
 ) -> Outcome:
-    """The latest rows of the corpus, concluded on as a session's rows would be;
-    `on_row` sees every row read (e.g. to collect trends)."""
+    """`judge_corpus`'s outcome."""
+    return judge_corpus(corpus, store, thresholds, rootdir, on_row)[0]
+
+
+def judge_corpus(
+    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
+    on_row: Callable[[Row], None] | None = None,
+) -> tuple[Outcome, JudgedRows]:
+    """The rows of the corpus the plugin would judge (`judged_rows`), concluded on as a
+    session's rows would be; `on_row` sees every row read (e.g. to collect trends)."""
     latest = LatestRows()
     for row in corpus.rows():
         latest.add(row)
         if on_row is not None:
             on_row(row)
-    return conclude(
-        latest.records(), (), (), store,
+    judged = judged_rows(latest, store)
+    outcome = conclude(
+        judged.records(), (), (), store,
         GateSettings(thresholds, pin_update=False), rootdir=rootdir,
     )
+    return outcome, judged

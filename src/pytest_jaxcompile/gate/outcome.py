@@ -78,6 +78,7 @@ class Outcome:
     lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
     upgrades: list[UpgradeReport] = field(default_factory=list)
     session_s: float | None = None  # the session's wall seconds, where known
+    workers: int = 1  # processes that compiled side by side (pytest-xdist workers)
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
     # Rows no persistent cache can serve, found against the pins as the session started

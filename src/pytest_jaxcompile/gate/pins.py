@@ -18,6 +18,9 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     load_avg_1m = 0.41
     jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
     platform_version = "cpu"
+    ops = { "stablehlo.add" = 4, ... }        # one line each: inline tables and arrays
+    key_parts = { computation = "...", ... }
+    key_flags = []
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
     [tests."tests/test_models.py::test_mlp"]
@@ -160,6 +163,21 @@ class Pin:
         return table
 
 
+# A pin's fields written on one line each, whatever their length (inline tables, arrays).
+INLINE_FIELDS = ("ops", "key_parts", "key_flags")
+
+
+def _inline(value: Any) -> str:
+    """A table or array as one TOML line, its keys and strings quoted as tomli_w quotes them."""
+    def item(name: str, element: Any) -> str:
+        return tomli_w.dumps({name: element}).strip()
+
+    if isinstance(value, dict):
+        inside = ", ".join(item(str(name), element) for name, element in value.items())
+        return f"{{ {inside} }}" if inside else "{}"
+    return "[" + ", ".join(item("x", element)[len("x = "):] for element in value) + "]"
+
+
 def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, SECONDS_DIGITS)
 
@@ -188,15 +206,24 @@ class PinGroup:
     compiles: dict[str, int] = field(default_factory=dict)  # per test (cell)
 
     def render(self) -> str:
-        tables: dict[str, dict[str, Any]] = {}
+        """The file's text: each pin a table of the reviewed figures, one line each, and
+        its op histogram, key parts and key flags one inline line each (a pin is a dozen
+        lines, not one line per op). Files of earlier releases, with those as sub-tables
+        and multi-line arrays, read the same (TOML does not tell them apart)."""
+        parts = [PIN_FILE_HEADER, tomli_w.dumps({"key": key_table(self.key)})]
         for cell, transform in sorted(self.pins):
-            tables.setdefault(cell, {})[transform] = self.pins[(cell, transform)].to_toml()
-        document: dict[str, Any] = {"key": key_table(self.key), "pins": tables}
+            table = self.pins[(cell, transform)].to_toml()
+            scalars = {name: value for name, value in table.items() if name not in INLINE_FIELDS}
+            text = tomli_w.dumps({"pins": {cell: {transform: scalars}}})
+            inline = [
+                f"{name} = {_inline(table[name])}\n" for name in INLINE_FIELDS if name in table
+            ]
+            parts.append("\n" + text + "".join(inline))
         if self.compiles:
-            document["tests"] = {
+            parts.append("\n" + tomli_w.dumps({"tests": {
                 cell: {"compiles": self.compiles[cell]} for cell in sorted(self.compiles)
-            }
-        return PIN_FILE_HEADER + tomli_w.dumps(document)
+            }}))
+        return "".join(parts)
 
 
 def key_table(key: ComparabilityKey) -> dict[str, Any]:

@@ -11,6 +11,7 @@ against a comment's "this run fails") lives with that output.
 
 from __future__ import annotations
 
+import posixpath
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -240,12 +241,10 @@ _MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
                    "than {floor:g} s"),
     Status.IMPROVED: ("compiled faster than its pin", "compiled faster than their pin"),
     Status.UNPINNED: ("has no pin under its key", "have no pin under their key"),
-    Status.NOISY: ("was measured above {max_load:g} load per core and stayed within "
-                   "tolerance on CPU seconds; its wall seconds are not judged (strict judges "
-                   "them)",
-                   "were measured above {max_load:g} load per core and stayed within "
-                   "tolerance on CPU seconds; their wall seconds are not judged (strict "
-                   "judges them)"),
+    Status.NOISY: ("was measured above {max_load:g} load per core{cpu}; its wall seconds are "
+                   "not judged (strict judges them)",
+                   "were measured above {max_load:g} load per core{cpu}; their wall seconds "
+                   "are not judged (strict judges them)"),
     Status.NOT_JUDGED: ("is not judged (an in-memory cache hit, or a cache state the "
                         "evidence did not decide)",
                         "are not judged (in-memory cache hits, or a cache state the evidence "
@@ -277,15 +276,34 @@ def _meaning(
         meanings = [meanings[0], _RSS_DRIFT] if on_time else [_RSS_DRIFT]
     return ", or ".join(meanings).format(
         floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
-        rss_floor=thresholds.rss_floor_mib,
+        rss_floor=thresholds.rss_floor_mib, cpu=_noisy_cpu(verdicts, plural),
+    )
+
+
+def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool) -> str:
+    """What a noisy row's CPU seconds said: claimed only for rows judged on them."""
+    on_cpu = sum(1 for verdict in verdicts if verdict.metric == METRIC_CPU)
+    if on_cpu == len(verdicts):
+        return " and stayed within tolerance on CPU seconds"
+    if not on_cpu:
+        return " without CPU seconds to judge" if plural else \
+            " without CPU seconds to judge (its row or its pin has none)"
+    return (
+        f" ({on_cpu} stayed within tolerance on CPU seconds, "
+        f"{len(verdicts) - on_cpu} have no CPU seconds to judge)"
     )
 
 
 def repin_command(cells: Iterable[str]) -> str:
-    """``pytest --compile-pin-update ...``: the tests, or their files when there are many."""
+    """``pytest --compile-pin-update ...``: the tests; their files when there are many; the
+    files' directories when there are many files; their common directory at most."""
     unique = sorted(set(cells))
     if len(unique) > MAX_CELLS_IN_COMMAND:
         unique = sorted({cell.split("::", 1)[0] for cell in unique})
+    if len(unique) > MAX_CELLS_IN_COMMAND:
+        unique = sorted({posixpath.dirname(path) or "." for path in unique})
+    if len(unique) > MAX_CELLS_IN_COMMAND:
+        unique = [posixpath.commonpath(unique) or "."]
     quoted = " ".join(_shell_word(cell) for cell in unique)
     return f"pytest --compile-pin-update {quoted}".rstrip()
 
@@ -512,7 +530,11 @@ def spend_lines(outcome: Outcome) -> list[str]:
         return []
     spent = sum(compile_seconds_per_test(outcome).values())
     text = f"compile time: {spent:.1f} s"
-    if outcome.session_s:
+    if outcome.workers > 1:  # worker seconds add up past the wall: no share of it
+        text += f" summed over {outcome.workers} workers"
+        if outcome.session_s:
+            text += f", session {outcome.session_s:.1f} s wall"
+    elif outcome.session_s:
         text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
     states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
     text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
@@ -537,47 +559,83 @@ class GroupView:
     rows: tuple[RowView, ...]
 
 
-@dataclass(frozen=True)
-class UnpinnedFold:
-    """Unpinned rows as a count per file, and how they compare with their nearest pins."""
+# Statuses whose rows are folded at default verbosity (unless they fail): a count per file,
+# the median of their ratios and the five furthest, instead of two lines a row.
+FOLDED = (Status.UNPINNED, Status.NOISY)
+FOLD_FURTHEST = 5  # rows named in a fold: those with the highest ratios
 
+
+def folded(row: RowView) -> bool:
+    """Whether this row is shown in its status's fold rather than on its own lines."""
+    return row.status in FOLDED and not row.fails
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Rows of one folded status as a count per file, and their ratios: unpinned rows
+    against their nearest pin under another key, noisy rows against their own pin."""
+
+    status: Status
     rows: tuple[RowView, ...]
     per_file: tuple[tuple[str, int], ...]
-    median: float | None  # of the nearest-pin ratios
-    furthest: tuple[tuple[RowView, float], ...]  # the rows furthest from their nearest pin
+    median: float | None  # of the ratios
+    furthest: tuple[tuple[RowView, float], ...]  # the rows with the highest ratios
 
     def per_file_text(self) -> str:
         return ", ".join(f"{name} {count}" for name, count in self.per_file)
 
-    def nearest_text(self) -> str | None:
+    def ratios_text(self) -> str | None:
+        """``3 compared with their nearest pin under another key: median 1.02x; furthest:
+        ...`` (unpinned) or ``median 1.04x of their pin (wall seconds); highest: ...``."""
         if self.median is None:
             return None
-        compared = sum(1 for row in self.rows if _nearest_ratio(row) is not None)
-        return (
-            f"{compared} compared with their nearest pin under another key: median "
-            f"{self.median:.2f}x; furthest: " + ", ".join(
-                f"{row.cell} [{row.transform}] {ratio:.2f}x" for row, ratio in self.furthest
+        named = ", ".join(
+            f"{row.cell} [{row.transform}] {ratio:.2f}x" for row, ratio in self.furthest
+        )
+        if self.status is Status.UNPINNED:
+            compared = sum(1 for row in self.rows if _fold_ratio(row) is not None)
+            return (
+                f"{compared} compared with their nearest pin under another key: median "
+                f"{self.median:.2f}x; furthest: {named}"
             )
+        metrics = sorted({row.figures.metric.name for row in self.rows
+                          if row.figures.ratio is not None})
+        return (
+            f"median {self.median:.2f}x of their pin ({', '.join(metrics)} seconds); "
+            f"highest: {named}"
         )
 
 
-FOLD_FURTHEST = 5  # unpinned rows named in a fold: those furthest from their nearest pin
+def _fold_ratio(row: RowView) -> float | None:
+    if row.status is Status.UNPINNED:
+        nearest = row.verdict.nearest
+        return None if nearest is None else nearest.ratio
+    return row.figures.ratio
 
 
-def _nearest_ratio(row: RowView) -> float | None:
-    nearest = row.verdict.nearest
-    return None if nearest is None else nearest.ratio
-
-
-def unpinned_fold(rows: Sequence[RowView]) -> UnpinnedFold:
+def fold(rows: Sequence[RowView]) -> Fold:
+    """The fold of rows of one status (the status of the first)."""
     files = Counter(row.cell.split("::", 1)[0] for row in rows)
-    ratios = [(row, ratio) for row in rows if (ratio := _nearest_ratio(row)) is not None]
+    ratios = [(row, ratio) for row in rows if (ratio := _fold_ratio(row)) is not None]
     furthest = sorted(ratios, key=lambda item: -item[1])[:FOLD_FURTHEST]
-    return UnpinnedFold(
+    return Fold(
+        rows[0].status if rows else Status.UNPINNED,
         tuple(rows), tuple(sorted(files.items())),
         statistics.median(ratio for _, ratio in ratios) if ratios else None,
         tuple(furthest),
     )
+
+
+def split_folds(rows: Iterable[RowView]) -> tuple[list[RowView], list[Fold]]:
+    """The rows shown on their own lines, and the folds of the others (in FOLDED order)."""
+    shown: list[RowView] = []
+    by_status: dict[Status, list[RowView]] = {}
+    for row in rows:
+        if folded(row):
+            by_status.setdefault(row.status, []).append(row)
+        else:
+            shown.append(row)
+    return shown, [fold(by_status[status]) for status in FOLDED if status in by_status]
 
 
 @dataclass(frozen=True)

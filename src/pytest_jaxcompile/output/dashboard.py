@@ -76,16 +76,27 @@ class TableRow:
 
 def table_rows(
     records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds,
-    rootdir: Path | None = None,
+    rootdir: Path | None = None, passed_over: Iterable[tuple[CompileRecord, str]] = (),
 ) -> list[TableRow]:
     """The latest records concluded on against the pins (`gate.conclude`, as a session's
-    rows), in the view's order, plus pins that no record measured."""
+    rows), in the view's order, the rows history passed over (`passed_over`: each record
+    and why, shown with its figures and not judged, as `check` does), plus pins that no
+    record measured."""
     outcome = conclude(
         records, (), (), store, GateSettings(thresholds, pin_update=False),
         rootdir=rootdir or Path.cwd(),
     )
     rows = []
     seen = set()
+    for record, why in passed_over:
+        seen.add((record.key, record.cell, record.transform))
+        pin = store.get(record.key, record.cell, record.transform)
+        pin_s = None if pin is None else pin.compile_s
+        rows.append(TableRow(
+            record.key, record.cell, record.transform, record.compile_s, pin_s,
+            record.compile_s / pin_s if record.compile_s is not None and pin_s else None,
+            f"passed over: {why}", record.timestamp, status=Status.NOT_JUDGED,
+        ))
     for row in session_view(outcome).rows:
         record, figures = row.record, row.figures
         seen.add((record.key, record.cell, record.transform))

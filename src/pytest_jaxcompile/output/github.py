@@ -30,7 +30,7 @@ from pytest_jaxcompile.gate.view import (
     SessionView,
     session_view,
     spend_lines,
-    unpinned_fold,
+    split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.records import CompileRecord
@@ -307,20 +307,20 @@ def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]
     lines = [f"### {_text(group.key.describe())}", ""]
     if group.pin_file is not None:
         lines += [f"Pin file: {_code(relative(group.pin_file, outcome.rootdir))}", ""]
-    fold = [row for row in group.rows if row.status is Status.UNPINNED and not row.fails]
-    shown = [row for row in group.rows if row.status is not Status.OK and row not in fold]
+    if outcome.pin_update:  # compared with the pins just written: nothing to list
+        return [*lines, f"{len(group.rows)} row(s) pinned.", ""]
+    shown, folds = split_folds(row for row in group.rows if row.status is not Status.OK)
     ok = [row for row in group.rows if row.status is Status.OK]
     if shown:
         lines += _table(shown)
-    if fold:
-        summary = unpinned_fold(fold)
-        nearest = summary.nearest_text()
+    for fold in folds:
+        ratios = fold.ratios_text()
         lines += [
-            f"<details><summary>{len(fold)} unpinned row(s): "
-            f"{_text(summary.per_file_text())}</summary>",
+            f"<details><summary>{len(fold.rows)} {fold.status.value} row(s): "
+            f"{_text(fold.per_file_text())}</summary>",
             "",
-            *([] if nearest is None else [_text(nearest), ""]),
-            *_table(fold),
+            *([] if ratios is None else [_text(ratios), ""]),
+            *_table(list(fold.rows)),
             "</details>",
             "",
         ]
@@ -386,12 +386,13 @@ COMMENT_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
 
 
 def pr_comment(
-    outcome: Outcome, report: str = "the `jaxcompile-report` artifact of this run",
-    title: str = "jax compile times",
+    outcome: Outcome, artifact: str | None = None, title: str = "jax compile times",
 ) -> str:
     """One short Markdown comment for a pull request: the verdict, only the rows that fail
-    or changed (in the Status order), unpinned rows as a count, what to do, and where the
-    full report is. Under GitHub's size limit at any suite size."""
+    or changed (in the Status order), folded rows as a count, what to do, and, when the
+    workflow names one (`artifact`), the artifact with the full report. Under GitHub's size
+    limit at any suite size."""
+    report = None if artifact is None else f"the `{artifact}` artifact of this run"
     view = session_view(outcome)
     changed = sorted(
         (row for row in view.rows if row.fails or row.tone in (Tone.BAD, Tone.GOOD)),
@@ -405,21 +406,20 @@ def pr_comment(
 
 
 def _pr_comment(
-    view: SessionView, changed: list[RowView], limit: int, report: str, title: str
+    view: SessionView, changed: list[RowView], limit: int, report: str | None, title: str
 ) -> str:
     lines = [COMMENT_MARKER, f"### {title}: {view.headline}", "", *_spend(view.outcome)]
     if view.counts():
         lines += [f"Compile rows: {view.counts_text()}.", ""]
     if changed:
         lines += _table(changed, limit)
-    unpinned = [row for row in view.rows if row.status is Status.UNPINNED and not row.fails]
-    if unpinned:
-        fold = unpinned_fold(unpinned)
-        nearest = fold.nearest_text()
-        lines += [_text(f"{len(unpinned)} unpinned row(s): {fold.per_file_text()}"
-                        + ("" if nearest is None else f"; {nearest}")), ""]
+    for fold in [] if view.outcome.pin_update else split_folds(view.rows)[1]:
+        ratios = fold.ratios_text()
+        lines += [_text(f"{len(fold.rows)} {fold.status.value} row(s): {fold.per_file_text()}"
+                        + ("" if ratios is None else f"; {ratios}")), ""]
     lines += _block_lines(view, COMMENT_FAILS)
-    lines += [f"The full report: {report}.", ""]
+    if report is not None:  # only an artifact the workflow says it uploads
+        lines += [f"The full report: {report}.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile._io import InputError, atomic_write_text, read_text, relative
-from pytest_jaxcompile._numbers import NumberError, finite_number, optional_number
+from pytest_jaxcompile._numbers import (
+    NumberError,
+    finite_number,
+    optional_number,
+    whole_number,
+)
 from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import op_changes
@@ -111,6 +116,7 @@ def build_report(
         "pin_error": outcome.pin_error,
         "rootdir": str(outcome.rootdir),
         "session_s": outcome.session_s,
+        "workers": outcome.workers,
         "ran_cells": sorted(outcome.ran_cells),
         "environments": [
             {"hardware": hardware, "jax_version": version}
@@ -181,6 +187,7 @@ class LoadedReport:
     rootdir: str | None = None
     plugin_version: str | None = None
     session_s: float | None = None
+    workers: int = 1
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -230,6 +237,7 @@ def load_report(path: Path) -> LoadedReport:
         rootdir=_optional(path, data, "rootdir", str),
         plugin_version=_optional(path, data, "plugin_version", str),
         session_s=_session_s(path, data.get("session_s")),
+        workers=_workers(path, data.get("workers", 1)),
     )
 
 
@@ -343,6 +351,13 @@ def _session_s(path: Path, value: object) -> float | None:
         return optional_number(value)
     except NumberError as error:
         raise ReportError(path, f"'session_s' {error}") from None
+
+
+def _workers(path: Path, value: object) -> int:
+    try:
+        return whole_number(value, minimum=1)
+    except NumberError as error:
+        raise ReportError(path, f"'workers' {error}") from None
 
 
 def _optional(path: Path, data: dict[str, Any], name: str, kind: type) -> Any:

@@ -19,12 +19,13 @@ from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
     Block,
     BlockKind,
+    Fold,
     RowView,
     SessionView,
     compile_seconds_per_test,
     session_view,
     spend_lines,
-    unpinned_fold,
+    split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
 from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
@@ -72,31 +73,32 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
                 f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
             )
         lines.append((header, {"bold": True}))
-        hidden = 0
-        fold: list[RowView] = []
-        for row in group.rows:
-            if row.status is Status.OK and not verbose:
-                hidden += 1
-                continue
-            if row.status is Status.UNPINNED and not verbose and not row.fails:
-                fold.append(row)
-                continue
+        if view.outcome.pin_update:  # compared with the pins just written: nothing to say
+            lines.append((f"  pinned     {len(group.rows)} row(s)", {}))
+            continue
+        hidden = sum(1 for row in group.rows if row.status is Status.OK and not verbose)
+        listed = [row for row in group.rows if verbose or row.status is not Status.OK]
+        shown, folds = split_folds(listed) if not verbose else (listed, [])
+        for row in shown:
             lines.append(("  " + row_text(row), markup(row.status)))
             lines.extend(("      " + cause, {}) for cause in row.causes)
-        if fold:
-            lines.extend((text, markup(Status.UNPINNED)) for text in fold_lines(fold))
+        for fold in folds:
+            lines.extend((text, markup(fold.status)) for text in fold_lines(fold))
         if hidden:
             lines.append((f"  ok         {hidden} row(s) within tolerance (-v lists them)", {}))
     return lines
 
 
-def fold_lines(rows: list[RowView]) -> list[str]:
-    """Unpinned rows as a count per file and their comparison with their nearest pins."""
-    fold = unpinned_fold(rows)
-    lines = [f"  unpinned   {len(rows)} row(s) (-v lists them): {fold.per_file_text()}"]
-    nearest = fold.nearest_text()
-    if nearest is not None:
-        lines.append(f"      {nearest}")
+def fold_lines(fold: Fold) -> list[str]:
+    """Folded rows (unpinned, noisy) as a count per file, the median of their ratios and
+    the furthest."""
+    lines = [
+        f"  {fold.status.value:<10} {len(fold.rows)} row(s) (-v lists them): "
+        f"{fold.per_file_text()}"
+    ]
+    ratios = fold.ratios_text()
+    if ratios is not None:
+        lines.append(f"      {ratios}")
     return lines
 
 
@@ -205,6 +207,7 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
     session = outcome.session_s
     cleared = [ledger for ledger in outcome.ledgers if ledger.caches_cleared_because]
     cleared_s = sum(ledger.eager_compile_s for ledger in cleared)
+    session = None if session is None else session * outcome.workers  # the workers' seconds
     if session and cleared_s > EAGER_SHARE_WORTH_A_HINT * session:
         # Clearing keeps counts order-independent, and drops eager executables too: name
         # what made the plugin clear, so the user can see whether it is theirs to change.

@@ -73,6 +73,7 @@ def conclude_session(
     )
     outcome.lost = list(workers.lost)
     outcome.session_s = time.perf_counter() - started
+    outcome.workers = max(len(workers.merged), 1)
     if rows.records and (
         settings.report_path is not None or settings.record_dir is not None
     ):  # one git call at most, and only in sessions that write records

@@ -101,6 +101,10 @@ def census_records(
                 trace_s=module.trace_s or None,
                 lower_s=module.lower_s or None,
                 backend_compile_s=module.backend_compile_s,
+                compile_cpu_s=(
+                    None if module.backend_compile_cpu_s is None
+                    else round(module.backend_compile_cpu_s, 6)
+                ),
                 cache_retrieval_s=module.cache_retrieval_s,
                 module_name=module.module_name,
                 fingerprint=module_fingerprint(module),

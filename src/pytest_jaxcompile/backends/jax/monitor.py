@@ -18,6 +18,7 @@ import logging
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,7 @@ class JaxEvent:
     eager: bool = False  # a backend compile of JAX's eager dispatch (see eager.py)
     retrace: Retrace | None = None  # for JAX's tracing-cache miss explanations
     key_record: tuple[str, tuple[Any, ...]] | None = None  # a cache_key (template, args)
+    cpu_s: float | None = None  # the process's CPU clock when a compile phase's event fired
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,10 @@ class ModuleCompile:
 
     fun_name: str
     backend_compile_s: float
+    # Process CPU seconds from its lowering's end to its backend compile's end (the cache
+    # lookup and the compile, as the fixture's clock brackets `compile()`); None when its
+    # lowering was not seen (lowered before the capture).
+    backend_compile_cpu_s: float | None = None
     trace_s: float = 0.0
     lower_s: float = 0.0
     module_name: str | None = None
@@ -164,6 +170,7 @@ class EventLog:
         compiles: list[ModuleCompile] = []
         pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
         logged_name: str | None = None  # from the dispatch log, for jax 0.4.30
+        lowered_cpu: float | None = None  # the CPU clock when this module's lowering ended
         depth = 0
         for event in self.events:
             name = event.name
@@ -175,6 +182,7 @@ class EventLog:
                 pending.trace_s += event.duration_s or 0.0
             elif name == EVENT_LOWER:
                 pending.lower_s += event.duration_s or 0.0
+                lowered_cpu = event.cpu_s
             elif name == EVENT_CACHE_REQUEST:
                 pending.cache_requests += 1
             elif name == EVENT_CACHE_HIT:
@@ -198,9 +206,11 @@ class EventLog:
                 pending.backend_compile_s = event.duration_s or 0.0
                 pending.nested = depth > 0
                 pending.eager = event.eager
+                if lowered_cpu is not None and event.cpu_s is not None:
+                    pending.backend_compile_cpu_s = max(event.cpu_s - lowered_cpu, 0.0)
                 compiles.append(pending)
                 pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
-                logged_name = None
+                logged_name = lowered_cpu = None
         return compiles
 
     def own_compiles(self) -> list[ModuleCompile]:
@@ -372,9 +382,10 @@ class CompileMonitor:
             self.residue.note(dispatch)
             eager = event == EVENT_BACKEND_COMPILE and dispatch.eager
         if thread in self._captures:
-            self.deliver(
-                thread, JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager)
-            )
+            cpu = time.process_time() if event in COMPILE_PHASES else None
+            self.deliver(thread, JaxEvent(
+                event, float(duration_secs), _fun_name(kwargs), eager=eager, cpu_s=cpu
+            ))
 
     def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
         if event in COMPILE_PHASES:
