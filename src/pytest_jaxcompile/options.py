@@ -27,6 +27,7 @@ from pytest_jaxcompile.backends.jax.guard import PLATFORM_ALIASES, Requirements,
 from pytest_jaxcompile.backends.jax.residue import CLEAR_AUTO, CLEAR_MODES
 from pytest_jaxcompile.gate.verdicts import (
     DEFAULT_FLOOR_S,
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_RSS_FLOOR_MIB,
@@ -37,6 +38,7 @@ from pytest_jaxcompile.gate.verdicts import (
 
 Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 GITHUB_MODES = ("auto", "off")
+DEFAULT_INSTRUCTIONS_TIMEOUT_S = 3600.0
 
 
 class OptionError(ValueError):
@@ -135,6 +137,17 @@ OPTIONS: tuple[Option, ...] = (
            "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
            "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
            metavar="FRACTION", threshold="loaded_accelerator_tolerance"),
+    Option("compile_instructions", "flag", "also count the XLA compiler's instructions for "
+           "each jax_compile row under valgrind (one child process per session; CPU "
+           "compiles; docs/instructions.md), pin them, and judge them: deterministic, "
+           "whatever the load"),
+    Option("compile_instructions_tolerance", "number", "relative growth of a row's compile "
+           "instructions over its pin that counts as DRIFT, whatever the load",
+           default=DEFAULT_INSTRUCTIONS_TOLERANCE, metavar="FRACTION",
+           threshold="instructions_tolerance"),
+    Option("compile_instructions_timeout", "number", "seconds the instruction-counting child "
+           "may run; rows it did not count by then say so, their seconds are still judged",
+           default=DEFAULT_INSTRUCTIONS_TIMEOUT_S, metavar="SECONDS"),
     Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
            "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
            default_text="detected"),
@@ -360,6 +373,8 @@ class Settings:
     github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
     count_eager: bool = False  # eager dispatch counts against max_compiles
     clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
+    instructions: bool = False  # count compile instructions under valgrind
+    instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -401,4 +416,6 @@ class Settings:
             github=str(values["compile_github"]),
             count_eager=bool(values["compile_count_eager"]),
             clear_caches=str(values["compile_clear_caches"]),
+            instructions=bool(values["compile_instructions"]),
+            instructions_timeout_s=float(values["compile_instructions_timeout"]),
         )

@@ -31,6 +31,7 @@ from pytest_jaxcompile.records import CENSUS_SOURCE, SCOPE_TEST, CallLedger, Com
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends import MeasureContext
     from pytest_jaxcompile.backends.jax.guard import Clobber
+    from pytest_jaxcompile.backends.jax.instructions import InstructionStager
     from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
     from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog
     from pytest_jaxcompile.backends.torch.measure import (
@@ -71,6 +72,7 @@ class SessionCollector:
         self._torch_environment: TorchEnvironment | None = None
         self._started = time.perf_counter()
         self._tracing_warm = False  # warm_up_tracing ran in this process
+        self._stager: InstructionStager | None = None  # --compile-instructions
 
     @property
     def is_xdist_worker(self) -> bool:
@@ -155,9 +157,13 @@ class SessionCollector:
         if not self._tracing_warm:
             warm_up_tracing()
             self._tracing_warm = True
+        if self.settings.instructions and self._stager is None:
+            from pytest_jaxcompile.backends.jax.instructions import InstructionStager
+
+            self._stager = InstructionStager(self.settings.instructions_timeout_s)
         return JaxCompile(
             self.monitor, environment, self.context_for(item),
-            lambda record: self.measured(item, record),
+            lambda record: self.measured(item, record), stager=self._stager,
         )
 
     def torch_probe(self, item: pytest.Item) -> TorchCompile:
@@ -191,6 +197,16 @@ class SessionCollector:
             if "jax" in sys.modules
             else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
         )
+        if self.settings.instructions and not self.is_xdist_worker:
+            from pytest_jaxcompile.backends.jax.instructions import (
+                InstrumentError,
+                valgrind_version,
+            )
+
+            try:
+                valgrind_version()
+            except InstrumentError as error:
+                raise pytest.UsageError(f"pytest-jaxcompile: {error}") from None
         if self.is_xdist_worker:
             workerinput = getattr(self.config, "workerinput", {})
             self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))
@@ -392,6 +408,8 @@ class SessionCollector:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The gate's conclusion (before the outputs, which render it)."""
+        if self._stager is not None:  # each xdist worker counts its own rows
+            self._stager.count(self.jax_environment().jaxlib_version)
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKER_OUTPUT_KEY] = self.worker_payload()

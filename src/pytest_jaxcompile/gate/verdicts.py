@@ -32,6 +32,12 @@ DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accel
 # MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
 # process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
 DEFAULT_RSS_FLOOR_MIB = 128.0
+# Compile instructions counted under valgrind (docs/instructions.md): the same module's count
+# spread by up to 0.6 % between sessions, idle or with both cores busy, while 20 -> 22 layers
+# of an MLP grew it by 2.4-3.3 % (docs/benchmarks.md#instruction-gate).
+DEFAULT_INSTRUCTIONS_TOLERANCE = 0.01
+INSTRUCTIONS_PHASE = "compile_instructions"
+METRIC_INSTRUCTIONS = "instructions"
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
@@ -96,6 +102,8 @@ class Thresholds:
     max_memory_growth: float | None = None  # compiled temp bytes over the pin; None: no gate
     max_flops_growth: float | None = None  # flops over the pin; None: no gate
     rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
+    # compile instructions over the pin of an equal instrument identity that is DRIFT
+    instructions_tolerance: float = DEFAULT_INSTRUCTIONS_TOLERANCE
 
 
 def row_fails(status: Status, thresholds: Thresholds) -> bool:
@@ -198,12 +206,87 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_memory(_judge_time(record, store, thresholds), thresholds)
+    verdict = judge_instructions(verdict, store, thresholds)
     versions_note = _versions_note(record, verdict.pin)
     if warmth_note is None and versions_note is None:
         return verdict
     notes = (verdict.note, versions_note, warmth_note)
     return dataclasses.replace(
         verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
+
+
+def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin] | None:
+    """The pin a row's instruction count is compared with: of the same cell and transform,
+    with a count made by an equal instrument identity, under the row's own key first, else
+    under any key (a count does not depend on the hardware name, the cache state or load)."""
+    identity = record.compile_instructions_identity
+    if identity is None:
+        return None
+    own = store.get(record.key, record.cell, record.transform)
+    candidates = [(store.path_for(record.key), own)] if own is not None else []
+    candidates += list(store.pins_of(record.cell, record.transform))
+    return next(
+        (
+            (path, pin) for path, pin in candidates
+            if pin.compile_instructions is not None
+            and pin.compile_instructions_identity == identity
+        ),
+        None,
+    )
+
+
+def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds) -> Verdict:
+    """The row's compile instructions against the pin of an equal instrument identity.
+
+    Grown beyond the instructions tolerance: DRIFT, whatever the load (never noisy); shrunk
+    beyond it: improved. Within it, a row the seconds gate called noisy is ok: the count
+    says the compiler did the same work. A seconds DRIFT stays a DRIFT; MISS and GREW stay.
+    A row not counted, or without such a pin, keeps its verdict with a note saying so.
+    """
+    record = verdict.record
+    count = record.compile_instructions
+    if count is None:
+        note = record.compile_instructions_note
+        return verdict if note is None else _noted(verdict, f"compile instructions {note}")
+    found = instructions_pin(record, store)
+    if found is None:
+        return _noted(verdict, f"compile instructions {count:,} not pinned with this "
+                               f"instrument ({record.compile_instructions_identity})")
+    path, pin = found
+    pinned = pin.compile_instructions
+    assert pinned is not None
+    tolerance = thresholds.instructions_tolerance
+    change = count / pinned - 1 if pinned else 0.0
+    text = (
+        f"compile instructions {pinned:,} -> {count:,} ({change:+.2%}, tolerance "
+        f"{tolerance:.2%}; {record.compile_instructions_identity})"
+    )
+    if verdict.status in (Status.MISS, Status.GREW) or (
+        verdict.status is Status.DRIFT and verdict.phase != INSTRUCTIONS_PHASE
+        and count <= pinned * (1 + tolerance)
+    ):
+        return _noted(verdict, text)
+    if count > pinned * (1 + tolerance):
+        status = Status.DRIFT
+    elif count < pinned / (1 + tolerance):
+        status = Status.IMPROVED
+    elif verdict.status in (Status.NOISY, Status.UNPINNED, Status.IMPROVED):
+        status = Status.OK
+    else:
+        return _noted(verdict, text)
+    prefix = "DRIFT in " if status is Status.DRIFT else ""
+    change_note = what_changed(record, pin) if status is Status.DRIFT else None
+    note = "; ".join(part for part in (prefix + text, change_note, verdict.note) if part)
+    return dataclasses.replace(
+        verdict, status=status, pin=pin, pin_file=path, tolerance=tolerance, note=note,
+        metric=METRIC_INSTRUCTIONS, phase=INSTRUCTIONS_PHASE, nearest=None,
+    )
+
+
+def _noted(verdict: Verdict, note: str) -> Verdict:
+    return dataclasses.replace(
+        verdict, note=note if verdict.note is None else f"{verdict.note}; {note}"
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.verdicts import (
+    INSTRUCTIONS_PHASE,
     MEMORY_PHASES,
     METRIC_CPU,
     RSS_PHASE,
@@ -72,7 +73,9 @@ def comparison(verdict: Verdict) -> str:
     cpu = " cpu" if on_cpu else ""
     text = f"{seconds(measured)}{cpu}, pin {seconds(pinned)}{cpu}"
     if verdict.ratio is not None:
-        figure = f"{verdict.phase} " if verdict.phase in MEMORY_PHASES else ""
+        figure = f"{verdict.phase} " if verdict.phase in (
+            *MEMORY_PHASES, INSTRUCTIONS_PHASE
+        ) else ""
         text += f" ({figure}{verdict.ratio:.2f}x"
         if verdict.tolerance is not None:
             text += f", tolerance {verdict.tolerance:.0%}"
