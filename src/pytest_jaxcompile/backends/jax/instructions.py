@@ -31,6 +31,7 @@ from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.records import CompileRecord
 
 VALGRIND = "valgrind"
+CONTROL = "callgrind_control"  # valgrind's own script: turns instrumentation on
 INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install valgrind)"
 CHILD_MODULE = "pytest_jaxcompile.backends.jax.instructions_child"
 # The environment the child compiles in: what would otherwise make counts vary.
@@ -56,9 +57,11 @@ class InstrumentError(Exception):
 def valgrind_version() -> str:
     """``valgrind-3.19.0``, or InstrumentError naming how to install it."""
     path = shutil.which(VALGRIND)
-    if path is None:
+    missing = [name for name in (VALGRIND, CONTROL) if shutil.which(name) is None]
+    if path is None or missing:
         raise InstrumentError(
-            "--compile-instructions needs valgrind, which is not on PATH: " + INSTALL_HINT
+            f"--compile-instructions needs valgrind (with {CONTROL}); not on PATH: "
+            f"{', '.join(missing)}: " + INSTALL_HINT
         )
     try:
         done = subprocess.run(
@@ -182,11 +185,9 @@ class InstructionStager:
             self.staged.append(Staged(record, note="the module has host callbacks, which a "
                                                    "compile in another process cannot hold"))
             return
-        from jax._src.interpreters import mlir
-
         count = getattr(devices, "size", None) or 1
         self.staged.append(Staged(
-            record, module=bytes(mlir.module_to_bytecode(module)),
+            record, module=module_bytes(module),
             options=bytes(options.SerializeAsString()), devices=int(count),
         ))
 
@@ -217,6 +218,16 @@ class InstructionStager:
                 why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
                 staged.record.compile_instructions_note = f"not counted: {why}"
         self.staged.clear()
+
+
+def module_bytes(module: Any) -> bytes:
+    """An MLIR module as bytecode (as JAX's cache key hashes it), else as its text; the
+    child's ``ir.Module.parse`` reads both."""
+    from jax._src.interpreters import mlir
+
+    if hasattr(mlir, "module_to_bytecode"):
+        return bytes(mlir.module_to_bytecode(module))
+    return str(module).encode()
 
 
 def _not_counted(staged: list[Staged], why: str) -> None:
