@@ -226,7 +226,9 @@ def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
     assert grown.ret == pytest.ExitCode.TESTS_FAILED
     grown.stdout.fnmatch_lines([
         "*DRIFT*test_mlp.py::test_mlp [[]grad[]]*compile_instructions*",
-        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.00%; callgrind 3.19*",
+        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.00%; callgrind 3.*",
+        "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 1.00%, "
+        "whatever the load; the session fails.",
     ])
 
     monkeypatch.setenv("MLP_DEPTH", "20")

@@ -376,6 +376,9 @@ _ADVICE: dict[Status, str] = {
 # A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
 _RSS_DRIFT = "grew the process's memory during the compile by more than the tolerance and " \
     "{rss_floor:g} MiB"
+# A DRIFT on the compile's instructions (the verdict's phase is INSTRUCTIONS_PHASE).
+_INSTRUCTIONS_DRIFT = "compiled with more instructions than their pin by more than " \
+    "{instructions:.2%}, whatever the load"
 
 
 def status_sentence(status: Status, verdicts: Sequence[Verdict], thresholds: Thresholds) -> str:
@@ -383,12 +386,16 @@ def status_sentence(status: Status, verdicts: Sequence[Verdict], thresholds: Thr
 
     A DRIFT sentence names the kinds of drift its rows have: time, memory, or both."""
     meanings = [_MEANING[status]]
-    if status is Status.DRIFT and any(verdict.phase == RSS_PHASE for verdict in verdicts):
-        on_time = any(verdict.phase != RSS_PHASE for verdict in verdicts)
-        meanings = [_MEANING[status], _RSS_DRIFT] if on_time else [_RSS_DRIFT]
+    if status is Status.DRIFT:
+        phases = {verdict.phase for verdict in verdicts}
+        other = {
+            RSS_PHASE: _RSS_DRIFT, INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT
+        }
+        meanings = [_MEANING[status]] if phases - set(other) else []
+        meanings += [other[phase] for phase in other if phase in phases]
     meaning = ", or ".join(meanings).format(
         floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
-        rss_floor=thresholds.rss_floor_mib,
+        rss_floor=thresholds.rss_floor_mib, instructions=thresholds.instructions_tolerance,
     )
     text = f"{status.value}: {len(verdicts)} row(s) {meaning}"
     if row_fails(status, thresholds):
