@@ -18,6 +18,7 @@ from records_factory import make_record
 
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
 from pytest_jaxcompile.gate.verdicts import (
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
     INSTRUCTIONS_PHASE,
     Status,
     Thresholds,
@@ -207,7 +208,7 @@ def both_cores_busy() -> Iterator[None]:
 
 
 @needs_valgrind
-def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
+def test_pinned_at_depth_20_depth_30_drifts_and_a_busy_machine_does_not(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     pytester.makepyfile(test_mlp=MLP_TEST)
@@ -221,13 +222,15 @@ def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
     assert pin.compile_instructions is not None and pin.compile_instructions > 1_000_000
     assert pin.compile_instructions_identity is not None
 
-    monkeypatch.setenv("MLP_DEPTH", "22")
+    # 10 more layers: +13 % instructions, well over the default tolerance (5 %) however the
+    # counts fall (docs/instructions.md#the-tolerance: 20 -> 22 layers is within it).
+    monkeypatch.setenv("MLP_DEPTH", "30")
     grown = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
     assert grown.ret == pytest.ExitCode.TESTS_FAILED
     grown.stdout.fnmatch_lines([
         "*DRIFT*test_mlp.py::test_mlp [[]grad[]]*compile_instructions*",
-        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.00%; callgrind 3.*",
-        "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 1.00%, "
+        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 5.00%; callgrind 3.*",
+        "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 5.00%, "
         "whatever the load; the session fails.",
     ])
 
@@ -275,7 +278,8 @@ def test_a_count_does_not_depend_on_the_modules_counted_before_it(tmp_path: Path
     first = stager.staged[0]
     results = run_child(tmp_path, [*stager.staged, first], timeout_s=3600)
     counts = results[0]["instructions"], results[3]["instructions"]
-    assert abs(counts[0] - counts[1]) <= 0.01 * min(counts), counts
+    # Within what the gate tolerates (docs/instructions.md#determinism-made).
+    assert abs(counts[0] - counts[1]) <= DEFAULT_INSTRUCTIONS_TOLERANCE * min(counts), counts
     assert results[1]["instructions"] != counts[0]  # another module, another count
 
 

@@ -19,6 +19,7 @@ pytest or the plugin's other modules.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -31,6 +32,7 @@ from typing import Any
 DUMP_PREFIX = "callgrind.out"
 RESULTS = "results.jsonl"
 MANIFEST = "manifest.json"
+SETTLE_S = 0.5  # wall seconds the child waits before each count
 
 
 def _instrumentation_on() -> None:
@@ -136,6 +138,16 @@ def _one_cpu() -> None:
             os.sched_setaffinity(0, {cpus[0]})
 
 
+def _settle() -> None:
+    """Before a count: Python's garbage collected and then off, so a collection never
+    lands inside a count; and a pause, so that XLA's threads finish what the previous
+    compile and its executable's teardown left them (a spinning or freeing thread would
+    otherwise run inside the next count, more or less depending on scheduling)."""
+    gc.collect()
+    time.sleep(SETTLE_S)
+    gc.disable()
+
+
 def main(argv: list[str]) -> int:
     stage = Path(argv[0])
     out_dir = Path(argv[1])
@@ -155,15 +167,19 @@ def main(argv: list[str]) -> int:
                 (stage / entry["module"]).read_bytes(), (stage / entry["options"]).read_bytes(),
                 int(entry["devices"]),
             )
+            _settle()
             start = time.perf_counter()  # outside the markers: never counted
             os.getppid()  # marker: callgrind dumps (and zeroes) before this call
-            compiler.compile(loaded)
+            executable = compiler.compile(loaded)
             os.getppid()  # marker: this dump holds the compile, on every thread
             seconds = time.perf_counter() - start
+            gc.enable()
+            del executable  # torn down outside the count (its threads' work too: _settle)
             result["instructions"] = _summary(_latest_dump(out_dir))
             result["seconds"] = round(seconds, 3)
         except Exception as error:  # one module's failure is that row's note, not the run's
             result["error"] = f"{type(error).__name__}: {error}"
+        gc.enable()
         _clear_dumps(out_dir)
         with results.open("a") as stream:
             stream.write(json.dumps(result) + "\n")
