@@ -33,6 +33,7 @@ from pytest_jaxcompile.backends.settings import (
 )
 from pytest_jaxcompile.gate.limits import (
     DEFAULT_FLOOR_S,
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_RSS_FLOOR_MIB,
@@ -43,6 +44,7 @@ from pytest_jaxcompile.gate.limits import (
 
 Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 GITHUB_MODES = ("auto", "off")
+DEFAULT_INSTRUCTIONS_TIMEOUT_S = 3600.0
 
 
 class OptionError(ValueError):
@@ -145,6 +147,17 @@ OPTIONS: tuple[Option, ...] = (
            "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
            metavar="FRACTION", threshold="loaded_accelerator_tolerance",
            implausible_above=10.0),
+    Option("compile_instructions", "flag", "also count the XLA compiler's instructions for "
+           "each jax_compile row under valgrind (one child process per session; CPU "
+           "compiles; docs/instructions.md), pin them, and judge them: deterministic, "
+           "whatever the load"),
+    Option("compile_instructions_tolerance", "number", "relative growth of a row's compile "
+           "instructions over its pin that counts as DRIFT, whatever the load",
+           default=DEFAULT_INSTRUCTIONS_TOLERANCE, metavar="FRACTION",
+           threshold="instructions_tolerance"),
+    Option("compile_instructions_timeout", "number", "seconds the instruction-counting child "
+           "may run; rows it did not count by then say so, their seconds are still judged",
+           default=DEFAULT_INSTRUCTIONS_TIMEOUT_S, metavar="SECONDS"),
     Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
            "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
            default_text="detected"),
@@ -384,6 +397,8 @@ class Settings:
     suggest_budgets: bool = False  # print each census'd test's compile_budget marker line
     clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
     implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
+    instructions: bool = False  # count compile instructions under valgrind
+    instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -427,4 +442,6 @@ class Settings:
             suggest_budgets=bool(values["compile_suggest_budgets"]),
             clear_caches=str(values["compile_clear_caches"]),
             implausible=tuple(implausible(values)),
+            instructions=bool(values["compile_instructions"]),
+            instructions_timeout_s=float(values["compile_instructions_timeout"]),
         )

@@ -178,6 +178,12 @@ class CompileRecord:
     compile_rss_scope: str | None = None
     max_memory_growth: float | None = None  # per-test compiled temp bytes gate (marker)
     max_flops_growth: float | None = None  # per-test flops gate (marker)
+    # --compile-instructions: the XLA compiler's instructions for this module, counted under
+    # valgrind (backends/jax/instructions.py), the instrument's identity (counts are compared
+    # only under an equal one), or why the row was not counted.
+    compile_instructions: int | None = None
+    compile_instructions_identity: str | None = None
+    compile_instructions_note: str | None = None
     record_kind: str = RECORD_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -305,6 +311,8 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("compile_rss_growth_mib", "number"), ("compile_rss_scope", "text"),
     ("max_memory_growth", "number"), ("max_flops_growth", "number"),
     ("missing_metrics", "names"),
+    ("compile_instructions", "count"), ("compile_instructions_identity", "text"),
+    ("compile_instructions_note", "text"),
 )
 
 

@@ -55,8 +55,11 @@ class Backend(Protocol):
         """Whether required XLA flags and XLA_FLAGS clobbers apply to its rows."""
         ...
 
-    def session(self, hardware_override: str | None) -> BackendSession:
-        """The backend's state for one pytest process."""
+    def session(
+        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+    ) -> BackendSession:
+        """The backend's state for one pytest process; `instructions_timeout_s`: count the
+        measured rows' compile instructions (``--compile-instructions``), within that time."""
         ...
 
     def requirement_problems(
@@ -110,6 +113,11 @@ class BackendSession(Protocol):
     ) -> list[Clobber]:
         """Settings that changed since `start`, each marked failing when it affects a
         requirement."""
+        ...
+
+    def finish(self) -> None:
+        """At session finish, before the rows leave this process: complete them (their
+        compile instructions, where counted)."""
         ...
 
     def close(self) -> None:

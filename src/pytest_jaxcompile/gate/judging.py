@@ -7,7 +7,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_jaxcompile.gate.always_cold import always_cold
-from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Limits, Thresholds, limits_for
+from pytest_jaxcompile.gate.limits import (
+    INSTRUCTIONS_PHASE,
+    METRIC_CPU,
+    METRIC_INSTRUCTIONS,
+    METRIC_WALL,
+    Limits,
+    Thresholds,
+    limits_for,
+)
 from pytest_jaxcompile.gate.nearest import nearest_pin
 from pytest_jaxcompile.gate.notes import (
     key_change,
@@ -47,12 +55,87 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
             warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_time(record, store, thresholds)
     verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
+    verdict = judge_instructions(verdict, store, thresholds)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict
     notes = (verdict.note, versions, warmth_note)
     return dataclasses.replace(
         verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
+
+
+def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin] | None:
+    """The pin a row's instruction count is compared with: of the same cell and transform,
+    with a count made by an equal instrument identity, under the row's own key first, else
+    under any key (a count does not depend on the hardware name, the cache state or load)."""
+    identity = record.compile_instructions_identity
+    if identity is None:
+        return None
+    own = store.get(record.key, record.cell, record.transform)
+    candidates = [(store.path_for(record.key), own)] if own is not None else []
+    candidates += list(store.pins_of(record.cell, record.transform))
+    return next(
+        (
+            (path, pin) for path, pin in candidates
+            if pin.compile_instructions is not None
+            and pin.compile_instructions_identity == identity
+        ),
+        None,
+    )
+
+
+def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds) -> Verdict:
+    """The row's compile instructions against the pin of an equal instrument identity.
+
+    Grown beyond the instructions tolerance: DRIFT, whatever the load (never noisy); shrunk
+    beyond it: improved. Within it, a row the seconds gate called noisy is ok: the count
+    says the compiler did the same work. A seconds DRIFT stays a DRIFT; MISS and GREW stay.
+    A row not counted, or without such a pin, keeps its verdict with a note saying so.
+    """
+    record = verdict.record
+    count = record.compile_instructions
+    if count is None:
+        note = record.compile_instructions_note
+        return verdict if note is None else _noted(verdict, f"compile instructions {note}")
+    found = instructions_pin(record, store)
+    if found is None:
+        return _noted(verdict, f"compile instructions {count:,} not pinned with this "
+                               f"instrument ({record.compile_instructions_identity})")
+    path, pin = found
+    pinned = pin.compile_instructions
+    assert pinned is not None
+    tolerance = limits_for(record, pin, thresholds).instructions_tolerance
+    change = count / pinned - 1 if pinned else 0.0
+    text = (
+        f"compile instructions {pinned:,} -> {count:,} ({change:+.2%}, tolerance "
+        f"{tolerance:.2%}; {record.compile_instructions_identity})"
+    )
+    if verdict.status in (Status.MISS, Status.GREW) or (
+        verdict.status is Status.DRIFT and verdict.phase != INSTRUCTIONS_PHASE
+        and count <= pinned * (1 + tolerance)
+    ):
+        return _noted(verdict, text)
+    if count > pinned * (1 + tolerance):
+        status = Status.DRIFT
+    elif count < pinned / (1 + tolerance):
+        status = Status.IMPROVED
+    elif verdict.status in (Status.NOISY, Status.UNPINNED, Status.IMPROVED):
+        status = Status.OK
+    else:
+        return _noted(verdict, text)
+    prefix = "DRIFT in " if status is Status.DRIFT else ""
+    change_note = what_changed(record, pin) if status is Status.DRIFT else None
+    note = "; ".join(part for part in (prefix + text, change_note, verdict.note) if part)
+    return dataclasses.replace(
+        verdict, status=status, pin=pin, pin_file=path, tolerance=tolerance, note=note,
+        metric=METRIC_INSTRUCTIONS, phase=INSTRUCTIONS_PHASE, nearest=None,
+    )
+
+
+def _noted(verdict: Verdict, note: str) -> Verdict:
+    return dataclasses.replace(
+        verdict, note=note if verdict.note is None else f"{verdict.note}; {note}"
     )
 
 

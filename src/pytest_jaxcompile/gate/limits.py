@@ -25,8 +25,15 @@ DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accel
 # MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
 # process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
 DEFAULT_RSS_FLOOR_MIB = 128.0
+# Compile instructions counted under valgrind (docs/instructions.md): an unchanged module's
+# count moved by up to 0.6 % between sessions, idle or with both cores busy, and some MLP
+# modules' counts now and then dropped by about 19 M instructions (3-3.8 % of them); the
+# tolerance stays above both (docs/benchmarks.md#instruction-gate).
+DEFAULT_INSTRUCTIONS_TOLERANCE = 0.05
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
+METRIC_INSTRUCTIONS = "instructions"  # the compile's instructions, counted under valgrind
+INSTRUCTIONS_PHASE = "compile_instructions"  # the record and pin field a verdict compares
 METRICS = (METRIC_WALL, METRIC_CPU)
 T = TypeVar("T")
 
@@ -50,6 +57,8 @@ class Thresholds:
     max_memory_growth: float | None = None  # compiled temp bytes over the pin; None: no gate
     max_flops_growth: float | None = None  # flops over the pin; None: no gate
     rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
+    # compile instructions over the pin of an equal instrument identity that is DRIFT
+    instructions_tolerance: float = DEFAULT_INSTRUCTIONS_TOLERANCE
 
     def __post_init__(self) -> None:
         """Every number a finite number >= 0 (None: not set), whoever built these: a nan
@@ -80,6 +89,7 @@ class Limits:
     max_flops_growth: float | None
     rss_floor_mib: float
     loaded_accelerator_tolerance: float  # accelerator rows measured above the max load
+    instructions_tolerance: float  # compile instructions over their pin, whatever the load
 
 
 def limits_for(record: CompileRecord, pin: Pin | None, thresholds: Thresholds) -> Limits:

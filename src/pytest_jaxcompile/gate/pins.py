@@ -104,6 +104,10 @@ class Pin:
     compiled_temp_bytes: int | None = None
     flops: float | None = None
     compile_rss_growth_mib: float | None = None  # fixture rows only (not a test's peak)
+    # --compile-instructions: the compile's instruction count and the instrument's identity
+    # (compared only with a row of an equal identity, under any hardware key)
+    compile_instructions: int | None = None
+    compile_instructions_identity: str | None = None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -131,6 +135,7 @@ class Pin:
             key_parts=dict(record.cache_key_parts) if record.cache_key_parts else None,
             key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
             **_memory_pin(record),
+            **_instructions_pin(record, previous),
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -157,7 +162,7 @@ class Pin:
         if self.key_parts:
             table["key_parts"] = dict(sorted(self.key_parts.items()))  # deterministic bytes
             table["key_flags"] = list(self.key_flags or [])
-        for name in VERSION_PIN_FIELDS:
+        for name in (*VERSION_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS):
             if getattr(self, name) is not None:
                 table[name] = getattr(self, name)
         return table
@@ -183,6 +188,17 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 MEMORY_PIN_FIELDS = ("compiled_temp_bytes", "flops", "compile_rss_growth_mib")
+INSTRUCTIONS_PIN_FIELDS = ("compile_instructions", "compile_instructions_identity")
+
+
+def _instructions_pin(record: CompileRecord, previous: Pin | None) -> dict[str, Any]:
+    """The row's instruction count; a session that did not count keeps the previous pin's
+    count while the module is unchanged."""
+    if record.compile_instructions is None and previous is not None and (
+        previous.fingerprint == record.fingerprint
+    ):
+        return {name: getattr(previous, name) for name in INSTRUCTIONS_PIN_FIELDS}
+    return {name: getattr(record, name) for name in INSTRUCTIONS_PIN_FIELDS}
 
 
 def _memory_pin(record: CompileRecord) -> dict[str, Any]:
@@ -434,14 +450,16 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
         "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
         "load_avg_1m", "trace_s", "lower_s", "source", "ops", "key_parts", "key_flags",
-        *VERSION_PIN_FIELDS, *MEMORY_PIN_FIELDS,
+        *VERSION_PIN_FIELDS, *MEMORY_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
         raise PinFieldError(first, f"unknown field(s) {', '.join(sorted(unknown))}")
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
-    for text_field in ("fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS):
+    for text_field in (
+        "fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS, "compile_instructions_identity"
+    ):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
     return Pin(
@@ -463,6 +481,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         compiled_temp_bytes=_count(raw, "compiled_temp_bytes"),
         flops=_number(raw, "flops"),
         compile_rss_growth_mib=_number(raw, "compile_rss_growth_mib"),
+        compile_instructions=_count(raw, "compile_instructions"),
+        compile_instructions_identity=raw.get("compile_instructions_identity"),
     )
 
 
@@ -521,6 +541,13 @@ class PinStore:
     def path_for(self, key: ComparabilityKey) -> Path:
         group = self._groups.get(key)
         return group.path if group is not None else self.directory / pin_file_name(key)
+
+    def pins_of(self, cell: str, transform: str) -> Iterator[tuple[Path, Pin]]:
+        """Every pin of this cell and transform, under any key (in key order)."""
+        for group in self.groups():
+            pin = group.pins.get((cell, transform))
+            if pin is not None:
+                yield group.path, pin
 
     def keys_pinning(self, cell: str, transform: str) -> list[ComparabilityKey]:
         """Every key under which this cell and transform has a pin."""

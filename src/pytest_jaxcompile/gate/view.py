@@ -23,7 +23,13 @@ from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.always_cold import always_cold_text
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.judging import RSS_PHASE
-from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
+from pytest_jaxcompile.gate.limits import (
+    INSTRUCTIONS_PHASE,
+    METRIC_CPU,
+    METRIC_INSTRUCTIONS,
+    METRIC_WALL,
+    Thresholds,
+)
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
@@ -72,6 +78,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("memory", "B", "compiled_temp_bytes", "max_memory_growth"),
     Metric("flops", "flops", "flops", "max_flops_growth"),
     Metric("rss", "MiB", RSS_PHASE),
+    Metric(METRIC_INSTRUCTIONS, "instructions", INSTRUCTIONS_PHASE),
 )
 _BY_NAME = {metric.name: metric for metric in METRICS}
 _BY_FIELD = {metric.field: metric for metric in METRICS}
@@ -258,6 +265,11 @@ _MEANING_DETAIL = {
 # A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
 _RSS_DRIFT = "grew the process's memory during the compile by more than the tolerance and " \
     "{rss_floor:g} MiB"
+# A DRIFT on the compile's instructions (the verdict's phase is INSTRUCTIONS_PHASE).
+_INSTRUCTIONS_DRIFT = "compiled with more instructions than their pin by more than " \
+    "{instructions:.2%}, whatever the load"
+# DRIFTs on a figure other than time: the phase of their verdict, what they mean.
+_OTHER_DRIFTS = {RSS_PHASE: _RSS_DRIFT, INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT}
 _ADVICE: dict[Status, str] = {
     Status.GREW: "If the growth is intended, re-pin and commit the pin files:",
     Status.DRIFT: "If the slowdown is intended, re-pin and commit the pin files:",
@@ -271,12 +283,14 @@ def _meaning(
 ) -> str:
     one, many = _MEANING[status]
     meanings = [(many if plural else one) + _MEANING_DETAIL.get(status, "")]
-    if status is Status.DRIFT and any(verdict.phase == RSS_PHASE for verdict in verdicts):
-        on_time = any(verdict.phase != RSS_PHASE for verdict in verdicts)
-        meanings = [meanings[0], _RSS_DRIFT] if on_time else [_RSS_DRIFT]
+    if status is Status.DRIFT:  # named by the kinds of drift its rows have
+        phases = {verdict.phase for verdict in verdicts}
+        meanings = meanings if phases - set(_OTHER_DRIFTS) else []
+        meanings += [text for phase, text in _OTHER_DRIFTS.items() if phase in phases]
     return ", or ".join(meanings).format(
         floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
         rss_floor=thresholds.rss_floor_mib, cpu=_noisy_cpu(verdicts, plural),
+        instructions=thresholds.instructions_tolerance,
     )
 
 

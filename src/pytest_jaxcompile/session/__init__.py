@@ -73,7 +73,11 @@ class SessionCollector:
         self.counted_cells: set[str] = set()
         # Each framework's state in this process, by framework, in records.FRAMEWORKS order.
         self.backends: dict[str, BackendSession] = {
-            each.framework: each.session(settings.hardware_override) for each in all_backends()
+            each.framework: each.session(
+                settings.hardware_override,
+                settings.instructions_timeout_s if settings.instructions else None,
+            )
+            for each in all_backends()
         }
         self._started = time.perf_counter()
 
@@ -178,6 +182,8 @@ class SessionCollector:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The gate's conclusion (before the outputs, which render it)."""
         backends = self.backends.values()
+        for each in backends:
+            each.finish()
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKER_OUTPUT_KEY] = payload(

@@ -14,11 +14,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 if TYPE_CHECKING:
+    from pytest_jaxcompile.backends.jax.instructions import InstructionStager
     from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
     from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog, ModuleCompile
 
@@ -36,8 +39,10 @@ class JaxBackend:
     device: str = "JAX's default backend"
     xla_rules: bool = True
 
-    def session(self, hardware_override: str | None) -> JaxSession:
-        return JaxSession(hardware_override)
+    def session(
+        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+    ) -> JaxSession:
+        return JaxSession(hardware_override, instructions_timeout_s)
 
     def requirement_problems(
         self, record: CompileRecord, requirements: Requirements
@@ -73,8 +78,12 @@ class JaxBackend:
 class JaxSession:
     """JAX in one pytest process: its environment, the compile monitor, the start settings."""
 
-    def __init__(self, hardware_override: str | None) -> None:
+    def __init__(
+        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+    ) -> None:
         self._hardware_override = hardware_override
+        self._instructions_timeout_s = instructions_timeout_s  # None: not counted
+        self._stager: InstructionStager | None = None  # the measured rows' staged modules
         self._monitor: CompileMonitor | None = None
         self._environment: JaxEnvironment | None = None
         self._tracing_warm = False  # warm_up_tracing ran in this process
@@ -104,6 +113,16 @@ class JaxSession:
         # from before conftest.py was loaded; a backend started before then is known by
         # its value now).
         watch()
+        if self._instructions_timeout_s is not None:
+            from pytest_jaxcompile.backends.jax.instructions import (
+                InstrumentError,
+                valgrind_version,
+            )
+
+            try:  # valgrind missing or unable to run here: said before any test runs
+                valgrind_version()
+            except InstrumentError as error:
+                raise pytest.UsageError(f"pytest-jaxcompile: {error}") from None
         # Snapshot what later compiles are compared with; JAX's own settings only when
         # the project already imported JAX (reading them must not import it).
         self._start_settings = (
@@ -119,7 +138,11 @@ class JaxSession:
         if not self._tracing_warm:
             warm_up_tracing()
             self._tracing_warm = True
-        return JaxCompile(self.monitor, environment, context, sink)
+        if self._instructions_timeout_s is not None and self._stager is None:
+            from pytest_jaxcompile.backends.jax.instructions import InstructionStager
+
+            self._stager = InstructionStager(self._instructions_timeout_s)
+        return JaxCompile(self.monitor, environment, context, sink, stager=self._stager)
 
     def census(self, request: CensusRequest) -> JaxCensus | None:
         # JAX's events only when the suite imported JAX: a torch-only census must not
@@ -147,6 +170,10 @@ class JaxSession:
             )
             for clobber in find_clobbers(self._start_settings, records)
         ]
+
+    def finish(self) -> None:
+        if self._stager is not None:  # each xdist worker counts its own rows
+            self._stager.count(self.environment().jaxlib_version)
 
     def close(self) -> None:
         if self._monitor is not None:

@@ -26,6 +26,8 @@ from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
+from pytest_jaxcompile.backends.jax.instructions import InstructionStager
+from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -208,8 +210,10 @@ class JaxCompile:
         environment: JaxEnvironment,
         context: MeasureContext,
         sink: Callable[[CompileRecord], None],
+        stager: InstructionStager | None = None,
     ) -> None:
         self._monitor = monitor
+        self._stager = stager  # --compile-instructions: stages each row's module
         self._environment = environment
         self._context = context
         self._sink = sink
@@ -293,7 +297,9 @@ class JaxCompile:
         in_force = snapshot_settings()
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
-        with self._monitor.capture(key_parts=True) as events, RssSampler() as rss:
+        staging = capture_compile() if self._stager is not None else contextlib.nullcontext()
+        with self._monitor.capture(key_parts=True) as events, RssSampler() as rss, \
+                staging as staged:
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
@@ -359,6 +365,8 @@ class JaxCompile:
             ),
         ))
         self.records.append(record)
+        if self._stager is not None and staged is not None:
+            self._stager.add(record, staged)
         self._sink(record)
         return compiled
 

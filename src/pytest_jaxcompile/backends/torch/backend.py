@@ -31,7 +31,10 @@ class TorchBackend:
     device: str = "torch's device"
     xla_rules: bool = False
 
-    def session(self, hardware_override: str | None) -> TorchSession:
+    def session(
+        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+    ) -> TorchSession:
+        # torch's compiler is not counted: --compile-instructions covers XLA's CPU compiler
         return TorchSession(hardware_override)
 
     def requirement_problems(
@@ -91,6 +94,9 @@ class TorchSession:
         self, records: Iterable[CompileRecord], requirements: Requirements
     ) -> list[Clobber]:
         return []
+
+    def finish(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

@@ -1,0 +1,297 @@
+"""Count the XLA compiler's instructions under valgrind: a figure load cannot change.
+
+`InstructionStager` keeps, for each row the `jax_compile` fixture measures, the module and
+compile options JAX handed its backend (captured around the measured ``compile()``), and at
+the end of the session (per xdist worker) `InstructionStager.count` compiles them all in one
+child process under callgrind (`instructions_child`), filling each record's
+``compile_instructions`` and ``compile_instructions_identity``, or its
+``compile_instructions_note`` saying why it was not counted. The pytest process itself never
+runs under valgrind. docs/instructions.md says how the count is made exact, what it costs
+and what the identity holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
+from pytest_jaxcompile.records import CompileRecord
+
+VALGRIND = "valgrind"
+CONTROL = "callgrind_control"  # valgrind's own script: turns instrumentation on
+INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install valgrind)"
+CHILD_MODULE = "pytest_jaxcompile.backends.jax.instructions_child"
+# The environment the child compiles in: what would otherwise make counts vary.
+CHILD_ENVIRONMENT = {
+    "PYTHONHASHSEED": "0",  # Python's str hashes: dict and set layouts in JAX's lowering
+    "GLIBC_TUNABLES": "glibc.malloc.arena_max=1",  # one heap for every compile thread
+    "JAX_ENABLE_COMPILATION_CACHE": "false",  # always a real compile
+    "JAX_PLATFORMS": "cpu",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+# ISA features that decide what valgrind's simulated CPU reports to XLA: on x86-64 its CPUID
+# answers one of a few fixed CPUs, chosen by the host's highest level, with F16C, RDRAND and
+# RDSEED passed through (valgrind 3.19's VEX); the identity names them.
+_ISA_LEVELS = (("avx2", ("avx2",)), ("avx", ("avx",)), ("sse4.2", ("sse4_2",)))
+_ISA_EXTRAS = ("f16c", "rdrand", "rdseed")
+CPU_ONLY = "instruction counting covers the CPU compiler only"
+
+
+class InstrumentError(Exception):
+    """valgrind is missing or cannot run here; the message says what to do."""
+
+
+def valgrind_version() -> str:
+    """``valgrind-3.19.0``, or InstrumentError naming how to install it."""
+    path = shutil.which(VALGRIND)
+    missing = [name for name in (VALGRIND, CONTROL) if shutil.which(name) is None]
+    if path is None or missing:
+        raise InstrumentError(
+            f"--compile-instructions needs valgrind (with {CONTROL}); not on PATH: "
+            f"{', '.join(missing)}: " + INSTALL_HINT
+        )
+    try:
+        done = subprocess.run(
+            [path, "--tool=callgrind", "--callgrind-out-file=/dev/null", "true"],
+            capture_output=True, text=True, timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise InstrumentError(f"valgrind cannot run on this platform: {error}") from None
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])
+        raise InstrumentError(
+            f"valgrind cannot run on this platform ({platform.machine()}): {tail}"
+        )
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    return version.stdout.strip() or "valgrind (unknown version)"
+
+
+def simulated_cpu() -> str:
+    """What valgrind's CPU tells XLA, from the host's features (valgrind picks its CPUID
+    answers from them): ``x86_64 avx2+f16c+rdrand``, or the machine name elsewhere."""
+    machine = platform.machine()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return machine
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags = set(line.partition(":")[2].split())
+            break
+    level = next(
+        (name for name, needs in _ISA_LEVELS if all(flag in flags for flag in needs)),
+        "baseline",
+    ) if machine in ("x86_64", "AMD64") else ""
+    extras = [flag for flag in _ISA_EXTRAS if flag in flags] if level else []
+    return " ".join(part for part in (machine, "+".join([level, *extras]) if level else "")
+                    if part)
+
+
+def instrument_identity(valgrind: str, jaxlib_version: str) -> str:
+    """Everything besides the module and its options that changes a count: counts are
+    compared only under an equal identity."""
+    flags = os.environ.get(XLA_FLAGS_ENV, "").strip()
+    libc = " ".join(platform.libc_ver()).strip() or "libc unknown"
+    parts = [
+        valgrind.replace("valgrind-", "callgrind "),
+        f"jaxlib {jaxlib_version}",
+        simulated_cpu(),
+        libc,
+        f"python {platform.python_version()}",
+        f"XLA_FLAGS {_digest(flags.encode())}" if flags else "no XLA_FLAGS",
+    ]
+    return ", ".join(parts)
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:12]
+
+
+@dataclass
+class Staged:
+    """One measured row's compile, as JAX handed it to the backend."""
+
+    record: CompileRecord
+    module: bytes | None = None
+    options: bytes | None = None
+    devices: int = 1
+    note: str | None = None  # why it cannot be counted
+
+
+@dataclass
+class Captured:
+    """What one ``compile()`` handed JAX's backend: filled inside `capture`."""
+
+    calls: list[tuple[Any, Any, Any, Any]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[Captured]:
+    """Note each ``compile_or_get_cached`` call (backend, module, devices, options) of the
+    compiles inside: the exact module and options the test compiled, cache hits too."""
+    from jax._src import compiler
+
+    captured = Captured()
+    original = compiler.compile_or_get_cached
+
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        names = ("backend", "computation", "devices", "compile_options", "host_callbacks")
+        values = dict(zip(names, args, strict=False)) | kwargs
+        captured.calls.append((
+            values.get("backend"), values.get("computation"), values.get("devices"),
+            (values.get("compile_options"), bool(values.get("host_callbacks"))),
+        ))
+        return original(*args, **kwargs)
+
+    compiler.compile_or_get_cached = noting
+    try:
+        yield captured
+    finally:
+        compiler.compile_or_get_cached = original
+
+
+class InstructionStager:
+    """The modules of this process's measured rows, counted at the session's end."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.staged: list[Staged] = []
+
+    def add(self, record: CompileRecord, captured: Captured) -> None:
+        """Stage the row's compile (the last module JAX compiled in its ``compile()``)."""
+        if not captured.calls:
+            self.staged.append(Staged(record, note="no compile reached JAX's backend"))
+            return
+        backend, module, devices, (options, callbacks) = captured.calls[-1]
+        if getattr(backend, "platform", "cpu") != "cpu":
+            self.staged.append(Staged(record, note=f"{CPU_ONLY}; this row compiled for "
+                                                   f"{backend.platform}"))
+            return
+        if callbacks:
+            self.staged.append(Staged(record, note="the module has host callbacks, which a "
+                                                   "compile in another process cannot hold"))
+            return
+        count = getattr(devices, "size", None) or 1
+        self.staged.append(Staged(
+            record, module=module_bytes(module),
+            options=bytes(options.SerializeAsString()), devices=int(count),
+        ))
+
+    def count(self, jaxlib_version: str) -> None:
+        """Count every staged module in one child under callgrind; fill the records."""
+        if not self.staged:
+            return
+        countable = [staged for staged in self.staged if staged.module is not None]
+        for staged in self.staged:
+            if staged.module is None:
+                staged.record.compile_instructions_note = f"not counted: {staged.note}"
+        if not countable:
+            return
+        try:
+            valgrind = valgrind_version()
+        except InstrumentError as error:
+            _not_counted(countable, str(error))
+            return
+        identity = instrument_identity(valgrind, jaxlib_version)
+        with tempfile.TemporaryDirectory(prefix="jaxcompile-instructions-") as directory:
+            results = run_child(Path(directory), countable, self.timeout_s)
+        for index, staged in enumerate(countable):
+            result = results.get(index)
+            if result is not None and "instructions" in result:
+                staged.record.compile_instructions = int(result["instructions"])
+                staged.record.compile_instructions_identity = identity
+            else:
+                why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
+                staged.record.compile_instructions_note = f"not counted: {why}"
+        self.staged.clear()
+
+
+def module_bytes(module: Any) -> bytes:
+    """An MLIR module as bytecode (as JAX's cache key hashes it), else as its text; the
+    child's ``ir.Module.parse`` reads both."""
+    from jax._src.interpreters import mlir
+
+    if hasattr(mlir, "module_to_bytecode"):
+        return bytes(mlir.module_to_bytecode(module))
+    return str(module).encode()
+
+
+def _not_counted(staged: list[Staged], why: str) -> None:
+    for item in staged:
+        item.record.compile_instructions_note = f"not counted: {why}"
+
+
+def child_command(stage: Path, out: Path) -> list[str]:
+    return [
+        VALGRIND, "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid",
+        "--dump-instr=no", "--dump-line=no", f"--callgrind-out-file={out}/callgrind.out",
+        sys.executable, "-m", CHILD_MODULE, str(stage), str(out),
+    ]
+
+
+def run_child(
+    directory: Path, staged: list[Staged], timeout_s: float
+) -> dict[int, dict[str, Any]]:
+    """Run the counting child; results by entry index (-1: why the child stopped early)."""
+    stage, out = directory / "stage", directory / "out"
+    stage.mkdir()
+    out.mkdir()
+    entries = []
+    for index, item in enumerate(staged):
+        (stage / f"{index}.mlirbc").write_bytes(item.module or b"")
+        (stage / f"{index}.options").write_bytes(item.options or b"")
+        entries.append({"id": index, "module": f"{index}.mlirbc",
+                        "options": f"{index}.options", "devices": item.devices})
+    (stage / "manifest.json").write_text(json.dumps({"entries": entries}))
+    environment = {**os.environ, **CHILD_ENVIRONMENT}
+    log = directory / "child.log"
+    failure: str | None = None
+    with log.open("wb") as stream:
+        child = subprocess.Popen(
+            child_command(stage, out), stdout=stream, stderr=subprocess.STDOUT,
+            env=environment, start_new_session=True,
+        )
+        try:
+            code = child.wait(timeout=timeout_s)
+            if code != 0:
+                failure = f"the counting child exited with status {code}: {_tail(log)}"
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            failure = (
+                f"the counting child ran past --compile-instructions-timeout ({timeout_s:g} s)"
+            )
+    results: dict[int, dict[str, Any]] = {}
+    results_file = stage / "results.jsonl"
+    if results_file.exists():
+        for line in results_file.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                result = json.loads(line)
+                results[int(result["id"])] = result
+    if failure is not None:
+        results[-1] = {"error": failure}
+    elif len(results) < len(staged):
+        results[-1] = {"error": f"the counting child gave no count: {_tail(log)}"}
+    return results
+
+
+def _tail(log: Path) -> str:
+    lines = [
+        line for line in log.read_text(errors="replace").splitlines()
+        if line.strip() and not line.startswith("==")
+    ]
+    return " / ".join(lines[-3:]) or "no output"

@@ -1,0 +1,190 @@
+"""The counting child: compiles staged modules under callgrind, one count per module.
+
+Run by `pytest_jaxcompile.backends.jax.instructions` as
+``valgrind --tool=callgrind --instr-atstart=no --dump-before=getppid ... python -m
+pytest_jaxcompile.backends.jax.instructions_child STAGE_DIR``. It imports JAX once
+(uninstrumented: ~8x faster than instrumented), compiles a throwaway module so that XLA's
+lazy initialisation is not counted, turns instrumentation on, and then brackets each
+module's compile with two calls of ``os.getppid()``: callgrind dumps its counters before
+each call (``--dump-before=getppid``), so the dump at the second call holds exactly the
+instructions executed between the two, on every thread. Nothing else in the child calls
+``getppid``.
+
+The stage dir holds ``manifest.json`` (entries: ``id``, ``module`` file of MLIR bytecode,
+``options`` file of serialized ``CompileOptions``, ``devices``) next to those files; the
+child appends one JSON line per entry to ``results.jsonl``: ``{"id", "instructions"}`` or
+``{"id", "error"}`` (``seconds``: the counted compile's wall seconds). It never imports
+pytest or the plugin's other modules.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DUMP_PREFIX = "callgrind.out"
+RESULTS = "results.jsonl"
+MANIFEST = "manifest.json"
+SETTLE_S = 0.5  # wall seconds the child waits before each count
+
+
+def _instrumentation_on() -> None:
+    """``callgrind_control -i on`` for this process, waited for while running Python.
+
+    callgrind_control talks to valgrind's gdbserver, which answers only while the process
+    runs code (it polls every few thousand blocks), so the wait is a loop, not a blocking
+    ``wait()``. Collection then counts from the next instruction; what the loop costs is
+    before the first marker and never in a count.
+    """
+    control = subprocess.Popen(
+        ["callgrind_control", "--instr=on", str(os.getpid())],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    while control.poll() is None:
+        pass
+    if control.returncode != 0:
+        error = control.stderr.read().decode(errors="replace") if control.stderr else ""
+        raise RuntimeError(f"callgrind_control --instr=on failed: {error.strip()}")
+
+
+def _summary(path: Path) -> int:
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"{path.name} holds no summary line")
+
+
+def _latest_dump(out_dir: Path) -> Path:
+    dumps = [
+        path for path in out_dir.glob(f"{DUMP_PREFIX}.*") if path.suffix[1:].isdigit()
+    ]
+    if not dumps:
+        raise RuntimeError("callgrind wrote no dump at the marker (is this under callgrind?)")
+    return max(dumps, key=lambda path: int(path.suffix[1:]))
+
+
+def _clear_dumps(out_dir: Path) -> None:
+    for path in out_dir.glob(f"{DUMP_PREFIX}.*"):
+        path.unlink(missing_ok=True)
+
+
+class Compiler:
+    """JAX's own backend compile of a module and options, in whichever jax this is."""
+
+    def __init__(self) -> None:
+        import jax
+        from jax._src import compiler
+        from jax._src.interpreters import mlir
+
+        self._jax = jax
+        self._compiler = compiler
+        self._mlir = mlir
+        self._xc = importlib.import_module("jax._src.lib").xla_client
+        self._ir = importlib.import_module("jax._src.lib.mlir").ir
+        self.backend = jax.devices()[0].client
+
+    def load(self, module_bytes: bytes, options_bytes: bytes, devices: int) -> tuple[Any, ...]:
+        context = self._mlir.make_ir_context()
+        with context:
+            module = self._ir.Module.parse(module_bytes)
+        options = self._xc.CompileOptions.ParseFromString(options_bytes)
+        chosen = self._jax.devices()[:devices]
+        return context, module, options, chosen
+
+    def compile(self, loaded: tuple[Any, ...]) -> Any:
+        context, module, options, devices = loaded
+        compiler = self._compiler
+        with context:
+            if hasattr(compiler, "backend_compile_and_load"):
+                device_list = self._xc.DeviceList(tuple(devices))
+                return compiler.backend_compile_and_load(
+                    self.backend, module, device_list, options, []
+                )
+            import inspect
+
+            parameters = inspect.signature(compiler.backend_compile).parameters
+            if "executable_devices" in parameters:
+                device_list = self._xc.DeviceList(tuple(devices))
+                return compiler.backend_compile(self.backend, module, device_list, options, [])
+            return compiler.backend_compile(self.backend, module, options, [])
+
+
+def _warm_up(compiler: Compiler) -> None:
+    """Compile a throwaway module: XLA's and LLVM's one-time set-up is not counted."""
+    import jax
+    import jax.numpy as jnp
+
+    def throwaway(x: Any) -> Any:
+        return jnp.sum(jnp.tanh(x @ x.T) * 2.0)
+
+    for _ in range(2):
+        jax.jit(jax.grad(throwaway)).lower(jnp.ones((4, 4), jnp.float32)).compile()
+
+
+def _one_cpu() -> None:
+    """Run on one CPU, before JAX starts a thread: every thread pool XLA and LLVM size
+    from the CPUs this process may use then has one thread (valgrind runs one thread at
+    a time anyway), so work is not split differently from run to run."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        if cpus:
+            os.sched_setaffinity(0, {cpus[0]})
+
+
+def _settle() -> None:
+    """Before a count: Python's garbage collected and then off, so a collection never
+    lands inside a count; and a pause, so that XLA's threads finish what the previous
+    compile and its executable's teardown left them (a spinning or freeing thread would
+    otherwise run inside the next count, more or less depending on scheduling)."""
+    gc.collect()
+    time.sleep(SETTLE_S)
+    gc.disable()
+
+
+def main(argv: list[str]) -> int:
+    stage = Path(argv[0])
+    out_dir = Path(argv[1])
+    _one_cpu()
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
+    manifest = json.loads((stage / MANIFEST).read_text())
+    compiler = Compiler()
+    _warm_up(compiler)
+    _instrumentation_on()
+    results = stage / RESULTS
+    for entry in manifest["entries"]:
+        result: dict[str, Any] = {"id": entry["id"]}
+        try:
+            loaded = compiler.load(
+                (stage / entry["module"]).read_bytes(), (stage / entry["options"]).read_bytes(),
+                int(entry["devices"]),
+            )
+            _settle()
+            start = time.perf_counter()  # outside the markers: never counted
+            os.getppid()  # marker: callgrind dumps (and zeroes) before this call
+            executable = compiler.compile(loaded)
+            os.getppid()  # marker: this dump holds the compile, on every thread
+            seconds = time.perf_counter() - start
+            gc.enable()
+            del executable  # torn down outside the count (its threads' work too: _settle)
+            result["instructions"] = _summary(_latest_dump(out_dir))
+            result["seconds"] = round(seconds, 3)
+        except Exception as error:  # one module's failure is that row's note, not the run's
+            result["error"] = f"{type(error).__name__}: {error}"
+        gc.enable()
+        _clear_dumps(out_dir)
+        with results.open("a") as stream:
+            stream.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,331 @@
+"""--compile-instructions: the instruction count's comparison, its identity rule, its pins and
+records, and the gate end to end with real JAX compiled under real valgrind."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from records_factory import make_record
+
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import (
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
+    INSTRUCTIONS_PHASE,
+    Thresholds,
+)
+from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
+from pytest_jaxcompile.gate.status import Status, row_fails
+from pytest_jaxcompile.options import BY_NAME, OptionError, parse_value
+from pytest_jaxcompile.records import (
+    CompileRecord,
+    HostState,
+    RecordDataError,
+    check_record_data,
+)
+
+IDENTITY = "callgrind 3.19.0, jaxlib 0.10.2, x86_64 avx2+f16c, glibc 2.36, python 3.11.7"
+BUSY = HostState(cpu_count=2, load_avg_1m=8.0, load_per_core=4.0, process_cpu_s=1.0)
+THRESHOLDS = Thresholds(instructions_tolerance=0.01)
+
+
+def counted(count: int, identity: str = IDENTITY, **overrides: Any) -> CompileRecord:
+    return make_record(
+        compile_instructions=count, compile_instructions_identity=identity, **overrides
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> PinStore:
+    PinStore.load(tmp_path).update([counted(1_000_000)])
+    return PinStore.load(tmp_path)
+
+
+# ----------------------------------------------------------------------- the comparison
+
+
+@pytest.mark.parametrize(
+    ("count", "status"),
+    [
+        (1_000_000, Status.OK),
+        (1_009_999, Status.OK),  # within 1 %
+        (1_010_001, Status.DRIFT),
+        (980_000, Status.IMPROVED),
+    ],
+)
+def test_a_count_is_judged_against_its_pin_with_the_instructions_tolerance(
+    store: PinStore, count: int, status: Status
+) -> None:
+    verdict = judge(counted(count), store, THRESHOLDS)
+    assert verdict.status is status
+    if status is Status.DRIFT:
+        assert verdict.phase == INSTRUCTIONS_PHASE and verdict.metric == "instructions"
+        assert verdict.note is not None
+        assert "compile instructions 1,000,000 -> 1,010,001 (+1.00%" in verdict.note
+        assert IDENTITY in verdict.note  # the instrument is named
+        assert row_fails(verdict.status, THRESHOLDS)
+
+
+def test_a_grown_count_is_drift_whatever_the_load_and_an_unchanged_one_is_ok(
+    store: PinStore,
+) -> None:
+    grown = judge(counted(1_100_000, host_state=BUSY), store, THRESHOLDS)
+    assert grown.status is Status.DRIFT and grown.phase == INSTRUCTIONS_PHASE
+    # Seconds alone would call this row noisy; the count says the work is the same.
+    same = judge(counted(1_000_000, host_state=BUSY), store, THRESHOLDS)
+    assert same.status is Status.OK
+    plain = judge(make_record(host_state=BUSY), store, THRESHOLDS)
+    assert plain.status is Status.NOISY
+
+
+def test_counts_are_compared_only_under_an_equal_identity(store: PinStore) -> None:
+    other = IDENTITY.replace("avx2", "avx")
+    verdict = judge(counted(2_000_000, other), store, THRESHOLDS)
+    assert verdict.status is Status.OK  # the seconds are unchanged; the count is not compared
+    assert verdict.note is not None and "not pinned with this instrument" in verdict.note
+
+
+def test_a_pin_of_another_hardware_key_with_an_equal_identity_judges_the_row(
+    store: PinStore,
+) -> None:
+    # A pin made on a developer's machine judges a CI runner whose count would be the same.
+    runner = counted(1_100_000, hardware="cpu:cpu @ CI runner x4")
+    verdict = judge(runner, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT
+    assert verdict.pin is not None and verdict.pin.compile_instructions == 1_000_000
+    assert judge(
+        counted(1_000_000, hardware="cpu:cpu @ CI runner x4"), store, THRESHOLDS
+    ).status is Status.OK
+
+
+def test_a_row_not_counted_says_why_and_keeps_its_seconds_verdict(store: PinStore) -> None:
+    row = make_record(compile_s=3.0, compile_instructions_note="not counted: it timed out")
+    verdict = judge(row, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT and verdict.phase == "compile_s"
+    assert verdict.note is not None and "compile instructions not counted" in verdict.note
+
+
+# ----------------------------------------------------------------------- pins and records
+
+
+def test_pins_keep_the_count_and_its_identity(tmp_path: Path, store: PinStore) -> None:
+    (group,) = [read_pin_file(path) for path in tmp_path.glob("*.toml")]
+    (pin,) = group.pins.values()
+    assert (pin.compile_instructions, pin.compile_instructions_identity) == (
+        1_000_000, IDENTITY
+    )
+    # A re-pin without counting keeps the count while the module is unchanged.
+    store.update([make_record(compile_s=2.0)])
+    (pin,) = read_pin_file(next(tmp_path.glob("*.toml"))).pins.values()
+    assert pin.compile_instructions == 1_000_000 and pin.compile_s == 2.0
+
+
+@pytest.mark.parametrize("bad", ["-1", "1.5", "nan", "inf", '"many"'])
+def test_a_pin_file_with_a_bad_count_is_refused(tmp_path: Path, store: PinStore, bad: str) -> None:
+    path = next(tmp_path.glob("*.toml"))
+    path.write_text(path.read_text().replace(
+        "compile_instructions = 1000000", f"compile_instructions = {bad}"
+    ))
+    with pytest.raises(PinFileError, match="compile_instructions"):
+        read_pin_file(path)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, float("nan"), float("inf"), True, "1"])
+def test_a_record_with_a_bad_count_is_refused(bad: object) -> None:
+    data = counted(5).to_dict()
+    check_record_data(data)
+    data["compile_instructions"] = bad
+    with pytest.raises(RecordDataError, match="compile_instructions"):
+        check_record_data(data)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-0.1", "x"])
+def test_the_options_are_validated_by_the_one_validator(bad: str) -> None:
+    for name in ("compile_instructions_tolerance", "compile_instructions_timeout"):
+        with pytest.raises(OptionError, match=name.replace("_", "-")):
+            parse_value(BY_NAME[name], bad, "option")
+    assert parse_value(BY_NAME["compile_instructions"], "true", "ini option") is True
+
+
+# ----------------------------------------------------------------------- real valgrind
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
+)
+
+MLP_TEST = textwrap.dedent(
+    """
+    import os
+
+    import jax
+    import jax.numpy as jnp
+
+
+    def test_mlp(jax_compile):
+        depth = int(os.environ["MLP_DEPTH"])
+
+        def loss(ws, x):
+            for w in ws:
+                x = jnp.tanh(x @ w)
+            return jnp.sum(x)
+
+        ws = [jnp.ones((32, 32)) for _ in range(depth)]
+        jax_compile(jax.grad(loss), ws, jnp.ones((4, 32)), transform="grad")
+    """
+)
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+@pytest.fixture
+def both_cores_busy() -> Iterator[None]:
+    """Every core kept busy by this test's own processes, stopped when it ends."""
+    workers = [
+        multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.join()
+
+
+@needs_valgrind
+def test_pinned_at_depth_20_depth_30_drifts_and_a_busy_machine_does_not(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    pytester.makepyfile(test_mlp=MLP_TEST)
+    # The seconds gate is not the subject here: its floor keeps it from failing any run.
+    pytester.makeini("[pytest]\ncompile_instructions = true\ncompile_floor = 600\n")
+    monkeypatch.setenv("MLP_DEPTH", "20")
+    pytester.runpytest_subprocess("-p", "no:randomly", "--compile-pin-update").assert_outcomes(
+        passed=1
+    )
+    (pin,) = read_pin_file(next((pytester.path / "pins").glob("*.toml"))).pins.values()
+    assert pin.compile_instructions is not None and pin.compile_instructions > 1_000_000
+    assert pin.compile_instructions_identity is not None
+
+    # 10 more layers: +13 % instructions, well over the default tolerance (5 %) however the
+    # counts fall (docs/instructions.md#the-tolerance: 20 -> 22 layers is within it).
+    monkeypatch.setenv("MLP_DEPTH", "30")
+    grown = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
+    assert grown.ret == pytest.ExitCode.TESTS_FAILED
+    grown.stdout.fnmatch_lines([
+        "*DRIFT*test_mlp.py::test_mlp [[]grad[]]*compile_instructions*",
+        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 5.00%; callgrind 3.*",
+        "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 5.00%, "
+        "whatever the load; the session fails.",
+    ])
+
+    monkeypatch.setenv("MLP_DEPTH", "20")
+    request.getfixturevalue("both_cores_busy")
+    busy = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
+    assert busy.ret == pytest.ExitCode.OK, busy.stdout.str()
+    assert "DRIFT" not in busy.stdout.str()
+
+
+def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    empty = pytester.mkdir("no-valgrind")
+    monkeypatch.setenv("PATH", str(empty))
+    result = pytester.runpytest_inprocess("--compile-instructions")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*needs valgrind*apt-get install valgrind*"])
+
+
+@needs_valgrind
+def test_a_count_does_not_depend_on_the_modules_counted_before_it(tmp_path: Path) -> None:
+    """The same module counted first and again after two others, in one child."""
+    import jax
+    import jax.numpy as jnp
+
+    from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture, run_child
+
+    def lowered(depth: int, width: int) -> object:
+        def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
+            for w in ws:
+                x = jnp.tanh(x @ w)
+            return jnp.sum(x)
+
+        return jax.jit(jax.grad(loss)).lower(
+            [jnp.ones((width, width)) for _ in range(depth)], jnp.ones((4, width))
+        )
+
+    stager = InstructionStager(timeout_s=0)
+    for depth, width in ((6, 16), (3, 64), (12, 8)):
+        with capture() as captured:
+            lowered(depth, width).compile()  # type: ignore[attr-defined]
+        stager.add(make_record(transform=f"{depth}x{width}"), captured)
+    first = stager.staged[0]
+    results = run_child(tmp_path, [*stager.staged, first], timeout_s=3600)
+    counts = results[0]["instructions"], results[3]["instructions"]
+    # Within what the gate tolerates (docs/instructions.md#determinism-made).
+    assert abs(counts[0] - counts[1]) <= DEFAULT_INSTRUCTIONS_TOLERANCE * min(counts), counts
+    assert results[1]["instructions"] != counts[0]  # another module, another count
+
+
+@needs_valgrind
+def test_a_child_past_its_timeout_leaves_rows_not_counted_and_saying_why(
+    tmp_path: Path,
+) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture
+
+    stager = InstructionStager(timeout_s=1)
+    record = make_record()
+    with capture() as captured:
+        jax.jit(jnp.sin).lower(jnp.ones(3)).compile()
+    stager.add(record, captured)
+    stager.count("0.10.2")
+    assert record.compile_instructions is None
+    assert record.compile_instructions_note is not None
+    assert "--compile-instructions-timeout (1 s)" in record.compile_instructions_note
+
+
+def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> None:
+    from pytest_jaxcompile.backends.jax.instructions import (
+        CPU_ONLY,
+        Captured,
+        InstructionStager,
+    )
+
+    @dataclasses.dataclass
+    class Device:
+        platform: str = "gpu"
+
+    stager = InstructionStager(timeout_s=1)
+    record = make_record()
+    stager.add(record, Captured(calls=[(Device(), None, None, (None, False))]))
+    stager.count("0.10.2")
+    assert record.compile_instructions is None
+    assert record.compile_instructions_note is not None
+    assert CPU_ONLY in record.compile_instructions_note
+
+
+def test_valgrind_on_the_path_reports_its_version() -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    from pytest_jaxcompile.backends.jax.instructions import valgrind_version
+
+    expected = subprocess.run(["valgrind", "--version"], capture_output=True, text=True)
+    assert valgrind_version() == expected.stdout.strip()
