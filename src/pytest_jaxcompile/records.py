@@ -139,6 +139,7 @@ class CompileRecord:
     cache_key_parts: dict[str, str] | None = None
     cache_key_flags: list[str] | None = None
     trace_profile: dict[str, float] | None = None  # share of trace time per package group
+    trace_files: dict[str, float] | None = None  # share of trace time per file: the top ones
     xla_flags: str | None = None
     # The settings in force: parsed XLA flags, JAX cache settings, x64, matmul precision.
     settings: dict[str, Any] | None = None
@@ -294,7 +295,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
     ("commit", "object"), ("op_histogram", "object"), ("cache_key_parts", "object"),
-    ("platform_version", "text"),
+    ("platform_version", "text"), ("trace_profile", "shares"), ("trace_files", "shares"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
@@ -372,6 +373,12 @@ def _kind_problem(kind: str, value: Any) -> str | None:
             _kind_problem("number", item) is None for item in value
         )
         return None if ok else f"a list of numbers, each {NUMBER},"
+    if kind == "shares":
+        ok = isinstance(value, dict) and all(
+            isinstance(name, str) and _kind_problem("number", share) is None
+            for name, share in value.items()
+        )
+        return None if ok else f"an object of shares, each {NUMBER},"
     if kind == "names":
         ok = isinstance(value, list) and all(isinstance(i, str) and i for i in value)
         return None if ok else "a list of names"

@@ -17,6 +17,7 @@ from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
 from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.view import trace_rollup
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
@@ -108,7 +109,10 @@ def _run(args: argparse.Namespace) -> int:
         outputs.append((args.readme, current, replace_region(current, table, args.readme)))
     if args.html is not None:
         assert trends is not None
-        page = html_page(rows, trends, store, thresholds, corpus.describe(), trend_report)
+        page = html_page(
+            rows, trends, store, thresholds, corpus.describe(), trend_report,
+            trace=trace_rollup(records),
+        )
         try:
             current = read_text_exact(args.html)
         except DashboardError:

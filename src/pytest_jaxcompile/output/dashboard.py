@@ -31,7 +31,7 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.gate.view import session_view
+from pytest_jaxcompile.gate.view import TraceRollup, session_view
 from pytest_jaxcompile.output.attention import (
     FILTER_HTML,
     FILTER_SCRIPT,
@@ -525,11 +525,43 @@ def chart_ids(trends: Trends) -> dict[ChartId, str]:
     return {chart_id: f"chart-{number}" for number, chart_id in enumerate(sorted(trends.charts), 1)}
 
 
+def trace_html(rollup: TraceRollup | None) -> list[str]:
+    """Where the latest rows' tracing time goes, by package group and by file."""
+    if rollup is None:
+        return []
+    out = [
+        '<h2 id="trace">Where tracing time goes</h2>',
+        f"<p>{rollup.rows} profiled row(s) (--compile-trace-profile), "
+        f"{rollup.trace_s:.3f} s of tracing: each row's shares weighted by its trace "
+        "seconds.</p>",
+        '<table class="trace"><tr><th>package</th><th>share</th><th>seconds</th></tr>',
+    ]
+    for share in rollup.groups:
+        out.append(
+            f'<tr><td>{html.escape(share.name)}</td><td class="num">{share.share:.0%}</td>'
+            f'<td class="num">{share.seconds:.3f} s</td></tr>'
+        )
+    out.append("</table>")
+    if rollup.files:
+        out.append('<table class="trace"><tr><th>top file</th><th>share</th>'
+                   "<th>seconds</th></tr>")
+        for share in rollup.files:
+            out.append(
+                f"<tr><td><code>{html.escape(share.name)}</code></td>"
+                f'<td class="num">{share.share:.0%}</td>'
+                f'<td class="num">{share.seconds:.3f} s</td></tr>'
+            )
+        out.append("</table>")
+    return out
+
+
 def html_page(
     rows: list[TableRow], trends: Trends, store: PinStore, thresholds: Thresholds,
     corpus_description: str, trend_report: TrendReport | None = None,
+    trace: TraceRollup | None = None,
 ) -> str:
-    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, the charts."""
+    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, where
+    tracing time goes (`trace`, the latest rows' trace profile), the charts."""
     anchors = chart_ids(trends)
     out = [
         "<!DOCTYPE html>",
@@ -570,6 +602,7 @@ def html_page(
                 f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
             )
         out.append("</table>")
+    out.extend(trace_html(trace))
     out.append('<h2 id="trends">Trends</h2>')
     out.append(
         "<p>compile_s over time per cell and transform: one series per cache state (cold, "

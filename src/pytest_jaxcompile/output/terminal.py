@@ -16,6 +16,7 @@ from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
+    TRACE_GROUPS,
     Block,
     BlockKind,
     RowView,
@@ -106,26 +107,29 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     view = session_view(outcome)
     lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
     lines.extend(verdict_lines(view, verbose))
-    lines.extend(_trace_profile_lines(outcome))
+    lines.extend(trace_profile_lines(view))
     lines.extend((text, {}) for text in duration_lines(outcome, durations))
     lines.extend(_eager_lines(outcome))
     lines.extend(closing_lines(view, verbose))
     return lines
 
 
-_GROUP_LABELS = {
-    "jax": "jax", "stdlib_numpy": "stdlib+numpy", "project": "project", "other": "other",
-}
-
-
-def _trace_profile_lines(outcome: Outcome) -> list[Line]:
-    profiled = [v.record for v in outcome.verdicts if v.record.trace_profile]
-    if not profiled:
+def trace_profile_lines(view: SessionView) -> list[Line]:
+    """The session's trace profile (the view's rollup), then each profiled row's shares."""
+    rollup = view.trace
+    if rollup is None:
         return []
-    lines: list[Line] = [("trace profile (share of trace time by package):", {"bold": True})]
+    lines: list[Line] = [
+        ("trace profile (share of trace time by package):", {"bold": True}),
+        (f"  session: {rollup.rows} row(s), trace {rollup.trace_s:.3f} s: "
+         f"{rollup.groups_text()}", {}),
+    ]
+    if rollup.files:
+        lines.append((f"  top files: {rollup.files_text()}", {}))
+    profiled = [row.record for row in view.rows if row.record.trace_profile]
     for record in sorted(profiled, key=lambda r: (r.cell, r.transform)):
         shares = ", ".join(
-            f"{_GROUP_LABELS.get(group, group)} {share:.0%}"
+            f"{TRACE_GROUPS.get(group, group)} {share:.0%}"
             for group, share in (record.trace_profile or {}).items()
         )
         lines.append((f"  {record.cell} [{record.transform}] trace "

@@ -267,12 +267,12 @@ class JaxCompile:
                 lowered = jitted.lower(*args, **kwargs)
                 lower_s = time.perf_counter() - start
 
-        trace_profile = None
+        trace_profile = trace_files = None
         if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
             from pytest_jaxcompile.backends.jax.traceprofile import profile_trace
 
             clear_in_process_caches()
-            trace_profile = profile_trace(
+            trace_profile, trace_files = profile_trace(
                 lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
             )
         module_text = lowered.as_text()
@@ -351,7 +351,8 @@ class JaxCompile:
                 op_count=count_ops(module_text),
                 op_histogram=op_histogram(module_text),
                 **events.key_parts().record_fields(),
-                trace_profile=trace_profile,
+                trace_profile=trace_profile or None,
+                trace_files=trace_files or None,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
                 **compiled_figures(compiled),
