@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         if trends is not None:
             trends.add(row)
     records = latest.records()
-    rows = table_rows(records, store, thresholds)
+    rows = table_rows(records, store, thresholds, execute_s=corpus.execute_s)
     trend_report = TrendReport.of(collector)
     table = markdown(rows, thresholds, trend_report)
     if args.pr_comment is not None:

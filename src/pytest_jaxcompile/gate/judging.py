@@ -129,7 +129,11 @@ def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
     """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile."""
     warm_key = dataclasses.replace(record.key, cache_state="warm")
-    warm_pin = store.get(warm_key, record.cell, record.transform)
+    warm_pin = store.get(warm_key, record.cell, record.transform, record.variant)
+    if warm_pin is None and record.variant:
+        # A variant with no warm pin of its own: the default settings' tells whether the
+        # cache stopped applying because the settings changed (the key part is named).
+        warm_pin = store.get(warm_key, record.cell, record.transform)
     unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)
     if warm_pin is None or unchanged is None:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
@@ -157,11 +161,11 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     key = record.key
     pin_file = store.path_for(key)
-    pin = store.get(key, record.cell, record.transform)
+    pin = store.get(key, record.cell, record.transform, record.variant)
     if pin is None:
         nearest = nearest_pin(record, store)
         note = nearest.describe() if nearest is not None else _unpinned_note(
-            key, store.keys_pinning(record.cell, record.transform)
+            key, store.keys_pinning(record.cell, record.transform, record.variant)
         )
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     limits = limits_for(record, pin, thresholds)

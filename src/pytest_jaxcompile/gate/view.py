@@ -190,6 +190,15 @@ class RowView:
         return self.verdict.record.transform
 
     @property
+    def variant(self) -> str:
+        return self.verdict.record.variant
+
+    @property
+    def name(self) -> str:
+        """``cell [transform]`` (``[transform | variant]`` for a settings variant)."""
+        return self.verdict.record.name
+
+    @property
     def key(self) -> ComparabilityKey:
         return self.verdict.record.key
 
@@ -378,7 +387,7 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
     worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
     if worst:
         details.append("slowest: " + ", ".join(
-            f"{v.record.cell} [{v.record.transform}] {v.nearest.ratio:.2f}x"
+            f"{v.record.name} {v.nearest.ratio:.2f}x"
             for v in worst if v.nearest is not None and v.nearest.ratio
         ))
     return Block(
@@ -469,7 +478,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
             f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
             "measured nothing (delete them from the pin file if the transform is gone): "
             + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
-            details=tuple(f"{stale.cell} [{stale.transform}]" for stale in outcome.stale),
+            details=tuple(stale.name for stale in outcome.stale),
             paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
         ))
     if judging:
@@ -613,7 +622,7 @@ class UnpinnedFold:
         return (
             f"{compared} compared with their nearest pin under another key: median "
             f"{self.median:.2f}x; furthest: " + ", ".join(
-                f"{row.cell} [{row.transform}] {ratio:.2f}x" for row, ratio in self.furthest
+                f"{row.name} {ratio:.2f}x" for row, ratio in self.furthest
             )
         )
 

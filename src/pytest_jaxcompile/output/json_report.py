@@ -55,6 +55,7 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
     return {
         "cell": record.cell,
         "transform": record.transform,
+        "variant": record.variant,
         "key": record.key.to_dict(),
         "status": verdict.status.value,
         "fails": row.fails,
@@ -146,6 +147,7 @@ def build_report(
             {
                 "cell": stale.cell,
                 "transform": stale.transform,
+                "variant": stale.variant,
                 "key": stale.key.to_dict(),
                 "pin_file": relative(stale.pin_file, outcome.rootdir),
             }

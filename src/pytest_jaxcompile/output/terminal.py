@@ -52,7 +52,7 @@ def seconds(value: float | None) -> str:
 def row_text(row: RowView) -> str:
     """One verdict's line: status, test, transform and the figures compared."""
     record = row.record
-    text = f"{row.status.value:<10} {row.cell} [{row.transform}] {row.figures.text()}"
+    text = f"{row.status.value:<10} {row.name} {row.figures.text()}"
     if record.compile_spread_s is not None and record.compile_samples_s:
         repeats = len(record.compile_samples_s)
         text += f" [{repeats} repeats, spread {record.compile_spread_s:.3f} s]"
@@ -132,7 +132,7 @@ def trace_profile_lines(view: SessionView) -> list[Line]:
             f"{TRACE_GROUPS.get(group, group)} {share:.0%}"
             for group, share in (record.trace_profile or {}).items()
         )
-        lines.append((f"  {record.cell} [{record.transform}] trace "
+        lines.append((f"  {record.name} trace "
                       f"{seconds(record.trace_s)}: {shares}", {}))
     return lines
 
@@ -174,7 +174,7 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     )  # a row without a compile time is not among the slowest: its verdict says why
     lines = [f"slowest {len(rows[:limit])} compile(s):"]
     lines += [
-        f"  {s:8.3f} s  {record.cell} [{record.transform}] ({record.cache_state})"
+        f"  {s:8.3f} s  {record.name} ({record.cache_state})"
         for s, record in rows[:limit]
     ]
     per_test = compile_seconds_per_test(outcome)

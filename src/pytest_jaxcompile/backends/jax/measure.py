@@ -26,6 +26,7 @@ from pytest_jaxcompile.backends.hardware import Hardware, detect_hardware
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
+from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_key, variant_of
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -280,7 +281,9 @@ class JaxCompile:
         name = transform or (
             getattr(target, "__name__", None) if not is_lowered else None
         ) or transform_from_module(module_name)
-        if any(record.transform == name for record in self.records):
+        variant = variant_of(flags_in_key(), compiler_options_of(lowered))
+        if any(record.transform == name and record.variant == variant
+               for record in self.records):
             raise DuplicateTransformError(
                 f"transform {name!r} was already measured in {self._context.cell}; "
                 "give each jax_compile call its own transform= name"
@@ -353,6 +356,7 @@ class JaxCompile:
                 **events.key_parts().record_fields(),
                 trace_profile=trace_profile or None,
                 trace_files=trace_files or None,
+                variant=variant,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
                 **compiled_figures(compiled),
