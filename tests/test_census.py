@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import JaxProject
+from corpus_helpers import cli
 from jax_behaviour import jax_logs_persistent_cache_keys
 
 RETRACE_TEST = """
@@ -225,20 +226,42 @@ def test_trace_profile_attributes_trace_time_by_package(project: JaxProject) -> 
         def python_heavy(x):
             for _ in range(200):  # project-side Python work while tracing
                 x = x + sum(range(50)) * 0.0
-            return x
+            total = 0
+            for step in range(200_000):  # self time in this file: the project's
+                total += step % 7
+            return x + total * 0.0
 
         def test_profiled(jax_compile):
             jax_compile(python_heavy, jnp.ones(3), transform="heavy")
         """
     )
-    result = project.run("--compile-trace-profile")
+    result = project.run("--compile-trace-profile", "--compile-record-dir", "records")
     result.assert_outcomes(passed=1)
-    profile = project.rows()[("test_profiled", "heavy")]["trace_profile"]
+    record = project.rows()[("test_profiled", "heavy")]
+    profile = record["trace_profile"]
     assert set(profile) == {"jax", "stdlib_numpy", "project", "other"}
     assert sum(profile.values()) == pytest.approx(1.0, abs=0.01)
     assert profile["jax"] > 0 and profile["project"] > 0
-    result.stdout.fnmatch_lines(
-        ["trace profile*", "  test_models.py::test_profiled [[]heavy[]] trace * s: jax *%, *"]
-    )
+    # The top files name the project's own file and JAX's, relative to where they live.
+    assert "test_models.py" in record["trace_files"]
+    assert any(name.startswith("jax/") for name in record["trace_files"])
+    result.stdout.fnmatch_lines([
+        "trace profile*",
+        "  session: 1 row(s), trace * s: jax *%, stdlib+numpy *%, project *%, other *%",
+        "  top files: *test_models.py*",
+        "  test_models.py::test_profiled [[]heavy[]] trace * s: jax *%, *",
+    ])
+    # The session's rollup in the JSON report: one row, its shares weighted by its seconds.
+    rollup = project.report()["trace_profile"]
+    assert rollup["rows"] == 1
+    assert rollup["trace_s"] == pytest.approx(record["trace_s"], abs=1e-6)
+    shares = {group["name"]: group["share"] for group in rollup["groups"]}
+    assert shares["project"] == pytest.approx(profile["project"], abs=1e-4)
+    assert "test_models.py" in {item["name"] for item in rollup["files"]}
+    # ... and in the dashboard made from the records corpus.
+    assert cli(project.path, "report", "records", "--html", "compile.html").returncode == 0
+    page = (project.path / "compile.html").read_text()
+    assert '<h2 id="trace">Where tracing time goes</h2>' in page
+    assert "<code>test_models.py</code>" in page
     project.run()
     assert project.rows()[("test_profiled", "heavy")]["trace_profile"] is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from records_factory import make_record
 
 from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems, unique_names
 from pytest_jaxcompile.backends.jax.measure import count_ops, is_cache_entry
@@ -29,8 +30,10 @@ from pytest_jaxcompile.backends.jax.traceprofile import (
     GROUP_OTHER,
     GROUP_PROJECT,
     GROUP_STDLIB_NUMPY,
+    file_label,
     group_of,
 )
+from pytest_jaxcompile.gate.view import trace_rollup
 
 
 def compile_events(name: str, *cache: str, duration: float = 0.5) -> list[JaxEvent]:
@@ -242,3 +245,34 @@ def test_trace_profile_groups_files_by_package(tmp_path: Path) -> None:
     assert group_of("~", tmp_path, stdlib) == GROUP_STDLIB_NUMPY
     assert group_of(str(tmp_path / "model.py"), tmp_path, stdlib) == GROUP_PROJECT
     assert group_of(f"{site}/flax/linen.py", tmp_path, stdlib) == GROUP_OTHER
+
+
+def test_trace_files_are_named_where_they_live(tmp_path: Path) -> None:
+    stdlib = "/usr/lib/python3.11"
+    site = "/venv/lib/python3.11/site-packages"
+    assert file_label(f"{site}/jax/_src/core.py", tmp_path, stdlib) == "jax/_src/core.py"
+    assert file_label(f"{stdlib}/functools.py", tmp_path, stdlib) == "<stdlib>/functools.py"
+    assert file_label("~", tmp_path, stdlib) == "<builtins>"
+    assert file_label(str(tmp_path / "models" / "mlp.py"), tmp_path, stdlib) == "models/mlp.py"
+    assert file_label("/elsewhere/x.py", tmp_path, stdlib) == "/elsewhere/x.py"
+
+
+def test_trace_rollup_weighs_each_row_by_its_trace_seconds() -> None:
+    slow = make_record(transform="slow", trace_s=3.0,
+                       trace_profile={"jax": 0.0, "stdlib_numpy": 0.0, "project": 1.0,
+                                      "other": 0.0},
+                       trace_files={"models/mlp.py": 1.0})
+    quick = make_record(transform="quick", trace_s=1.0,
+                        trace_profile={"jax": 1.0, "stdlib_numpy": 0.0, "project": 0.0,
+                                       "other": 0.0},
+                        trace_files={"jax/_src/core.py": 1.0})
+    unprofiled = make_record(transform="plain", trace_s=100.0)
+    rollup = trace_rollup([quick, slow, unprofiled])
+    assert rollup is not None and rollup.rows == 2 and rollup.trace_s == 4.0
+    assert [(s.name, s.share, s.seconds) for s in rollup.groups] == [
+        ("jax", 0.25, 1.0), ("stdlib+numpy", 0.0, 0.0), ("project", 0.75, 3.0),
+        ("other", 0.0, 0.0),
+    ]
+    assert [s.name for s in rollup.files] == ["models/mlp.py", "jax/_src/core.py"]
+    assert rollup.groups_text() == "jax 25%, stdlib+numpy 0%, project 75%, other 0%"
+    assert trace_rollup([unprofiled]) is None

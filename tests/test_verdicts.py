@@ -218,7 +218,7 @@ def test_session_fails_on_drift_and_on_improvement_only_when_asked(store: PinSto
 def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStore) -> None:
     record = make_record()
     ran = {record.cell}
-    assert find_stale(store, ran, {(record.cell, "vag")}, record.hardware, "0.10.2") == []
+    assert find_stale(store, ran, {(record.cell, "vag", "")}, record.hardware, "0.10.2") == []
     stale = find_stale(store, ran, set(), record.hardware, "0.10.2")
     assert [(s.cell, s.transform) for s in stale] == [(record.cell, "vag")]
     assert find_stale(store, set(), set(), record.hardware, "0.10.2") == []  # did not run

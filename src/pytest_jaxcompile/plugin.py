@@ -81,7 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_jaxcompile.gate.conclude import ordered
 
         manager.register(
-            RecordDirWriter(config, settings.record_dir, lambda: ordered(collector.rows.records)),
+            RecordDirWriter(
+                config, settings.record_dir, lambda: ordered(collector.rows.records),
+                lambda: list(collector.rows.ledgers.values()),
+            ),
             f"{PLUGIN_NAME}-record-dir",
         )
     if settings.artifacts_dir is not None:

@@ -139,6 +139,7 @@ class CompileRecord:
     cache_key_parts: dict[str, str] | None = None
     cache_key_flags: list[str] | None = None
     trace_profile: dict[str, float] | None = None  # share of trace time per package group
+    trace_files: dict[str, float] | None = None  # share of trace time per file: the top ones
     xla_flags: str | None = None
     # The settings in force: parsed XLA flags, JAX cache settings, x64, matmul precision.
     settings: dict[str, Any] | None = None
@@ -184,6 +185,10 @@ class CompileRecord:
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
     compile_instructions_note: str | None = None
+    # The settings in the cache key that change the compiled program (XLA flags, compile
+    # options), as ``name=value,...``; "" for the default settings. Rows of one cell and
+    # transform that differ only in it are variants, judged and pinned apart under one key.
+    variant: str = ""
     record_kind: str = RECORD_KIND
     schema_version: int = SCHEMA_VERSION
 
@@ -200,6 +205,16 @@ class CompileRecord:
             cache_state=self.cache_state,
             framework=self.framework,
         )
+
+    @property
+    def row_id(self) -> tuple[str, str, str]:
+        """The row's identity inside its key: (cell, transform, variant)."""
+        return (self.cell, self.transform, self.variant)
+
+    @property
+    def name(self) -> str:
+        """``cell [transform]``, with the variant where it is not the default's."""
+        return row_name(self.cell, self.transform, self.variant)
 
     @property
     def unmeasured(self) -> str | None:
@@ -225,9 +240,9 @@ class CompileRecord:
         """Rebuild a record from `to_dict` output; unknown fields are ignored."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {name: value for name, value in data.items() if name in known}
-        for name in ("jax_version", "jaxlib_version", "timestamp"):
+        for name in ("jax_version", "jaxlib_version", "timestamp", "variant"):
             if not isinstance(values.get(name), str):
-                values[name] = ""
+                values[name] = ""  # variant: records of earlier releases are the default
         values.setdefault("mixed_precision", False)  # corpora from before it was recorded
         values["cache"] = CacheDetails(**_only_fields(CacheDetails, values.get("cache") or {}))
         values["host_state"] = HostState(
@@ -236,6 +251,16 @@ class CompileRecord:
         location = values.get("location")
         values["location"] = tuple(location) if location else None
         return cls(**values)
+
+
+def transform_label(transform: str, variant: str = "") -> str:
+    """``transform``, or ``transform | variant`` for a settings variant."""
+    return f"{transform} | {variant}" if variant else transform
+
+
+def row_name(cell: str, transform: str, variant: str = "") -> str:
+    """``cell [transform]``, or ``cell [transform | variant]`` for a settings variant."""
+    return f"{cell} [{transform_label(transform, variant)}]"
 
 
 class RecordDataError(ValueError):
@@ -284,6 +309,9 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
             finite_number(compile_s)
         except NumberError as error:
             raise RecordDataError(f"'compile_s' {error}") from None
+    variant = data.get("variant")
+    if variant is not None and not isinstance(variant, str):
+        raise RecordDataError(f"'variant' must be a string or null, got {variant!r}")
     mixed = data.get("mixed_precision", False)
     if not isinstance(mixed, bool):
         raise RecordDataError(f"'mixed_precision' must be true or false, got {mixed!r}")
@@ -300,7 +328,8 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
     ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
     ("commit", "object"), ("op_histogram", "object"), ("cache_key_parts", "object"),
-    ("platform_version", "text"),
+    ("platform_version", "text"), ("variant", "text"), ("trace_profile", "shares"),
+    ("trace_files", "shares"),
     ("timestamp", "text"), ("location", "location"),
     ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
     ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
@@ -380,6 +409,12 @@ def _kind_problem(kind: str, value: Any) -> str | None:
             _kind_problem("number", item) is None for item in value
         )
         return None if ok else f"a list of numbers, each {NUMBER},"
+    if kind == "shares":
+        ok = isinstance(value, dict) and all(
+            isinstance(name, str) and _kind_problem("number", share) is None
+            for name, share in value.items()
+        )
+        return None if ok else f"an object of shares, each {NUMBER},"
     if kind == "names":
         ok = isinstance(value, list) and all(isinstance(i, str) and i for i in value)
         return None if ok else "a list of names"

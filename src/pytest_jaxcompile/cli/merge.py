@@ -45,7 +45,7 @@ from pytest_jaxcompile.output.json_report import (
     write_report,
 )
 from pytest_jaxcompile.output.terminal import summary_lines
-from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.records import CompileRecord, row_name
 
 HELP = "combine the JSON reports of several CI jobs into one summary and one exit status"
 PROG = "pytest-jaxcompile merge"
@@ -177,13 +177,16 @@ def _gate_settings(args: argparse.Namespace, reports: list[LoadedReport]) -> Gat
 def _warn_duplicates(reports: list[LoadedReport]) -> None:
     """The same row under the same key in two reports is judged twice: say so."""
     seen = Counter(
-        (record.cell, record.transform, record.key)
+        (*record.row_id, record.key)
         for report in reports
-        for record in {(r.cell, r.transform, r.key): r for r in report.records}.values()
+        for record in {(*r.row_id, r.key): r for r in report.records}.values()
     )
-    repeated = sorted((cell, transform) for (cell, transform, _), n in seen.items() if n > 1)
+    repeated = sorted(
+        row_name(cell, transform, variant)
+        for (cell, transform, variant, _), n in seen.items() if n > 1
+    )
     if repeated:
-        shown = ", ".join(f"{cell} [{transform}]" for cell, transform in repeated[:5])
+        shown = ", ".join(repeated[:5])
         more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
         print(
             f"{PROG}: warning: {len(repeated)} row(s) measured under the same key in more than "

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         for record in pinnable:
             print(
-                f"  {record.key.describe()}: {record.cell} [{record.transform}] "
+                f"  {record.key.describe()}: {record.name} "
                 f"{record.compile_s:.4f} s ({record.timestamp or 'no timestamp'})"
             )
         return 0

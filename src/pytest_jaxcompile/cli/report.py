@@ -19,6 +19,7 @@ from pytest_jaxcompile.corpus.store import CorpusError, LatestRows
 from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.view import trace_rollup
 from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
@@ -88,7 +89,9 @@ def _run(args: argparse.Namespace) -> int:
             trends.add(row)
     judged = judged_rows(latest, store)  # the rows `check` judges: they agree
     records = judged.records()
-    rows = table_rows(records, store, thresholds, passed_over=judged.passed_over())
+    rows = table_rows(
+        records, store, thresholds, passed_over=judged.passed_over(), execute_s=corpus.execute_s
+    )
     trend_report = TrendReport.of(collector)
     table = markdown(rows, thresholds, trend_report)
     if args.pr_comment is not None:
@@ -110,7 +113,10 @@ def _run(args: argparse.Namespace) -> int:
         outputs.append((args.readme, current, replace_region(current, table, args.readme)))
     if args.html is not None:
         assert trends is not None
-        page = html_page(rows, trends, store, thresholds, corpus.describe(), trend_report)
+        page = html_page(
+            rows, trends, store, thresholds, corpus.describe(), trend_report,
+            trace=trace_rollup(records),
+        )
         try:
             current = read_text_exact(args.html)
         except DashboardError:

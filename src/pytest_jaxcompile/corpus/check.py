@@ -60,7 +60,7 @@ def _pinned_after(store: PinStore, row: Row, cache_state: str) -> bool:
     """Whether the pin this row is compared with (under its key with `cache_state`) was
     written after the row was measured."""
     key = dataclasses.replace(row.key, cache_state=cache_state)
-    pin = store.get(key, row.cell, row.transform)
+    pin = store.get(key, row.cell, row.transform, row.variant)
     if pin is None or not pin.pinned_at:
         return False
     try:
@@ -69,25 +69,27 @@ def _pinned_after(store: PinStore, row: Row, cache_state: str) -> bool:
         return False  # a hand-written time: the row is judged, as before
 
 
+def _warmth_id(row: Row) -> tuple[object, ...]:
+    """A row's identity but for its cache state: a cold row and the warm row after it."""
+    return (dataclasses.replace(row.key, cache_state=""), row.cell, row.transform, row.variant)
+
+
 def judged_rows(latest: LatestRows, store: PinStore) -> JudgedRows:
     """The latest rows as the plugin would judge them in the history's last session.
 
     A row is passed over when it is older than the pin it is compared with (its own key's
     pin; for a cold row, also the warm pin it is checked against for a lost cache), or when
-    it is a cold row and a newer warm row of the same cell, transform and key exists: the
-    cache was warm after it, so it says nothing about the cache now.
+    it is a cold row and a newer warm row of the same cell, transform, settings variant and
+    key exists: the cache was warm after it, so it says nothing about the cache now.
     """
     warm_times = {
-        (dataclasses.replace(row.key, cache_state=""), row.cell, row.transform): row.time
-        for row in latest.rows.values() if row.key.cache_state == WARM
+        _warmth_id(row): row.time for row in latest.rows.values() if row.key.cache_state == WARM
     }
     judged = JudgedRows()
     for row in latest.sorted_rows():
         state = row.key.cache_state
         cold = state in COLD_STATES
-        warm_time = warm_times.get(
-            (dataclasses.replace(row.key, cache_state=""), row.cell, row.transform)
-        )
+        warm_time = warm_times.get(_warmth_id(row))
         if cold and warm_time is not None and warm_time > row.time:
             judged.superseded.append(row)
         elif _pinned_after(store, row, state) or (cold and _pinned_after(store, row, WARM)):

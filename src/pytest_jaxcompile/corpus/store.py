@@ -6,13 +6,15 @@ the controller. History is never rewritten and no lock is needed, also with seve
 machines writing into one shared tree.
 
 Reading streams the records, one file at a time and one line at a time for JSON lines, and
-keeps only what the caller keeps (the latest row per cell, transform and key), so memory
-grows with the number of cells, not of records. Records of other kinds sharing the tree are
-counted and passed over, never misread.
+keeps only what the caller keeps (the latest row per cell, transform, settings variant and
+key), so memory grows with the number of cells, not of records. The session's call ledgers
+(census'd tests) follow its records in its file: readers keep each test's latest execute
+time. Records of other kinds sharing the tree are counted and passed over, never misread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,9 +28,12 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile._io import InputError, atomic_write_text
+from pytest_jaxcompile._numbers import NumberError, finite_number
 from pytest_jaxcompile.records import (
+    LEDGER_KIND,
     RECORD_KIND,
     REPORT_KIND,
+    CallLedger,
     ComparabilityKey,
     CompileRecord,
     RecordDataError,
@@ -55,17 +60,21 @@ def session_file_name(now: datetime | None = None) -> str:
     return f"{moment:%Y%m%dT%H%M%SZ}-{os.getpid()}-{secrets.token_hex(3)}.jsonl"
 
 
-def write_session_records(directory: Path, records: Sequence[CompileRecord]) -> Path | None:
-    """Write one session's records into a new file of `directory`; never touches old files.
+def write_session_records(
+    directory: Path, records: Sequence[CompileRecord], ledgers: Sequence[CallLedger] = ()
+) -> Path | None:
+    """Write one session's records, then its census'd tests' ledgers (`record_kind`
+    ``compile_ledger``: the dashboard's execute times), into a new file of `directory`;
+    never touches old files.
 
     The file is complete or absent: written to a hidden temp file, then renamed (readers
     skip hidden names). Returns the new file, or None when there were no records.
     """
     if not records:
         return None
+    items: list[CompileRecord | CallLedger] = [*records, *sorted(ledgers, key=_cell_of)]
     text = "".join(
-        json.dumps(record.to_dict(), sort_keys=True, ensure_ascii=False) + "\n"
-        for record in records
+        json.dumps(item.to_dict(), sort_keys=True, ensure_ascii=False) + "\n" for item in items
     )
     directory.mkdir(parents=True, exist_ok=True)
     while True:
@@ -76,15 +85,21 @@ def write_session_records(directory: Path, records: Sequence[CompileRecord]) -> 
     return path
 
 
+def _cell_of(ledger: CallLedger) -> str:
+    return ledger.cell
+
+
 class RecordDirWriter:
     """``--compile-record-dir DIR``: registered only when asked, on the controller."""
 
     def __init__(
-        self, config: pytest.Config, directory: Path, records: Callable[[], list[CompileRecord]]
+        self, config: pytest.Config, directory: Path, records: Callable[[], list[CompileRecord]],
+        ledgers: Callable[[], list[CallLedger]] = list,
     ) -> None:
         self.config = config
         self.directory = directory
         self.records = records
+        self.ledgers = ledgers
         self.written: Path | None = None
         self.problem: str | None = None
 
@@ -94,7 +109,9 @@ class RecordDirWriter:
         if outcome_of(self.config) is None:
             return
         try:
-            self.written = write_session_records(self.directory, self.records())
+            self.written = write_session_records(
+                self.directory, self.records(), self.ledgers()
+            )
         except OSError as error:
             where = error.filename or self.directory
             self.problem = f"{where}: {error.strerror or error}"
@@ -253,7 +270,10 @@ class Row:
     memory of the parsed object, and parses it again when the record is built.
     """
 
-    __slots__ = ("_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "where")
+    __slots__ = (
+        "_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "variant",
+        "where",
+    )
 
     def __init__(
         self,
@@ -271,6 +291,7 @@ class Row:
         self.cell = cell
         self.key = key
         self.transform: str = data["transform"]
+        self.variant: str = data.get("variant") or ""  # earlier releases: the default
         compile_s = data["compile_s"]  # None: not reported (the record names what)
         self.compile_s = None if compile_s is None else float(compile_s)
         self.time = time
@@ -357,6 +378,7 @@ class CorpusStats:
 
     files: int = 0
     compile_records: int = 0
+    ledgers: int = 0  # census'd tests' call ledgers (record dirs of this release on)
     other_records: int = 0
     before_since: int = 0  # compile records older than `since` (or without a timestamp)
 
@@ -369,6 +391,9 @@ class Corpus:
     cell_fields: tuple[str, ...] = ()
     since: float | None = None  # only rows measured at or after this time (epoch seconds)
     stats: CorpusStats = field(default_factory=CorpusStats)
+    # Each test's execute time (its call's wall less its compiles, the ledger's
+    # execute_and_python_s) from the latest ledger read, by cell: filled by `rows`.
+    execute_s: dict[str, float] = field(default_factory=dict)
 
     def rows(self) -> Iterator[Row]:
         stats = self.stats = CorpusStats()
@@ -376,7 +401,10 @@ class Corpus:
             stats.files += 1
             for where, value, line in iter_file(path):
                 if not is_compile_record(value):
-                    stats.other_records += 1
+                    if self._take_ledger(value):
+                        stats.ledgers += 1
+                    else:
+                        stats.other_records += 1
                     continue
                 stats.compile_records += 1
                 row = make_row(value, path, where, self.cell_fields)
@@ -385,6 +413,17 @@ class Corpus:
                     continue
                 yield row  # parsed while the caller looks at it (trends read its fields)
                 row.keep_line_only(line)  # and held as its line if the caller kept it
+
+    def _take_ledger(self, value: Any) -> bool:
+        """Keep a ledger's execute time; False: not a ledger of ours."""
+        if not isinstance(value, dict) or value.get("record_kind") != LEDGER_KIND:
+            return False
+        cell, execute = value.get("cell"), value.get("execute_and_python_s")
+        if isinstance(cell, str) and execute is not None:
+            # A figure that is no number is not shown (ledgers are not judged).
+            with contextlib.suppress(NumberError):
+                self.execute_s[cell] = finite_number(execute)
+        return True
 
     def describe(self) -> str:
         stats = self.stats
@@ -398,11 +437,12 @@ class Corpus:
         return text
 
 
-RowId = tuple[ComparabilityKey, str, str]  # (key, cell, transform)
+RowId = tuple[ComparabilityKey, str, str, str]  # (key, cell, transform, variant)
 
 
 class LatestRows:
-    """The most recent row per cell, transform and key: memory per cell, not per record.
+    """The most recent row per cell, transform, settings variant and key: memory per cell,
+    not per record.
 
     Rows are ordered by their ``timestamp``; of two rows with the same time, the one read
     later wins (files in sorted order, lines in file order).
@@ -412,7 +452,7 @@ class LatestRows:
         self.rows: dict[RowId, Row] = {}
 
     def add(self, row: Row) -> None:
-        row_id = (row.key, row.cell, row.transform)
+        row_id = (row.key, row.cell, row.transform, row.variant)
         current = self.rows.get(row_id)
         if current is None or row.time >= current.time:
             self.rows[row_id] = row

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from pytest_jaxcompile._numbers import NumberError, finite_number
 from pytest_jaxcompile.corpus.commit import commit_label
 from pytest_jaxcompile.corpus.store import NO_TIME, CorpusError, Row, RowId
-from pytest_jaxcompile.records import ComparabilityKey
+from pytest_jaxcompile.records import ComparabilityKey, row_name
 
 # Defaults, chosen from benchmarks/trend_quality.py (docs/benchmarks.md, "Trend detection").
 DEFAULT_TREND_THRESHOLD = 0.35
@@ -206,6 +206,10 @@ class Trend:
         return self.series[2]
 
     @property
+    def variant(self) -> str:
+        return self.series[3]
+
+    @property
     def started(self) -> Point:
         return self.points[self.fit.start]
 
@@ -302,7 +306,7 @@ class TrendCollector:
                 return
         point = Point(row.time, value, str(data.get("timestamp")), self._commit(row, data))
         self._order += 1
-        series = (row.key, row.cell, row.transform)
+        series = (row.key, row.cell, row.transform, row.variant)
         entries = self.series.get(series)
         if entries is None:
             entries = self.series[series] = []
@@ -402,7 +406,8 @@ def trend_lines(trends: Iterable[Trend], settings: TrendSettings, stats: TrendSt
     rising = [trend for trend in trends if trend.rising]
     lines = [f"trends: a sustained rise is {settings_sentence(settings)}"]
     for trend in rising:
-        lines.append(f"  RISING     {trend.describe_key()}  {trend.cell} [{trend.transform}]")
+        lines.append(f"  RISING     {trend.describe_key()}  "
+                     f"{row_name(trend.cell, trend.transform, trend.variant)}")
         lines.append(f"      {rise_text(trend)}")
     skipped = [
         f"{count} {what}"

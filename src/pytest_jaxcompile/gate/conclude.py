@@ -37,7 +37,7 @@ def ordered(records: Iterable[CompileRecord]) -> list[CompileRecord]:
     The order of records must not depend on how pytest-xdist spread the tests over its
     workers or how a suite was sharded, so reports and pin updates come out the same.
     """
-    return sorted(records, key=lambda record: (record.cell, record.transform))
+    return sorted(records, key=lambda record: record.row_id)
 
 
 def conclude(
@@ -64,7 +64,7 @@ def conclude(
         pin_update=settings.pin_update,
     )
     ran = set(ran_cells)
-    measured = {(record.cell, record.transform) for record in rows}
+    measured = {record.row_id for record in rows}
     known = {(record.hardware, record.framework_version) for record in rows} | set(identities)
     outcome.ran_cells = sorted(ran)
     outcome.environments = sorted(known)

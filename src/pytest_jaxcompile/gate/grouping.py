@@ -23,5 +23,5 @@ def by_key(verdicts: Iterable[Verdict]) -> list[tuple[ComparabilityKey, list[Ver
     ]
 
 
-def severity_order(verdict: Verdict) -> tuple[int, str, str]:
-    return (verdict.status.severity, verdict.record.cell, verdict.record.transform)
+def severity_order(verdict: Verdict) -> tuple[int, str, str, str]:
+    return (verdict.status.severity, *verdict.record.row_id)

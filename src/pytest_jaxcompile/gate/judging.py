@@ -72,9 +72,9 @@ def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin]
     identity = record.compile_instructions_identity
     if identity is None:
         return None
-    own = store.get(record.key, record.cell, record.transform)
+    own = store.get(record.key, record.cell, record.transform, record.variant)
     candidates = [(store.path_for(record.key), own)] if own is not None else []
-    candidates += list(store.pins_of(record.cell, record.transform))
+    candidates += list(store.pins_of(record.cell, record.transform, record.variant))
     return next(
         (
             (path, pin) for path, pin in candidates
@@ -217,7 +217,11 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
     if cold is not None:
         return None, f"never warm: {cold.describe()}"
     warm_key = dataclasses.replace(record.key, cache_state="warm")
-    warm_pin = store.get(warm_key, record.cell, record.transform)
+    warm_pin = store.get(warm_key, record.cell, record.transform, record.variant)
+    if warm_pin is None and record.variant:
+        # A variant with no warm pin of its own: the default settings' tells whether the
+        # cache stopped applying because the settings changed (the key part is named).
+        warm_pin = store.get(warm_key, record.cell, record.transform)
     unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)
     if warm_pin is None or unchanged is None:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
@@ -245,11 +249,11 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     key = record.key
     pin_file = store.path_for(key)
-    pin = store.get(key, record.cell, record.transform)
+    pin = store.get(key, record.cell, record.transform, record.variant)
     if pin is None:
         nearest = nearest_pin(record, store)
         note = nearest.describe() if nearest is not None else _unpinned_note(
-            key, store.keys_pinning(record.cell, record.transform)
+            key, store.keys_pinning(record.cell, record.transform, record.variant)
         )
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     limits = limits_for(record, pin, thresholds)

@@ -1,11 +1,13 @@
 """Nearest pins: for an unpinned row, the pin of the same cell and transform under the
-closest other key (an upgrade, another version, other hardware)."""
+closest other key (an upgrade, another version, other hardware), or, for a settings
+variant's row, the same key's default settings' pin."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_jaxcompile.gate.notes import key_change
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
@@ -19,17 +21,25 @@ class NearestPin:
 
     key: ComparabilityKey
     pin: Pin
-    relation: str  # UPGRADE (same hardware, an earlier version), OTHER_VERSION, OTHER_HARDWARE
+    # UPGRADE (same hardware, an earlier version), OTHER_VERSION, OTHER_HARDWARE, or
+    # OTHER_SETTINGS (the same key's default settings, for a settings variant's row)
+    relation: str
     ratio: float | None  # the row's wall seconds over the pin's
+    key_change: str | None = None  # OTHER_SETTINGS: the cache-key parts that differ
 
     def describe(self) -> str:
         ratio = "" if self.ratio is None else f" ({self.ratio:.2f}x)"
+        if self.relation == OTHER_SETTINGS:
+            text = f"nearest pin: the default settings' under this key: {self.pin.compile_s:.3f} s"
+            changed = f"; its cache key changed: {self.key_change}" if self.key_change else ""
+            return f"{text}{ratio}{changed}"
         return f"nearest pin {self.key.describe()}: {self.pin.compile_s:.3f} s{ratio}"
 
 
 UPGRADE = "upgrade"  # the same hardware under an earlier framework version
 OTHER_VERSION = "other version"
 OTHER_HARDWARE = "other hardware"
+OTHER_SETTINGS = "other settings"  # a variant's row: the same key's default settings' pin
 
 
 def _version_order(version: str) -> tuple[int, Any]:
@@ -70,9 +80,14 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     never compared with a cold pin.
     """
     key = record.key
+    if record.variant:
+        default = store.get(key, record.cell, record.transform)
+        if default is not None:
+            return NearestPin(key, default, OTHER_SETTINGS, _ratio(record, default),
+                              key_change(record, default))
     own = _version_order(key.framework_version)
     same_kind = [
-        other for other in store.keys_pinning(record.cell, record.transform)
+        other for other in store.keys_pinning(record.cell, record.transform, record.variant)
         if (other.framework, other.mixed_precision, other.cache_state)
         == (key.framework, key.mixed_precision, key.cache_state) and other != key
     ]
@@ -90,11 +105,13 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     ):
         if candidates:
             other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))
-            pin = store.get(other, record.cell, record.transform)
+            pin = store.get(other, record.cell, record.transform, record.variant)
             assert pin is not None
-            ratio = (
-                record.compile_s / pin.compile_s
-                if pin.compile_s > 0 and record.compile_s is not None else None
-            )
-            return NearestPin(other, pin, relation, ratio)
+            return NearestPin(other, pin, relation, _ratio(record, pin))
+    return None
+
+
+def _ratio(record: CompileRecord, pin: Pin) -> float | None:
+    if pin.compile_s > 0 and record.compile_s is not None:
+        return record.compile_s / pin.compile_s
     return None

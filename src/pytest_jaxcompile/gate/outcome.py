@@ -42,7 +42,7 @@ def coverage(verdicts: list[Verdict], store: PinStore) -> Coverage:
             continue
         key = verdict.record.key
         pinned = [
-            other for other in store.keys_pinning(verdict.record.cell, verdict.record.transform)
+            other for other in store.keys_pinning(*verdict.record.row_id)
             if other.framework == key.framework
         ]
         here = [other for other in pinned if other.hardware == key.hardware]

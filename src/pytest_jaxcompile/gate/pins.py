@@ -26,6 +26,11 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     [tests."tests/test_models.py::test_mlp"]
     compiles = 3        # backend compiles of the whole test (census)
 
+    # A settings variant's pins (rows whose XLA flags or compile options in the cache key
+    # differ from the defaults: `CompileRecord.variant`), shaped like [pins], by variant:
+    [variants."xla_backend_optimization_level=0"."tests/test_models.py::test_mlp".vag]
+    compile_s = 0.2012
+
 Files are rendered deterministically (sorted, rounded, no wall-clock "now"), so
 re-pinning unchanged figures rewrites identical bytes. Writes happen under a
 `filelock` lock, re-read the file inside the lock (two sessions re-pinning at once
@@ -55,6 +60,7 @@ from pytest_jaxcompile.records import (
     CacheState,
     ComparabilityKey,
     CompileRecord,
+    row_name,
 )
 
 if sys.version_info >= (3, 11):
@@ -70,6 +76,7 @@ SECONDS_DIGITS = 4
 LOCK_TIMEOUT_S = 120.0
 
 PinId = tuple[str, str]  # (cell, transform)
+RowId = tuple[str, str, str]  # (cell, transform, variant): a pin's identity inside its key
 VERSION_PIN_FIELDS = ("jaxlib_version", "platform_version")  # optional, in every pin
 
 
@@ -112,7 +119,7 @@ class Pin:
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
         if record.compile_s is None:
-            raise ValueError(f"{record.cell} [{record.transform}]: {record.unmeasured}")
+            raise ValueError(f"{record.name}: {record.unmeasured}")
         return cls(
             jaxlib_version=record.jaxlib_version or None,
             platform_version=record.platform_version or None,
@@ -218,28 +225,53 @@ class PinGroup:
 
     key: ComparabilityKey
     path: Path
-    pins: dict[PinId, Pin] = field(default_factory=dict)
+    pins: dict[PinId, Pin] = field(default_factory=dict)  # the default settings' pins
     compiles: dict[str, int] = field(default_factory=dict)  # per test (cell)
+    # Settings variants' pins, by variant (never ""): files of earlier releases have none.
+    variants: dict[str, dict[PinId, Pin]] = field(default_factory=dict)
+
+    def pins_of(self, variant: str) -> dict[PinId, Pin]:
+        """The pins of one variant ("" the default settings'), to read or fill."""
+        return self.pins if not variant else self.variants.setdefault(variant, {})
+
+    def get(self, cell: str, transform: str, variant: str = "") -> Pin | None:
+        pins = self.pins if not variant else self.variants.get(variant, {})
+        return pins.get((cell, transform))
+
+    def all_pins(self) -> Iterator[tuple[RowId, Pin]]:
+        """Every pin with its (cell, transform, variant), the default settings' first."""
+        for variant, pins in [("", self.pins), *sorted(self.variants.items())]:
+            for cell, transform in sorted(pins):
+                yield (cell, transform, variant), pins[(cell, transform)]
 
     def render(self) -> str:
         """The file's text: each pin a table of the reviewed figures, one line each, and
         its op histogram, key parts and key flags one inline line each (a pin is a dozen
-        lines, not one line per op). Files of earlier releases, with those as sub-tables
-        and multi-line arrays, read the same (TOML does not tell them apart)."""
+        lines, not one line per op); the default settings' pins under [pins], each settings
+        variant's under [variants."<variant>"]. Files of earlier releases, with those as
+        sub-tables and multi-line arrays, read the same (TOML does not tell them apart)."""
         parts = [PIN_FILE_HEADER, tomli_w.dumps({"key": key_table(self.key)})]
-        for cell, transform in sorted(self.pins):
-            table = self.pins[(cell, transform)].to_toml()
-            scalars = {name: value for name, value in table.items() if name not in INLINE_FIELDS}
-            text = tomli_w.dumps({"pins": {cell: {transform: scalars}}})
-            inline = [
-                f"{name} = {_inline(table[name])}\n" for name in INLINE_FIELDS if name in table
-            ]
-            parts.append("\n" + text + "".join(inline))
+        for (cell, transform, variant), pin in self.all_pins():
+            where = ("pins",) if not variant else ("variants", variant)
+            parts.append(_pin_text((*where, cell, transform), pin))
         if self.compiles:
             parts.append("\n" + tomli_w.dumps({"tests": {
                 cell: {"compiles": self.compiles[cell]} for cell in sorted(self.compiles)
             }}))
         return "".join(parts)
+
+
+def _pin_text(path: tuple[str, ...], pin: Pin) -> str:
+    """One pin's table at `path` (``pins, cell, transform``): its figures one line each,
+    then its inline fields."""
+    table = pin.to_toml()
+    nested: dict[str, Any] = {
+        name: value for name, value in table.items() if name not in INLINE_FIELDS
+    }
+    for part in reversed(path):
+        nested = {part: nested}
+    inline = [f"{name} = {_inline(table[name])}\n" for name in INLINE_FIELDS if name in table]
+    return "\n" + tomli_w.dumps(nested) + "".join(inline)
 
 
 def key_table(key: ComparabilityKey) -> dict[str, Any]:
@@ -323,21 +355,18 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     raw_pins = document.get("pins", {})
     if not isinstance(raw_pins, dict):
         raise PinFileError(path, "[pins] must be a table of cells", _line_of(text, "pins"))
-    for cell, transforms in raw_pins.items():
-        if not isinstance(transforms, dict):
-            raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
-        for transform, raw in transforms.items():
-            # The line is looked up only for an error: a lookup scans the whole text, and
-            # doing it for every pin made loading quadratic in the number of pins.
-            if not isinstance(raw, dict):
-                header = _pin_line(text, cell, transform)
-                raise PinFileError(path, f"pin {cell} / {transform} must be a table", header)
-            try:
-                group.pins[(cell, transform)] = _pin_from_table(raw)
-            except PinFieldError as error:
-                header = _pin_line(text, cell, transform)
-                line = _field_line(text, header, error.field) or header
-                raise PinFileError(path, f"pin {cell} / {transform}: {error}", line) from None
+    _parse_pins(path, text, raw_pins, group.pins, "")
+    raw_variants = document.get("variants", {})
+    if not isinstance(raw_variants, dict):
+        raise PinFileError(path, "[variants] must be a table of settings variants",
+                           _line_of(text, "[variants"))
+    for variant, variant_pins in raw_variants.items():
+        if not variant or not isinstance(variant_pins, dict):
+            raise PinFileError(
+                path, f"[variants] {variant!r} must be a settings variant's table of cells",
+                _line_of(text, f"[variants.{variant}") or _line_of(text, "[variants"),
+            )
+        _parse_pins(path, text, variant_pins, group.pins_of(variant), variant)
     raw_tests = document.get("tests", {})
     if not isinstance(raw_tests, dict):
         raise PinFileError(path, "[tests] must be a table of cells", _line_of(text, "[tests"))
@@ -351,11 +380,33 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
                 path, f"[tests] {cell!r} must hold exactly `compiles = <{whole()}>`",
                 header or _line_of(text, "[tests"),
             ) from None
-    unknown = set(document) - {"key", "pins", "tests"}
+    unknown = set(document) - {"key", "pins", "tests", "variants"}
     if unknown:
         raise PinFileError(path, f"unknown table(s) {', '.join(sorted(unknown))}",
                            _line_of(text, f"[{sorted(unknown)[0]}"))
     return group
+
+
+def _parse_pins(
+    path: Path, text: str, raw_pins: dict[str, Any], into: dict[PinId, Pin], variant: str
+) -> None:
+    """One table of cells and their transforms' pins ([pins], or a variant's)."""
+    for cell, transforms in raw_pins.items():
+        if not isinstance(transforms, dict):
+            raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
+        for transform, raw in transforms.items():
+            # The line is looked up only for an error: a lookup scans the whole text, and
+            # doing it for every pin made loading quadratic in the number of pins.
+            name = row_name(cell, transform, variant)
+            if not isinstance(raw, dict):
+                header = _pin_line(text, cell, transform, variant)
+                raise PinFileError(path, f"pin {name} must be a table", header)
+            try:
+                into[(cell, transform)] = _pin_from_table(raw)
+            except PinFieldError as error:
+                header = _pin_line(text, cell, transform, variant)
+                line = _field_line(text, header, error.field) or header
+                raise PinFileError(path, f"pin {name}: {error}", line) from None
 
 
 def _field_line(text: str, table_line: int | None, name: str) -> int | None:
@@ -372,20 +423,21 @@ def _field_line(text: str, table_line: int | None, name: str) -> int | None:
     return None
 
 
-def _pin_line(text: str, cell: str, transform: str) -> int | None:
+def _pin_line(text: str, cell: str, transform: str, variant: str = "") -> int | None:
     """The line of a pin's table header (as tomli-w renders it), for error messages."""
-    rendered = tomli_w.dumps({"pins": {cell: {transform: {"x": 0}}}})
+    table: dict[str, Any] = {cell: {transform: {"x": 0}}}
+    rendered = tomli_w.dumps({"variants": {variant: table}} if variant else {"pins": table})
     header = next(line for line in rendered.splitlines() if line.startswith("["))
     return _line_of(text, header) or _line_of(text, cell)
 
 
-def pin_line(path: Path, cell: str, transform: str) -> int | None:
+def pin_line(path: Path, cell: str, transform: str, variant: str = "") -> int | None:
     """The 1-based line of a pin's table in its file, or None (unreadable, not found)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    return _pin_line(text, cell, transform)
+    return _pin_line(text, cell, transform, variant)
 
 
 def _expect(table: dict[str, Any], name: str, kind: type) -> Any:
@@ -529,9 +581,11 @@ class PinStore:
     def groups(self) -> Iterator[PinGroup]:
         yield from sorted(self._groups.values(), key=lambda group: group.key)
 
-    def get(self, key: ComparabilityKey, cell: str, transform: str) -> Pin | None:
+    def get(
+        self, key: ComparabilityKey, cell: str, transform: str, variant: str = ""
+    ) -> Pin | None:
         group = self._groups.get(key)
-        return None if group is None else group.pins.get((cell, transform))
+        return None if group is None else group.get(cell, transform, variant)
 
     def has_pins(self, key: ComparabilityKey) -> bool:
         """Whether any row is pinned under this key."""
@@ -542,16 +596,23 @@ class PinStore:
         group = self._groups.get(key)
         return group.path if group is not None else self.directory / pin_file_name(key)
 
-    def pins_of(self, cell: str, transform: str) -> Iterator[tuple[Path, Pin]]:
-        """Every pin of this cell and transform, under any key (in key order)."""
+    def pins_of(
+        self, cell: str, transform: str, variant: str = ""
+    ) -> Iterator[tuple[Path, Pin]]:
+        """Every pin of this cell, transform and variant, under any key (in key order)."""
         for group in self.groups():
-            pin = group.pins.get((cell, transform))
+            pin = group.get(cell, transform, variant)
             if pin is not None:
                 yield group.path, pin
 
-    def keys_pinning(self, cell: str, transform: str) -> list[ComparabilityKey]:
-        """Every key under which this cell and transform has a pin."""
-        return sorted(key for key, group in self._groups.items() if (cell, transform) in group.pins)
+    def keys_pinning(
+        self, cell: str, transform: str, variant: str = ""
+    ) -> list[ComparabilityKey]:
+        """Every key under which this cell, transform and variant has a pin."""
+        return sorted(
+            key for key, group in self._groups.items()
+            if group.get(cell, transform, variant) is not None
+        )
 
     def compiles_pinned(self, key: ComparabilityKey, cell: str) -> int | None:
         group = self._groups.get(key)
@@ -564,16 +625,17 @@ class PinStore:
     def update(
         self, records: Iterable[CompileRecord], compiles: Mapping[str, int] | None = None
     ) -> list[Path]:
-        """Pin these records (one per cell/transform/key; the last wins). Returns files written.
+        """Pin these records (one per cell/transform/variant/key; the last wins). Returns
+        the files written.
 
         `unknown` and `memory` rows are never pinned; other pins are left untouched.
         `compiles` (per cell) is pinned in every file that receives a row of that cell.
         """
         compiles = compiles or {}
-        by_key: dict[ComparabilityKey, dict[PinId, CompileRecord]] = {}
+        by_key: dict[ComparabilityKey, dict[RowId, CompileRecord]] = {}
         for record in records:
             if record.state.judged and record.unmeasured is None:
-                by_key.setdefault(record.key, {})[(record.cell, record.transform)] = record
+                by_key.setdefault(record.key, {})[record.row_id] = record
         if not by_key:
             return []
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -594,8 +656,9 @@ class PinStore:
             # meanwhile), so a broken file stops the update before anything is written.
             groups = {key: self._read_for_update(key) for key in sorted(by_key)}
             for key, group in groups.items():
-                for pin_id, record in by_key[key].items():
-                    group.pins[pin_id] = Pin.from_record(record, group.pins.get(pin_id))
+                for (cell, transform, variant), record in by_key[key].items():
+                    pins = group.pins_of(variant)
+                    pins[(cell, transform)] = Pin.from_record(record, pins.get((cell, transform)))
                     if record.cell in compiles:
                         group.compiles[record.cell] = compiles[record.cell]
                 if atomic_write_text(group.path, group.render()):

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
+    CallLedger,
+    ComparabilityKey,
+    CompileRecord,
+    row_name,
+)
 
 
 @dataclass(frozen=True)
@@ -19,32 +25,41 @@ class StalePin:
     cell: str
     transform: str
     pin_file: Path
+    variant: str = ""  # the settings variant pinned ("" the default settings)
+
+    @property
+    def name(self) -> str:
+        return row_name(self.cell, self.transform, self.variant)
 
 
 def find_stale(
     store: PinStore,
     ran_cells: set[str],
-    measured: set[tuple[str, str]],
+    measured: set[tuple[str, str, str]],
     hardware: str,
     framework_version: str,
     censused: set[str] | None = None,
 ) -> list[StalePin]:
     """Pins, for this hardware and version, of tests that ran but measured nothing.
 
-    A census pin is stale only to a session that took a census of its test (`censused`):
-    a session without a census could not have measured it.
+    `measured` holds the session's rows' (cell, transform, variant). A census pin is stale
+    only to a session that took a census of its test (`censused`): a session without a
+    census could not have measured it. A settings variant's pin is stale only to a session
+    that measured that variant somewhere (a session run with other XLA flags measured
+    another variant, and leaves the default settings' pins alone).
     """
+    variants = {variant for _, _, variant in measured} or {""}
     stale = []
     for group in store.groups():
         if (group.key.hardware, group.key.framework_version) != (hardware, framework_version):
             continue
-        for cell, transform in sorted(group.pins):
-            if group.pins[(cell, transform)].source == CENSUS_SOURCE and (
-                cell not in (censused or set())
-            ):
+        for (cell, transform, variant), pin in group.all_pins():
+            if pin.source == CENSUS_SOURCE and cell not in (censused or set()):
                 continue
-            if cell in ran_cells and (cell, transform) not in measured:
-                stale.append(StalePin(group.key, cell, transform, group.path))
+            if variant not in variants:
+                continue
+            if cell in ran_cells and (cell, transform, variant) not in measured:
+                stale.append(StalePin(group.key, cell, transform, group.path, variant))
     return stale
 
 

@@ -199,6 +199,15 @@ class RowView:
         return self.verdict.record.transform
 
     @property
+    def variant(self) -> str:
+        return self.verdict.record.variant
+
+    @property
+    def name(self) -> str:
+        """``cell [transform]`` (``[transform | variant]`` for a settings variant)."""
+        return self.verdict.record.name
+
+    @property
     def key(self) -> ComparabilityKey:
         return self.verdict.record.key
 
@@ -412,7 +421,7 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
     worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
     if worst:
         details.append("slowest: " + ", ".join(
-            f"{v.record.cell} [{v.record.transform}] {v.nearest.ratio:.2f}x"
+            f"{v.record.name} {v.nearest.ratio:.2f}x"
             for v in worst if v.nearest is not None and v.nearest.ratio
         ))
     return Block(
@@ -510,7 +519,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
             f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
             "measured nothing (delete them from the pin file if the transform is gone): "
             + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
-            details=tuple(f"{stale.cell} [{stale.transform}]" for stale in outcome.stale),
+            details=tuple(stale.name for stale in outcome.stale),
             paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
         ))
     if judging:
@@ -561,6 +570,72 @@ def spend_lines(outcome: Outcome) -> list[str]:
     return [text]
 
 
+# --------------------------------------------------------------------------- trace profile
+
+# The trace profile's package groups, as every output names them.
+TRACE_GROUPS: dict[str, str] = {
+    "jax": "jax", "stdlib_numpy": "stdlib+numpy", "project": "project", "other": "other",
+}
+TRACE_TOP_FILES = 10  # the files a rollup names
+
+
+@dataclass(frozen=True)
+class TraceShare:
+    """One package group's or file's part of the session's profiled trace time."""
+
+    name: str  # a group's label (`TRACE_GROUPS`) or a file
+    share: float  # of the profiled rows' trace seconds (0..1)
+    seconds: float  # that share of those seconds
+
+
+@dataclass(frozen=True)
+class TraceRollup:
+    """Where the session's tracing time went (``--compile-trace-profile``): each profiled
+    row's shares weighted by its trace seconds, by package group and by file."""
+
+    rows: int  # the rows profiled
+    trace_s: float  # their trace seconds together
+    groups: tuple[TraceShare, ...]  # in the `TRACE_GROUPS` order
+    files: tuple[TraceShare, ...]  # the largest first, at most `TRACE_TOP_FILES`
+
+    def groups_text(self) -> str:
+        """``jax 61%, stdlib+numpy 20%, project 17%, other 2%``."""
+        return ", ".join(f"{share.name} {share.share:.0%}" for share in self.groups)
+
+    def files_text(self) -> str:
+        return ", ".join(f"{share.name} {share.share:.0%}" for share in self.files)
+
+
+def trace_rollup(records: Iterable[CompileRecord]) -> TraceRollup | None:
+    """The session's trace profile from its rows' (None: no row was profiled). A row weighs
+    its trace seconds; where no profiled row has any, each row weighs the same."""
+    profiled = [record for record in records if record.trace_profile]
+    if not profiled:
+        return None
+    seconds = [record.trace_s or 0.0 for record in profiled]
+    weights = seconds if sum(seconds) > 0 else [1.0] * len(profiled)
+    whole = sum(weights)
+    groups: dict[str, float] = dict.fromkeys(TRACE_GROUPS, 0.0)
+    files: dict[str, float] = {}
+    for record, weight in zip(profiled, weights, strict=True):
+        for group, share in (record.trace_profile or {}).items():
+            groups[group] = groups.get(group, 0.0) + share * weight
+        for name, share in (record.trace_files or {}).items():
+            files[name] = files.get(name, 0.0) + share * weight
+    traced = sum(seconds)
+
+    def part(name: str, weighted: float) -> TraceShare:
+        return TraceShare(name, weighted / whole, traced * weighted / whole)
+
+    top = sorted(files.items(), key=lambda item: (-item[1], item[0]))[:TRACE_TOP_FILES]
+    return TraceRollup(
+        rows=len(profiled),
+        trace_s=traced,
+        groups=tuple(part(TRACE_GROUPS.get(name, name), value) for name, value in groups.items()),
+        files=tuple(part(name, value) for name, value in top),
+    )
+
+
 # --------------------------------------------------------------------------- session
 
 
@@ -604,7 +679,7 @@ class Fold:
         if self.median is None:
             return None
         named = ", ".join(
-            f"{row.cell} [{row.transform}] {ratio:.2f}x" for row, ratio in self.furthest
+            f"{row.name} {ratio:.2f}x" for row, ratio in self.furthest
         )
         if self.status is Status.UNPINNED:
             compared = sum(1 for row in self.rows if _fold_ratio(row) is not None)
@@ -660,6 +735,7 @@ class SessionView:
     groups: tuple[GroupView, ...]  # keys holding the most severe rows first
     blocks: tuple[Block, ...]  # in BlockKind order; STATUS blocks in the Status order
     failed: bool
+    trace: TraceRollup | None = None  # where tracing time went (--compile-trace-profile)
 
     @property
     def rows(self) -> list[RowView]:
@@ -708,4 +784,7 @@ def session_view(outcome: Outcome) -> SessionView:
         rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
-    return SessionView(outcome, tuple(groups), tuple(_blocks(outcome, groups)), outcome.failed)
+    return SessionView(
+        outcome, tuple(groups), tuple(_blocks(outcome, groups)), outcome.failed,
+        trace_rollup(verdict.record for verdict in outcome.verdicts),
+    )

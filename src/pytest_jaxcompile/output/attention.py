@@ -20,11 +20,12 @@ from pytest_jaxcompile.corpus.trend import (
     when_text,
 )
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.records import ComparabilityKey
+from pytest_jaxcompile.records import ComparabilityKey, transform_label
 
 NOT_MEASURED = "not measured"
 
-ChartId = tuple[str, str, bool, str, str]  # framework, hardware, mixed_precision, cell, transform
+# framework, hardware, mixed_precision, cell, transform, settings variant ("" the default)
+ChartId = tuple[str, str, bool, str, str, str]
 
 
 class RowLike(Protocol):
@@ -36,6 +37,8 @@ class RowLike(Protocol):
     def cell(self) -> str: ...
     @property
     def transform(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
     @property
     def compile_s(self) -> float | None: ...
     @property
@@ -65,9 +68,12 @@ def chart_link(
     key: ComparabilityKey,
     cell: str,
     transform: str,
+    variant: str = "",
 ) -> str:
     """`` (chart)`` linking to the row's chart, or nothing when it has none."""
-    anchor = chart_ids.get((key.framework, key.hardware, key.mixed_precision, cell, transform))
+    anchor = chart_ids.get(
+        (key.framework, key.hardware, key.mixed_precision, cell, transform, variant)
+    )
     return f' <a href="#{anchor}">chart</a>' if anchor else ""
 
 
@@ -144,7 +150,8 @@ def speedups(rows: Sequence[RowLike]) -> list[tuple[ComparabilityKey, list[Speed
         if row.key.cache_state not in ("cold", "warm"):
             continue
         base = dataclasses.replace(row.key, cache_state="")
-        groups.setdefault(base, {}).setdefault((row.cell, row.transform), {})[
+        label = transform_label(row.transform, row.variant)
+        groups.setdefault(base, {}).setdefault((row.cell, label), {})[
             row.key.cache_state
         ] = row
     tables = []
@@ -217,7 +224,7 @@ def attention_html(
     failing = sorted(
         (row for row in rows if row.fails and row.status is not None),
         key=lambda row: (
-            row.status.severity if row.status else 0, row.key, row.cell, row.transform
+            row.status.severity if row.status else 0, row.key, row.cell, row.transform, row.variant
         ),
     )
     missing = [row for row in rows if row.label == NOT_MEASURED]
@@ -245,8 +252,9 @@ def attention_html(
             fit = trend.fit
             out.append(
                 f'<tr data-test="{_esc(trend.cell)}"><td><code>{_esc(trend.cell)}</code>'
-                f"{chart_link(chart_ids, trend.key, trend.cell, trend.transform)}</td>"
-                f"<td>{_esc(trend.transform)}</td><td>{_esc(trend.describe_key())}</td>"
+                f"{chart_link(chart_ids, trend.key, trend.cell, trend.transform, trend.variant)}"
+                f"</td><td>{_esc(transform_label(trend.transform, trend.variant))}</td>"
+                f"<td>{_esc(trend.describe_key())}</td>"
                 f'<td class="num alert">{fit.rise:+.0%}</td>'
                 f'<td class="num">{_seconds(fit.before_s)}</td>'
                 f'<td class="num">{_seconds(fit.after_s)}</td>'
@@ -265,8 +273,9 @@ def attention_html(
             out.append(
                 f'<tr data-test="{_esc(row.cell)}"><td class="{_esc(row.label)}">'
                 f"{_esc(row.label)}</td><td><code>{_esc(row.cell)}</code>"
-                f"{chart_link(chart_ids, row.key, row.cell, row.transform)}</td>"
-                f"<td>{_esc(row.transform)}</td><td>{_esc(row.key.describe())}</td>"
+                f"{chart_link(chart_ids, row.key, row.cell, row.transform, row.variant)}</td>"
+                f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
+                f"<td>{_esc(row.key.describe())}</td>"
                 f'<td class="num">{_seconds(row.compile_s)}</td>'
                 f'<td class="num">{_seconds(row.pin_s)}</td>'
                 f'<td class="num">{"—" if row.ratio is None else f"{row.ratio:.2f}x"}</td>'
@@ -287,7 +296,8 @@ def attention_html(
         for row in missing:
             out.append(
                 f'<tr data-test="{_esc(row.cell)}"><td><code>{_esc(row.cell)}</code></td>'
-                f"<td>{_esc(row.transform)}</td><td>{_esc(row.key.describe())}</td>"
+                f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
+                f"<td>{_esc(row.key.describe())}</td>"
                 f'<td class="num">{_seconds(row.pin_s)}</td></tr>'
             )
         out.append("</table>")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +31,7 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.gate.view import session_view
+from pytest_jaxcompile.gate.view import TraceRollup, session_view
 from pytest_jaxcompile.output.attention import (
     FILTER_HTML,
     FILTER_SCRIPT,
@@ -41,7 +41,12 @@ from pytest_jaxcompile.output.attention import (
     grouped,
     speedup_html,
 )
-from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
+from pytest_jaxcompile.records import (
+    SCOPE_TEST,
+    ComparabilityKey,
+    CompileRecord,
+    transform_label,
+)
 
 BEGIN_MARKER = "<!-- BEGIN jaxcompile -->"
 END_MARKER = "<!-- END jaxcompile -->"
@@ -72,34 +77,40 @@ class TableRow:
     rss_scope: str | None = None
     status: Status | None = None  # None: a pin no row measured
     fails: bool = False  # the row fails the gate (the view's verdict)
+    variant: str = ""  # the settings variant ("" the default settings)
+    execute_s: float | None = None  # the test's call less its compiles (its ledger's)
 
 
 def table_rows(
     records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds,
     rootdir: Path | None = None, passed_over: Iterable[tuple[CompileRecord, str]] = (),
+    execute_s: Mapping[str, float] | None = None,
 ) -> list[TableRow]:
     """The latest records concluded on against the pins (`gate.conclude`, as a session's
     rows), in the view's order, the rows history passed over (`passed_over`: each record
     and why, shown with its figures and not judged, as `check` does), plus pins that no
-    record measured."""
+    record measured. `execute_s` is each test's execute time by cell (`Corpus.execute_s`,
+    from the ledgers of census'd tests)."""
+    execute_s = execute_s or {}
     outcome = conclude(
         records, (), (), store, GateSettings(thresholds, pin_update=False),
         rootdir=rootdir or Path.cwd(),
     )
     rows = []
-    seen = set()
+    seen: set[tuple[ComparabilityKey, str, str, str]] = set()
     for record, why in passed_over:
-        seen.add((record.key, record.cell, record.transform))
-        pin = store.get(record.key, record.cell, record.transform)
+        seen.add((record.key, *record.row_id))
+        pin = store.get(record.key, record.cell, record.transform, record.variant)
         pin_s = None if pin is None else pin.compile_s
         rows.append(TableRow(
             record.key, record.cell, record.transform, record.compile_s, pin_s,
             record.compile_s / pin_s if record.compile_s is not None and pin_s else None,
             f"passed over: {why}", record.timestamp, status=Status.NOT_JUDGED,
+            variant=record.variant, execute_s=execute_s.get(record.cell),
         ))
     for row in session_view(outcome).rows:
         record, figures = row.record, row.figures
-        seen.add((record.key, record.cell, record.transform))
+        seen.add((record.key, *record.row_id))
         timed = figures.unit == "s"  # the seconds columns show seconds only
         rows.append(
             TableRow(
@@ -118,17 +129,20 @@ def table_rows(
                 rss_scope=record.compile_rss_scope,
                 status=row.status,
                 fails=row.fails,
+                variant=record.variant,
+                execute_s=execute_s.get(record.cell),
             )
         )
     for group in store.groups():
-        for (cell, transform), pin in group.pins.items():
-            if (group.key, cell, transform) not in seen:
+        for (cell, transform, variant), pin in group.all_pins():
+            if (group.key, cell, transform, variant) not in seen:
                 rows.append(
                     TableRow(
-                        group.key, cell, transform, None, pin.compile_s, None, NOT_MEASURED, ""
+                        group.key, cell, transform, None, pin.compile_s, None, NOT_MEASURED, "",
+                        variant=variant,
                     )
                 )
-    rows.sort(key=lambda row: (row.key, row.cell, row.transform))
+    rows.sort(key=lambda row: (row.key, row.cell, row.transform, row.variant))
     return rows
 
 
@@ -207,9 +221,9 @@ def markdown(
         )
         lines.append("|---|---|---:|---:|---:|---:|---:|---|---|")
         for row in group:
-            pin = row.pin_s
+            pin, transform = row.pin_s, transform_label(row.transform, row.variant)
             lines.append(
-                f"| {_md_cell(row.cell)} | {_md_cell(row.transform)} | "
+                f"| {_md_cell(row.cell)} | {_md_cell(transform)} | "
                 f"{_seconds(row.compile_s)} | {_seconds(pin)} | {_ratio(row.ratio)} | "
                 f"{_bytes(row.temp_bytes)} | {_rss(row)} | {row.label} | {row.timestamp or '—'} |"
             )
@@ -349,7 +363,9 @@ class Trends:
             return  # no compile time to chart (the framework reported none)
         key = row.key
         version = key.framework_version
-        chart_id = (key.framework, key.hardware, key.mixed_precision, row.cell, row.transform)
+        chart_id = (
+            key.framework, key.hardware, key.mixed_precision, row.cell, row.transform, row.variant
+        )
         chart = self.charts.get(chart_id)
         if chart is None:
             chart = self.charts[chart_id] = Chart()
@@ -382,7 +398,7 @@ def _f(value: float) -> str:
 
 def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
     """compile_s over time: a series per cache state, pins as lines, jax bumps marked."""
-    framework, hardware, mixed, cell, transform = chart_id
+    framework, hardware, mixed, cell, transform, variant = chart_id
     versions = sorted(chart.versions.items(), key=lambda item: (item[1][0], item[0]))
     t_min = min(span[0] for _, span in versions)
     t_max = max(span[1] for _, span in versions)
@@ -396,7 +412,7 @@ def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
             if state not in chart.series:
                 continue
             key = ComparabilityKey(hardware, version, mixed, state, framework)
-            pin = store.get(key, cell, transform)
+            pin = store.get(key, cell, transform, variant)
             if pin is not None:
                 pins.append((state, version, span[0], until, pin))
 
@@ -536,11 +552,114 @@ def chart_ids(trends: Trends) -> dict[ChartId, str]:
     return {chart_id: f"chart-{number}" for number, chart_id in enumerate(sorted(trends.charts), 1)}
 
 
+@dataclass(frozen=True)
+class VariantTable:
+    """The settings variants of one key, side by side: per cell and transform, each
+    variant's latest row (None where it has none)."""
+
+    key: ComparabilityKey
+    variants: tuple[str, ...]  # "" (the default settings) first, then sorted
+    cells: tuple[tuple[str, str, tuple[TableRow | None, ...]], ...]  # cell, transform, rows
+
+
+def variant_tables(rows: Iterable[TableRow]) -> list[VariantTable]:
+    """The cells and transforms measured under more than one settings variant, per key."""
+    by_key: dict[ComparabilityKey, dict[tuple[str, str], dict[str, TableRow]]] = {}
+    for row in rows:
+        if row.status is not None:  # measured rows only: a pin alone is not a variant's row
+            by_key.setdefault(row.key, {}).setdefault((row.cell, row.transform), {})[
+                row.variant
+            ] = row
+    tables = []
+    for key in sorted(by_key):
+        several = {pair: found for pair, found in by_key[key].items() if len(found) > 1}
+        if not several:
+            continue
+        variants = sorted({variant for found in several.values() for variant in found})
+        tables.append(VariantTable(key, tuple(variants), tuple(
+            (cell, transform, tuple(several[(cell, transform)].get(v) for v in variants))
+            for cell, transform in sorted(several)
+        )))
+    return tables
+
+
+def variants_html(rows: Iterable[TableRow]) -> list[str]:
+    """The settings variants side by side: compile time, the pin's, the verdict and the
+    test's execute time of each variant of a cell and transform."""
+    tables = variant_tables(rows)
+    if not tables:
+        return []
+    out = [
+        '<h2 id="variants">Settings variants</h2>',
+        "<p>Rows of one cell and transform that differ only in a setting that changes the "
+        "compiled program (an XLA flag or compile option in the cache key), side by side: "
+        "each is judged against its own pin. execute: the test's call less its compiles "
+        "(census'd tests).</p>",
+    ]
+    for table in tables:
+        out.append(f"<h3>{html.escape(table.key.describe())}</h3>")
+        head = "".join(
+            f'<th colspan="3"><code>{html.escape(variant or "default settings")}</code></th>'
+            for variant in table.variants
+        )
+        sub = "<th>compile_s</th><th>execute</th><th>verdict</th>" * len(table.variants)
+        out.append(
+            f'<table class="variants"><tr><th rowspan="2">cell</th>'
+            f'<th rowspan="2">transform</th>{head}</tr><tr>{sub}</tr>'
+        )
+        for cell, transform, found in table.cells:
+            cells = "".join(
+                '<td>—</td><td>—</td><td>—</td>' if row is None else
+                f'<td class="num">{_seconds(row.compile_s)}</td>'
+                f'<td class="num">{_seconds(row.execute_s)}</td>'
+                f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
+                for row in found
+            )
+            out.append(
+                f'<tr data-test="{html.escape(cell)}"><td><code>{html.escape(cell)}</code>'
+                f"</td><td>{html.escape(transform)}</td>{cells}</tr>"
+            )
+        out.append("</table>")
+    return out
+
+
+def trace_html(rollup: TraceRollup | None) -> list[str]:
+    """Where the latest rows' tracing time goes, by package group and by file."""
+    if rollup is None:
+        return []
+    out = [
+        '<h2 id="trace">Where tracing time goes</h2>',
+        f"<p>{rollup.rows} profiled row(s) (--compile-trace-profile), "
+        f"{rollup.trace_s:.3f} s of tracing: each row's shares weighted by its trace "
+        "seconds.</p>",
+        '<table class="trace"><tr><th>package</th><th>share</th><th>seconds</th></tr>',
+    ]
+    for share in rollup.groups:
+        out.append(
+            f'<tr><td>{html.escape(share.name)}</td><td class="num">{share.share:.0%}</td>'
+            f'<td class="num">{share.seconds:.3f} s</td></tr>'
+        )
+    out.append("</table>")
+    if rollup.files:
+        out.append('<table class="trace"><tr><th>top file</th><th>share</th>'
+                   "<th>seconds</th></tr>")
+        for share in rollup.files:
+            out.append(
+                f"<tr><td><code>{html.escape(share.name)}</code></td>"
+                f'<td class="num">{share.share:.0%}</td>'
+                f'<td class="num">{share.seconds:.3f} s</td></tr>'
+            )
+        out.append("</table>")
+    return out
+
+
 def html_page(
     rows: list[TableRow], trends: Trends, store: PinStore, thresholds: Thresholds,
     corpus_description: str, trend_report: TrendReport | None = None,
+    trace: TraceRollup | None = None,
 ) -> str:
-    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, the charts."""
+    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, where
+    tracing time goes (`trace`, the latest rows' trace profile), the charts."""
     anchors = chart_ids(trends)
     out = [
         "<!DOCTYPE html>",
@@ -571,7 +690,7 @@ def html_page(
                 f'<tr data-test="{html.escape(row.cell)}">'
                 f"<td><code>{html.escape(row.cell)}</code>"
                 f"{chart_link(anchors, row.key, row.cell, row.transform)}</td>"
-                f"<td>{html.escape(row.transform)}</td>"
+                f"<td>{html.escape(transform_label(row.transform, row.variant))}</td>"
                 f'<td class="num">{_seconds(row.compile_s)}</td>'
                 f'<td class="num">{_seconds(pin)}</td>'
                 f'<td class="num">{_ratio(row.ratio)}</td>'
@@ -581,6 +700,8 @@ def html_page(
                 f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
             )
         out.append("</table>")
+    out.extend(variants_html(rows))
+    out.extend(trace_html(trace))
     out.append('<h2 id="trends">Trends</h2>')
     out.append(
         "<p>compile_s over time per cell and transform: one series per cache state (cold, "
@@ -596,11 +717,14 @@ def html_page(
     rising: dict[ChartId, list[Trend]] = {}
     for trend in [] if trend_report is None else trend_report.rising:
         key = trend.key
-        chart_of = (key.framework, key.hardware, key.mixed_precision, trend.cell, trend.transform)
+        chart_of = (
+            key.framework, key.hardware, key.mixed_precision, trend.cell, trend.transform,
+            trend.variant,
+        )
         rising.setdefault(chart_of, []).append(trend)
     section: tuple[str, str, bool] | None = None
     for chart_id in sorted(trends.charts):
-        framework, hardware, mixed, cell, transform = chart_id
+        framework, hardware, mixed, cell, transform, variant = chart_id
         if section != (framework, hardware, mixed):
             if section is not None:
                 out.append("</section>")
@@ -612,7 +736,7 @@ def html_page(
         out.append(
             f'<figure id="{anchors[chart_id]}" data-test="{html.escape(cell)}">'
             f"<figcaption><code>{html.escape(cell)}</code> "
-            f"[{html.escape(transform)}]</figcaption>"
+            f"[{html.escape(transform_label(transform, variant))}]</figcaption>"
         )
         for trend in rising.get(chart_id, []):
             out.append(

@@ -33,7 +33,7 @@ from pytest_jaxcompile.gate.view import (
     split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
-from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.records import CompileRecord, transform_label
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 ENV_ACTIONS = "GITHUB_ACTIONS"
@@ -130,8 +130,7 @@ def annotation_commands(
     view = session_view(outcome)
     lines = [
         _row_annotation(row, path_of)
-        for row in sorted(view.rows, key=lambda row: (row.status.severity, row.cell,
-                                                      row.transform))
+        for row in sorted(view.rows, key=lambda row: (row.status.severity, *row.record.row_id))
         if (row.fails or row.tone in (Tone.BAD, Tone.GOOD)) and not outcome.pin_update
     ]
     for block in view.blocks:
@@ -177,14 +176,15 @@ def _row_annotation(row: RowView, path_of: PathOf) -> str:
     record = row.record
     measured = "compiled in" if row.figures.unit == "s" else "measured"
     message = (
-        f"{row.cell} [{row.transform}] {measured} {row.figures.text()}, under "
+        f"{row.name} {measured} {row.figures.text()}, under "
         f"{row.key.describe()}: {row.meaning}" + (f"; {SUMMARY_FAILS}." if row.fails else ".")
     )
     message += "".join(f"\n{cause}" for cause in row.causes)
     what = row.advice()
     if what is not None:
         message += "\n" + " ".join(what)
-    title = f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} [{row.transform}]"
+    title = (f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} "
+             f"[{transform_label(row.transform, row.variant)}]")
     line = record.location[1] if record.location is not None else None
     return workflow_command(
         "error" if row.fails else "warning",
@@ -195,7 +195,7 @@ def _row_annotation(row: RowView, path_of: PathOf) -> str:
 
 def _stale_annotation(stale: StalePin, outcome: Outcome, workspace: Path | None) -> str:
     message = (
-        f"stale pin: {stale.cell} [{stale.transform}] ran in this session but measured "
+        f"stale pin: {stale.name} ran in this session but measured "
         f"nothing for this transform, under {stale.key.describe()}. Delete it from the pin "
         "file if the transform is gone."
     )
@@ -204,9 +204,9 @@ def _stale_annotation(stale: StalePin, outcome: Outcome, workspace: Path | None)
         message,
         {
             "file": workspace_path(stale.pin_file, workspace, outcome.rootdir),
-            "line": pin_line(stale.pin_file, stale.cell, stale.transform),
+            "line": pin_line(stale.pin_file, stale.cell, stale.transform, stale.variant),
             "title": f"stale jax compile pin: {stale.cell.rsplit('::', 1)[-1]} "
-                     f"[{stale.transform}]",
+                     f"[{transform_label(stale.transform, stale.variant)}]",
         },
     )
 
@@ -248,7 +248,7 @@ def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
             "|---|---|---|",
         ]
         lines += [
-            f"| {_code(stale.cell)} | {_cell(stale.transform)} | "
+            f"| {_code(stale.cell)} | {_cell(transform_label(stale.transform, stale.variant))} | "
             f"{_code(relative(stale.pin_file, outcome.rootdir))} |"
             for stale in outcome.stale
         ]
@@ -353,7 +353,8 @@ def _table(rows: list[RowView], limit: int = MAX_LISTED_ROWS) -> list[str]:
         if row.status is Status.NOT_JUDGED:
             note = f"[{row.record.cache_state}] {note}".strip()
         lines.append(
-            f"| {status} | {_code(row.cell)} | {_cell(row.transform)} | "
+            f"| {status} | {_code(row.cell)} | "
+            f"{_cell(transform_label(row.transform, row.variant))} | "
             f"{_cell(figures.value(figures.measured))} | {_cell(pin)} | "
             f"{figures.ratio_text()} | {_cell(figures.limit_text())} | {_cell(note)} |"
         )
@@ -396,7 +397,7 @@ def pr_comment(
     view = session_view(outcome)
     changed = sorted(
         (row for row in view.rows if row.fails or row.tone in (Tone.BAD, Tone.GOOD)),
-        key=lambda row: (row.status.severity, row.cell, row.transform),
+        key=lambda row: (row.status.severity, *row.record.row_id),
     )
     for limit in (len(changed), 200, 50, 10, 0):
         text = _pr_comment(view, changed, limit, report, title)

@@ -30,7 +30,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import op_changes
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS, Pin
-from pytest_jaxcompile.gate.view import BlockKind, RowView, session_view
+from pytest_jaxcompile.gate.view import BlockKind, RowView, TraceRollup, TraceShare, session_view
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
 from pytest_jaxcompile.output import fail_session, outcome_of, summary_section
 from pytest_jaxcompile.records import (
@@ -60,6 +60,7 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
     return {
         "cell": record.cell,
         "transform": record.transform,
+        "variant": record.variant,
         "key": record.key.to_dict(),
         "status": verdict.status.value,
         "fails": row.fails,
@@ -148,15 +149,34 @@ def build_report(
             f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)
         ],
         "always_cold": [dataclasses.asdict(row) for row in outcome.always_cold],
+        "trace_profile": trace_profile_dict(view.trace),
         "stale": [
             {
                 "cell": stale.cell,
                 "transform": stale.transform,
+                "variant": stale.variant,
                 "key": stale.key.to_dict(),
                 "pin_file": relative(stale.pin_file, outcome.rootdir),
             }
             for stale in outcome.stale
         ],
+    }
+
+
+def trace_profile_dict(rollup: TraceRollup | None) -> dict[str, Any] | None:
+    """The session's trace profile (the view's rollup); None: no row was profiled."""
+    if rollup is None:
+        return None
+
+    def share(item: TraceShare) -> dict[str, Any]:
+        return {"name": item.name, "share": round(item.share, 4),
+                "seconds": round(item.seconds, 6)}
+
+    return {
+        "rows": rollup.rows,
+        "trace_s": round(rollup.trace_s, 6),
+        "groups": [share(item) for item in rollup.groups],
+        "files": [share(item) for item in rollup.files],
     }
 
 

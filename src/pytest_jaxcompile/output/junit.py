@@ -9,7 +9,7 @@ the test's teardown report, judged in the process that ran the test (not while p
 from __future__ import annotations
 
 from pytest_jaxcompile.gate.view import RowView
-from pytest_jaxcompile.records import VERSION_FIELDS, CompileRecord
+from pytest_jaxcompile.records import VERSION_FIELDS, CompileRecord, transform_label
 
 JUNIT_PROPERTY_PREFIX = "jaxcompile"
 
@@ -19,7 +19,7 @@ def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
 
     Names are ``jaxcompile.<transform>.<field>``; seconds are written in full precision.
     """
-    prefix = f"{JUNIT_PROPERTY_PREFIX}.{record.transform}"
+    prefix = f"{JUNIT_PROPERTY_PREFIX}.{transform_label(record.transform, record.variant)}"
     values: list[tuple[str, object]] = [
         ("compile_s", record.compile_s),
         ("trace_s", record.trace_s),
@@ -40,7 +40,7 @@ def junit_properties(record: CompileRecord) -> list[tuple[str, str]]:
 def verdict_properties(row: RowView) -> list[tuple[str, str]]:
     """``jaxcompile.<transform>.status`` and ``.fails``, with the figures the verdict
     compared (``.metric``, ``.measured``, ``.pinned``, ``.ratio``): the view's row."""
-    prefix = f"{JUNIT_PROPERTY_PREFIX}.{row.transform}"
+    prefix = f"{JUNIT_PROPERTY_PREFIX}.{transform_label(row.transform, row.variant)}"
     figures = row.figures
     values: list[tuple[str, object]] = [
         ("status", row.status.value),

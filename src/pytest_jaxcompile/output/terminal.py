@@ -17,6 +17,7 @@ from pytest_jaxcompile.gate.budget import suggested_budgets
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
+    TRACE_GROUPS,
     Block,
     BlockKind,
     Fold,
@@ -53,7 +54,7 @@ def seconds(value: float | None) -> str:
 def row_text(row: RowView) -> str:
     """One verdict's line: status, test, transform and the figures compared."""
     record = row.record
-    text = f"{row.status.value:<10} {row.cell} [{row.transform}] {row.figures.text()}"
+    text = f"{row.status.value:<10} {row.name} {row.figures.text()}"
     if record.compile_spread_s is not None and record.compile_samples_s:
         repeats = len(record.compile_samples_s)
         text += f" [{repeats} repeats, spread {record.compile_spread_s:.3f} s]"
@@ -109,29 +110,32 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     view = session_view(outcome)
     lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
     lines.extend(verdict_lines(view, verbose))
-    lines.extend(_trace_profile_lines(outcome))
+    lines.extend(trace_profile_lines(view))
     lines.extend((text, {}) for text in duration_lines(outcome, durations))
     lines.extend(_eager_lines(outcome))
     lines.extend(closing_lines(view, verbose))
     return lines
 
 
-_GROUP_LABELS = {
-    "jax": "jax", "stdlib_numpy": "stdlib+numpy", "project": "project", "other": "other",
-}
-
-
-def _trace_profile_lines(outcome: Outcome) -> list[Line]:
-    profiled = [v.record for v in outcome.verdicts if v.record.trace_profile]
-    if not profiled:
+def trace_profile_lines(view: SessionView) -> list[Line]:
+    """The session's trace profile (the view's rollup), then each profiled row's shares."""
+    rollup = view.trace
+    if rollup is None:
         return []
-    lines: list[Line] = [("trace profile (share of trace time by package):", {"bold": True})]
+    lines: list[Line] = [
+        ("trace profile (share of trace time by package):", {"bold": True}),
+        (f"  session: {rollup.rows} row(s), trace {rollup.trace_s:.3f} s: "
+         f"{rollup.groups_text()}", {}),
+    ]
+    if rollup.files:
+        lines.append((f"  top files: {rollup.files_text()}", {}))
+    profiled = [row.record for row in view.rows if row.record.trace_profile]
     for record in sorted(profiled, key=lambda r: (r.cell, r.transform)):
         shares = ", ".join(
-            f"{_GROUP_LABELS.get(group, group)} {share:.0%}"
+            f"{TRACE_GROUPS.get(group, group)} {share:.0%}"
             for group, share in (record.trace_profile or {}).items()
         )
-        lines.append((f"  {record.cell} [{record.transform}] trace "
+        lines.append((f"  {record.name} trace "
                       f"{seconds(record.trace_s)}: {shares}", {}))
     return lines
 
@@ -173,7 +177,7 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     )  # a row without a compile time is not among the slowest: its verdict says why
     lines = [f"slowest {len(rows[:limit])} compile(s):"]
     lines += [
-        f"  {s:8.3f} s  {record.cell} [{record.transform}] ({record.cache_state})"
+        f"  {s:8.3f} s  {record.name} ({record.cache_state})"
         for s, record in rows[:limit]
     ]
     per_test = compile_seconds_per_test(outcome)

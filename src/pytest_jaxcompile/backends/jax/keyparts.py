@@ -15,6 +15,9 @@ so their captured log output does not change.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 LOGGER = "jax._src.cache_key"
@@ -92,3 +95,60 @@ def _split(flag: str) -> tuple[str, str | None]:
 
 def _join(name: str, value: str | None) -> str:
     return name if value is None else f"{name}={value}"
+
+
+# XLA flags JAX leaves out of the key, beside its own list where JAX has loaded it
+# (`_flags_left_out`): they change what is dumped, where files are or how many host devices
+# there are, not the program.
+_NOT_IN_KEY = (
+    "--xla_dump_", "--xla_force_host_platform_device_count", "--xla_gpu_cuda_data_dir",
+    "--xla_tpu_sdc_checker_", "--xla_gpu_experimental_autotune_cache_mode",
+)
+
+
+def _flags_left_out() -> tuple[set[str], tuple[str, ...]]:
+    """JAX's own list of flags it leaves out of the key, when JAX has loaded it (a process
+    that compiles has); never imported from here, so naming a variant never loads jaxlib."""
+    module = sys.modules.get("jax._src.cache_key")
+    listed = getattr(module, "xla_flags_to_exclude_from_cache_key", None)
+    if not isinstance(listed, (list, tuple, set)):
+        return set(), _NOT_IN_KEY
+    return {str(flag) for flag in listed}, _NOT_IN_KEY
+
+
+def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The XLA flags JAX hashes into the persistent-cache key, as it reads them (from
+    ``XLA_FLAGS`` and ``LIBTPU_INIT_ARGS``, less those it leaves out): known whether or not
+    a persistent cache is on."""
+    environ = os.environ if environ is None else environ
+    flags = " ".join(environ.get(name, "") for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"))
+    exact, prefixes = _flags_left_out()
+    return sorted(
+        flag for flag in flags.split()
+        if flag.split("=")[0] not in exact and not flag.startswith(prefixes)
+    )
+
+
+def compiler_options_of(lowered: object) -> dict[str, object]:
+    """The compile options a jitted function carries (``jax.jit(f, compiler_options=...)``),
+    which JAX hashes into the key as part of the compile options; {} where none or unknown."""
+    options = getattr(getattr(lowered, "_lowering", None), "_compiler_options_kvs", None)
+    try:
+        return dict(options or ())
+    except (TypeError, ValueError):
+        return {}
+
+
+def variant_of(flags: Iterable[str], options: Mapping[str, object] | None = None) -> str:
+    """A row's variant: the settings in its cache key that change the compiled program, each
+    ``name=value``, sorted and joined by ``,`` (``xla_gpu_autotune_level=0``); "" for the
+    default settings. XLA flags are named without their ``--``."""
+    named = [flag.removeprefix("--") for flag in flags]
+    named += [f"{name}={_option_text(value)}" for name, value in (options or {}).items()]
+    return ",".join(sorted(set(named)))
+
+
+def _option_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

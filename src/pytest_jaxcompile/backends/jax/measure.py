@@ -28,6 +28,7 @@ from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
+from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_key, variant_of
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -271,12 +272,12 @@ class JaxCompile:
                 lowered = jitted.lower(*args, **kwargs)
                 lower_s = time.perf_counter() - start
 
-        trace_profile = None
+        trace_profile = trace_files = None
         if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
             from pytest_jaxcompile.backends.jax.traceprofile import profile_trace
 
             clear_in_process_caches()
-            trace_profile = profile_trace(
+            trace_profile, trace_files = profile_trace(
                 lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
             )
         module_text = lowered.as_text()
@@ -284,7 +285,9 @@ class JaxCompile:
         name = transform or (
             getattr(target, "__name__", None) if not is_lowered else None
         ) or transform_from_module(module_name)
-        if any(record.transform == name for record in self.records):
+        variant = variant_of(flags_in_key(), compiler_options_of(lowered))
+        if any(record.transform == name and record.variant == variant
+               for record in self.records):
             raise DuplicateTransformError(
                 f"transform {name!r} was already measured in {self._context.cell}; "
                 "give each jax_compile call its own transform= name"
@@ -357,7 +360,9 @@ class JaxCompile:
                 op_count=count_ops(module_text),
                 op_histogram=op_histogram(module_text),
                 **events.key_parts().record_fields(),
-                trace_profile=trace_profile,
+                trace_profile=trace_profile or None,
+                trace_files=trace_files or None,
+                variant=variant,
                 xla_flags=os.environ.get(XLA_FLAGS_ENV),
                 settings=in_force,
                 **compiled_figures(compiled),

@@ -2,6 +2,9 @@
 
 Tracing is pure Python and never cached, so it is the floor of a warm compile. The
 profile runs on an extra trace (after the measured one), so it never inflates trace_s.
+A row keeps the share of its trace time per group (`trace_profile`) and the files that
+took the most (`trace_files`); the session's rollup of both is `gate/view.py`'s
+`trace_rollup`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ GROUP_STDLIB_NUMPY = "stdlib_numpy"
 GROUP_PROJECT = "project"
 GROUP_OTHER = "other"
 
+TOP_FILES = 10  # the files a row keeps: those with the largest share of its trace time
 _JAX_PACKAGES = ("jax", "jaxlib", "ml_dtypes", "opt_einsum")
 _NUMPY_PACKAGES = ("numpy", "scipy")
 
@@ -52,8 +56,29 @@ def group_of(filename: str, project_root: Path, stdlib: str) -> str:
     return GROUP_PROJECT
 
 
-def profile_trace(trace: Callable[[], Any], project_root: Path) -> dict[str, float]:
-    """Run `trace` under cProfile; the share of its self time per group (sums to 1)."""
+def file_label(filename: str, project_root: Path, stdlib: str) -> str:
+    """A profiled file as reports name it: relative to site-packages, the project or the
+    standard library (``jax/_src/core.py``, ``models/mlp.py``, ``<stdlib>/functools.py``);
+    builtins are ``<builtins>``."""
+    if filename.startswith(("<", "~")):
+        return "<builtins>"
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[parts.index(marker) + 1:])
+    if filename.startswith(stdlib):
+        return "<stdlib>/" + Path(filename).relative_to(stdlib).as_posix()
+    try:
+        return Path(filename).resolve().relative_to(project_root).as_posix()
+    except ValueError:
+        return filename
+
+
+def profile_trace(
+    trace: Callable[[], Any], project_root: Path
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Run `trace` under cProfile: the share of its self time per group (sums to 1), and
+    per file for the `TOP_FILES` files with the largest shares (both empty: no time)."""
     profiler = cProfile.Profile()
     profiler.enable()
     try:
@@ -63,10 +88,17 @@ def profile_trace(trace: Callable[[], Any], project_root: Path) -> dict[str, flo
     stats = pstats.Stats(profiler)
     stdlib = sysconfig.get_paths()["stdlib"]
     totals = dict.fromkeys((GROUP_JAX, GROUP_STDLIB_NUMPY, GROUP_PROJECT, GROUP_OTHER), 0.0)
+    files: dict[str, float] = {}
     raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
     for (filename, _, _), (_, _, self_time, _, _) in raw.items():
         totals[group_of(filename, project_root, stdlib)] += self_time
+        label = file_label(filename, project_root, stdlib)
+        files[label] = files.get(label, 0.0) + self_time
     whole = sum(totals.values())
     if whole <= 0:
-        return {}
-    return {group: round(seconds / whole, 4) for group, seconds in totals.items()}
+        return {}, {}
+    top = sorted(files.items(), key=lambda item: (-item[1], item[0]))[:TOP_FILES]
+    return (
+        {group: round(seconds / whole, 4) for group, seconds in totals.items()},
+        {label: round(seconds / whole, 4) for label, seconds in top},
+    )
