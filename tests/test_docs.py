@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_jaxcompile.records import CompileRecord
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / "docs" / "examples" / "jaxcompile.yml"
@@ -292,3 +296,89 @@ def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives()
     gate = (REPO / "docs" / "examples" / "jaxcompile.yml").read_text()
     assert "jax compile re-pin > Run workflow" in gate  # the gate names the workflow to run
     assert "name: jax compile re-pin" in repin
+
+
+# --------------------------------------------------------------------------- output examples
+
+
+def fenced_block(page: str, after: str) -> list[str]:
+    """The lines of the first fenced block after the text `after` in `page` (README.md or a
+    docs/ path), without its fences."""
+    text = (REPO / page).read_text()
+    assert after in text, f"{page}: no {after!r}"
+    rest = text[text.index(after):]
+    start = rest.index("```")
+    body = rest[rest.index("\n", start) + 1:]
+    return body[:body.index("```")].rstrip("\n").split("\n")
+
+
+def section_header(title: str = "jax compile times", width: int = 80) -> str:
+    """pytest's `write_sep("=", title)` on a terminal `width` columns wide."""
+    fill = "=" * max((width - len(title) - 2) // 2, 1)
+    line = f"{fill} {title} {fill}"
+    return line + "=" if len(line) < width else line
+
+
+def ops(**counts: int) -> dict[str, int]:
+    return {f"stablehlo.{name}": count for name, count in counts.items()}
+
+
+def added(histogram: dict[str, int], growth: dict[str, int]) -> dict[str, int]:
+    return {name: histogram.get(name, 0) + growth.get(name, 0) for name in {*histogram, *growth}}
+
+
+def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
+    """README's DRIFT summary: test_mlp's three transforms pinned cold, its module grown since,
+    test_attention's two pinned warm and unchanged, the session's 17.4 s given."""
+    from records_factory import make_record
+
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.output.terminal import summary_lines
+
+    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
+    pinned_ops = {
+        "jit": ops(broadcast_in_dim=4, add=3, dot_general=3, tanh=2, constant=2),
+        "vag": ops(add=20, broadcast_in_dim=15, constant=15, dot_general=10, multiply=5, tanh=5),
+        "vmap": ops(broadcast_in_dim=8, add=6, dot_general=6, tanh=5),
+    }
+    growth = {
+        "jit": ops(broadcast_in_dim=1020, add=510, dot_general=510, tanh=510),
+        "vag": ops(add=2040, broadcast_in_dim=1530, constant=1530, dot_general=1530,
+                   multiply=1020, subtract=1020, tanh=1020, transpose=1020),
+        "vmap": ops(broadcast_in_dim=1530, add=510, dot_general=510, tanh=510),
+    }
+
+    def row(cell: str, transform: str, compile_s: float, state: str,
+            histogram: dict[str, int] | None = None, trace_lower: tuple[float, float] = (0, 0),
+            ) -> CompileRecord:
+        return make_record(
+            cell=cell, transform=transform, hardware="cpu:cpu @ AMD EPYC x2",
+            compile_s=compile_s, cache_state=state, op_histogram=histogram,
+            op_count=sum(histogram.values()) if histogram else None,
+            trace_s=trace_lower[0] or None, lower_s=trace_lower[1] or None,
+        )
+
+    pins = tmp_path / "pins"
+    PinStore.load(pins).update([
+        row(mlp, "jit", 0.301, "cold", pinned_ops["jit"]),
+        row(mlp, "vag", 0.2666, "cold", pinned_ops["vag"]),
+        row(mlp, "vmap", 0.285, "cold", pinned_ops["vmap"]),
+        row(attention, "vag", 0.011, "warm"),
+        row(attention, "jit", 0.005, "warm"),
+    ])
+    rows = [
+        row(mlp, transform, compile_s, "cold", added(pinned_ops[transform], growth[transform]),
+            trace_lower)
+        for transform, compile_s, trace_lower in (
+            ("jit", 0.605, (0.3, 0.2)), ("vag", 5.090, (0.8, 0.5)), ("vmap", 2.028, (0.4, 0.289))
+        )
+    ] + [row(attention, "vag", 0.012, "warm", None, (0.06, 0.04)),
+         row(attention, "jit", 0.005, "warm", None, (0.012, 0.008))]
+    outcome = conclude(rows, [mlp, attention], [], PinStore.load(pins),
+                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path)
+    outcome.session_s = 17.4  # the session's wall seconds: the plugin measures them
+    printed = [section_header()] + [text for text, _ in summary_lines(outcome, verbose=False)]
+    assert printed == fenced_block("README.md", "When a compile gets slower than its pin")
+    assert outcome.failed
