@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_jaxcompile.gate.outcome import Outcome
     from pytest_jaxcompile.records import CompileRecord
 
 REPO = Path(__file__).resolve().parent.parent
@@ -303,13 +304,38 @@ def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives()
 
 def fenced_block(page: str, after: str) -> list[str]:
     """The lines of the first fenced block after the text `after` in `page` (README.md or a
-    docs/ path), without its fences."""
+    docs/ path), without its fences and the fence's indentation."""
     text = (REPO / page).read_text()
     assert after in text, f"{page}: no {after!r}"
     rest = text[text.index(after):]
     start = rest.index("```")
+    indent = len(rest[:start]) - len(rest[:start].rstrip(" "))
     body = rest[rest.index("\n", start) + 1:]
-    return body[:body.index("```")].rstrip("\n").split("\n")
+    lines = body[:body.index("```")].rstrip(" ").rstrip("\n").split("\n")
+    return [line[indent:] if line.startswith(" " * indent) else line for line in lines]
+
+
+def _shows(shown: str, printed: str) -> bool:
+    """A doc line shows a printed one: equal, where each `...` stands for text left out."""
+    pattern = ".*".join(re.escape(part) for part in shown.split("..."))
+    return re.fullmatch(pattern, printed) is not None
+
+
+def assert_shown(page: str, after: str, printed: list[str]) -> None:
+    """The doc's block after `after` is what the code printed: all of it where the block
+    starts with the section header, else a run of consecutive printed lines."""
+    block = fenced_block(page, after)
+    if block[0] == section_header():
+        assert len(block) == len(printed), (block, printed)
+        starts = [0]
+    else:
+        starts = list(range(len(printed) - len(block) + 1))
+    for start in starts:
+        if all(_shows(shown, line) for shown, line in
+               zip(block, printed[start:start + len(block)], strict=True)):
+            return
+    raise AssertionError(f"{page} after {after!r}:\n" + "\n".join(block)
+                         + "\nis not in what the code prints:\n" + "\n".join(printed))
 
 
 def section_header(title: str = "jax compile times", width: int = 80) -> str:
@@ -327,58 +353,160 @@ def added(histogram: dict[str, int], growth: dict[str, int]) -> dict[str, int]:
     return {name: histogram.get(name, 0) + growth.get(name, 0) for name in {*histogram, *growth}}
 
 
-def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
-    """README's DRIFT summary: test_mlp's three transforms pinned cold, its module grown since,
-    test_attention's two pinned warm and unchanged, the session's 17.4 s given."""
-    from records_factory import make_record
-
-    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-    from pytest_jaxcompile.gate.limits import Thresholds
-    from pytest_jaxcompile.gate.pins import PinStore
-    from pytest_jaxcompile.output.terminal import summary_lines
-
-    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
-    pinned_ops = {
-        "jit": ops(broadcast_in_dim=4, add=3, dot_general=3, tanh=2, constant=2),
-        "vag": ops(add=20, broadcast_in_dim=15, constant=15, dot_general=10, multiply=5, tanh=5),
-        "vmap": ops(broadcast_in_dim=8, add=6, dot_general=6, tanh=5),
-    }
-    growth = {
+# The example suite's MLP (examples/test_models.py) as pinned, and at 512 layers.
+MLP_OPS = {
+    "jit": ops(broadcast_in_dim=4, add=3, dot_general=3, tanh=2, constant=2),
+    "vag": ops(add=20, broadcast_in_dim=15, constant=15, dot_general=10, multiply=5, tanh=5),
+    "vmap": ops(broadcast_in_dim=8, add=6, dot_general=6, tanh=5),
+}
+MLP_GROWN = {
+    transform: added(MLP_OPS[transform], growth) for transform, growth in {
         "jit": ops(broadcast_in_dim=1020, add=510, dot_general=510, tanh=510),
         "vag": ops(add=2040, broadcast_in_dim=1530, constant=1530, dot_general=1530,
                    multiply=1020, subtract=1020, tanh=1020, transpose=1020),
         "vmap": ops(broadcast_in_dim=1530, add=510, dot_general=510, tanh=510),
-    }
+    }.items()
+}
 
-    def row(cell: str, transform: str, compile_s: float, state: str,
-            histogram: dict[str, int] | None = None, trace_lower: tuple[float, float] = (0, 0),
-            ) -> CompileRecord:
-        return make_record(
-            cell=cell, transform=transform, hardware="cpu:cpu @ AMD EPYC x2",
-            compile_s=compile_s, cache_state=state, op_histogram=histogram,
-            op_count=sum(histogram.values()) if histogram else None,
-            trace_s=trace_lower[0] or None, lower_s=trace_lower[1] or None,
-        )
 
-    pins = tmp_path / "pins"
-    PinStore.load(pins).update([
-        row(mlp, "jit", 0.301, "cold", pinned_ops["jit"]),
-        row(mlp, "vag", 0.2666, "cold", pinned_ops["vag"]),
-        row(mlp, "vmap", 0.285, "cold", pinned_ops["vmap"]),
+def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
+    """README's DRIFT summary: test_mlp's three transforms pinned cold, its module grown since,
+    test_attention's two pinned warm and unchanged, the session's 17.4 s given."""
+    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
+    pinned = [
+        row(mlp, "jit", 0.301, "cold", MLP_OPS["jit"]),
+        row(mlp, "vag", 0.2666, "cold", MLP_OPS["vag"]),  # shown as 0.267 s
+        row(mlp, "vmap", 0.285, "cold", MLP_OPS["vmap"]),
         row(attention, "vag", 0.011, "warm"),
         row(attention, "jit", 0.005, "warm"),
-    ])
+    ]
     rows = [
-        row(mlp, transform, compile_s, "cold", added(pinned_ops[transform], growth[transform]),
-            trace_lower)
-        for transform, compile_s, trace_lower in (
-            ("jit", 0.605, (0.3, 0.2)), ("vag", 5.090, (0.8, 0.5)), ("vmap", 2.028, (0.4, 0.289))
-        )
-    ] + [row(attention, "vag", 0.012, "warm", None, (0.06, 0.04)),
-         row(attention, "jit", 0.005, "warm", None, (0.012, 0.008))]
-    outcome = conclude(rows, [mlp, attention], [], PinStore.load(pins),
-                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path)
-    outcome.session_s = 17.4  # the session's wall seconds: the plugin measures them
-    printed = [section_header()] + [text for text, _ in summary_lines(outcome, verbose=False)]
-    assert printed == fenced_block("README.md", "When a compile gets slower than its pin")
+        row(mlp, "jit", 0.605, "cold", MLP_GROWN["jit"], trace_s=0.3, lower_s=0.2),
+        row(mlp, "vag", 5.090, "cold", MLP_GROWN["vag"], trace_s=0.8, lower_s=0.5),
+        row(mlp, "vmap", 2.028, "cold", MLP_GROWN["vmap"], trace_s=0.4, lower_s=0.289),
+        row(attention, "vag", 0.012, "warm", trace_s=0.06, lower_s=0.04),
+        row(attention, "jit", 0.005, "warm", trace_s=0.012, lower_s=0.008),
+    ]
+    outcome = gate_outcome(tmp_path, pinned, rows, session_s=17.4)
+    assert_shown("README.md", "When a compile gets slower than its pin", terminal(outcome))
     assert outcome.failed
+
+
+LAPTOP = "cpu:cpu @ AMD EPYC x2"
+
+
+def pin(tmp_path: Path, pinned: list[CompileRecord]) -> Path:
+    """`pinned` written as pins under `tmp_path/pins`, as `--compile-pin-update` writes them."""
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    pins = tmp_path / "pins"
+    PinStore.load(pins).update(pinned)
+    return pins
+
+
+def gate_outcome(tmp_path: Path, pinned: list[CompileRecord], rows: list[CompileRecord],
+                 session_s: float | None = None) -> Outcome:
+    """The gate's conclusion on `rows` against `pinned` (pinned first), pins in `pins/`."""
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    pins = pin(tmp_path, pinned)
+    settings = GateSettings(Thresholds(), pin_update=False)
+    outcome = conclude(rows, sorted({row.cell for row in rows}), [], PinStore.load(pins),
+                       settings, rootdir=tmp_path)
+    outcome.session_s = session_s  # the session's wall seconds: the plugin measures them
+    return outcome
+
+
+def terminal(outcome: Outcome, verbose: bool = False) -> list[str]:
+    """The plugin's section of the terminal summary, header first."""
+    from pytest_jaxcompile.output.terminal import summary_lines
+
+    return [section_header()] + [text for text, _ in summary_lines(outcome, verbose)]
+
+
+def row(cell: str, transform: str, compile_s: float, state: str = "cold",
+        histogram: dict[str, int] | None = None, **fields: Any) -> CompileRecord:
+    """A row on the laptop of the docs' examples; `histogram` gives its op count too."""
+    from records_factory import make_record
+
+    return make_record(cell=cell, transform=transform, hardware=fields.pop("hardware", LAPTOP),
+                       compile_s=compile_s, cache_state=state, op_histogram=histogram,
+                       op_count=sum(histogram.values()) if histogram else None, **fields)
+
+
+def test_the_loaded_session_in_verdicts_md_is_what_the_code_prints(tmp_path: Path) -> None:
+    """The README's regression at a load of 2.61 per core, run with -v: judged on CPU
+    seconds."""
+    from pytest_jaxcompile.records import HostState
+
+    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
+    loaded = {"host_state": HostState(cpu_count=2, load_avg_1m=5.22, load_per_core=2.61,
+                                      process_cpu_s=1.0)}
+    pinned = [
+        row(mlp, "jit", 0.301, "cold", MLP_OPS["jit"], compile_cpu_s=0.140),
+        row(mlp, "vag", 0.267, "cold", MLP_OPS["vag"], compile_cpu_s=0.190),
+        row(mlp, "vmap", 0.285, "cold", MLP_OPS["vmap"], compile_cpu_s=0.150),
+        row(attention, "jit", 0.005, "warm", compile_cpu_s=0.0),
+        row(attention, "vag", 0.011, "warm", compile_cpu_s=0.0),
+    ]
+    rows = [
+        row(mlp, "jit", 1.190, "cold", MLP_GROWN["jit"], compile_cpu_s=0.520, **loaded),
+        row(mlp, "vag", 4.870, "cold", MLP_GROWN["vag"], compile_cpu_s=2.280, **loaded),
+        row(mlp, "vmap", 1.760, "cold", MLP_GROWN["vmap"], compile_cpu_s=0.810, **loaded),
+        row(attention, "jit", 0.009, "warm", compile_cpu_s=0.0, **loaded),
+        row(attention, "vag", 0.021, "warm", compile_cpu_s=0.0, **loaded),
+    ]
+    outcome = gate_outcome(tmp_path, pinned, rows, session_s=21.3)
+    assert_shown("docs/verdicts.md", "at a load of 2.61 per core", terminal(outcome, verbose=True))
+    assert outcome.failed
+
+
+def test_the_sessions_in_verdicts_md_are_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/verdicts.md's summary examples: a regression, a warm run with -v, an improvement,
+    rows unpinned and not judged."""
+    from pytest_jaxcompile.records import CacheDetails
+
+    mlp, lowered = "tests/test_model.py::test_mlp", "tests/test_model.py::test_mlp_lowered"
+    changed = {"fingerprint": "sha256:def"}
+    regression = gate_outcome(
+        tmp_path / "regression",
+        [row(mlp, "vag", 0.10013), row(lowered, "jit", 0.0408)],
+        [row(mlp, "vag", 0.750, trace_s=0.4, lower_s=0.1, **changed),
+         row(lowered, "jit", 0.202, trace_s=0.05, lower_s=0.03)],
+        session_s=4.1,
+    )
+    assert_shown("docs/verdicts.md", "A session with a regression, run with `-v`",
+                 terminal(regression, verbose=True))
+    warm = gate_outcome(
+        tmp_path / "warm",
+        [row(mlp, "vag", 0.004, "warm"), row(lowered, "jit", 0.005, "warm")],
+        [row(mlp, "vag", 0.00476, "warm", trace_s=0.4, lower_s=0.1),
+         row(lowered, "jit", 0.0039, "warm", trace_s=0.05, lower_s=0.03)],
+        session_s=2.2,
+    )
+    assert_shown("docs/verdicts.md", "With `-v` they are listed", terminal(warm, verbose=True))
+    pins = pin(tmp_path / "improved", [row(mlp, "vag", 0.714), row(lowered, "jit", 0.041)])
+    (cold,) = pins.glob("*--cold--*.toml")
+    cold.write_text(cold.read_text().replace("compile_s = 0.714\n",
+                                             "compile_s = 0.714\ntolerance = 0.8\n"))
+    improved = gate_outcome(
+        tmp_path / "improved", [],
+        [row(mlp, "vag", 0.116, trace_s=0.4, lower_s=0.1, **changed),
+         row(lowered, "jit", 0.043, trace_s=0.05, lower_s=0.03)],
+        session_s=3.0,
+    )
+    assert_shown("docs/verdicts.md", "An improvement (this pin has a hand-set tolerance",
+                 terminal(improved))
+    states = "tests/test_states.py::test_"
+    unpinned = gate_outcome(
+        tmp_path / "unpinned", [],
+        [row(f"{states}budget", "grad", 0.027), row(f"{states}callback", "with_callback", 0.021),
+         row(f"{states}memory", "again", 0.0, "memory", cache=CacheDetails(
+             reason_detail="served from JAX's in-process cache: nothing was compiled")),
+         row(f"{states}bf16", "sq", 0.023, mixed_precision=True)],
+        session_s=3.4,
+    )
+    assert_shown("docs/verdicts.md", "Unpinned and not-judged rows, each under its own key",
+                 terminal(unpinned, verbose=True))
