@@ -510,3 +510,52 @@ def test_the_sessions_in_verdicts_md_are_what_the_code_prints(tmp_path: Path) ->
     )
     assert_shown("docs/verdicts.md", "Unpinned and not-judged rows, each under its own key",
                  terminal(unpinned, verbose=True))
+
+
+def test_the_verdict_excerpts_in_verdicts_md_are_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/verdicts.md's excerpts of a summary: an unpinned row's note, a noisy fold, a trace
+    drift, a jax upgrade, a lost cache."""
+    from pytest_jaxcompile.records import HostState
+
+    page, mlp = "docs/verdicts.md", "tests/test_model.py::test_mlp"
+    other_state = gate_outcome(tmp_path / "state", [row(mlp, "vag", 0.3)],
+                               [row(mlp, "vag", 0.004, "warm")])
+    assert_shown(page, "that the row is compared only with pins of its own cache_state",
+                 terminal(other_state, verbose=True))
+
+    loaded = {"host_state": HostState(cpu_count=2, load_per_core=2.2)}
+    several = "test_models.py::test_several"
+    noisy = gate_outcome(
+        tmp_path / "noisy",
+        [row(several, f"jit(<lambda>)#{n}", 0.2, compile_cpu_s=0.2) for n in (1, 2, 3)],
+        [row(several, "jit(<lambda>)#1", 0.3, compile_cpu_s=0.204, **loaded),
+         row(several, "jit(<lambda>)#2", 0.3, compile_cpu_s=0.212, **loaded),
+         row(several, "jit(<lambda>)#3", 0.3, compile_cpu_s=0.21, **loaded)],
+    )
+    assert_shown(page, "pull-request comment fold the same rows", terminal(noisy))
+
+    models = "test_models.py::test_mlp"
+    traced = gate_outcome(
+        tmp_path / "traced", [row(models, "jit", 0.004, "warm", trace_s=0.052)],
+        [row(models, "jit", 0.004, "warm", trace_s=0.650)],
+    )
+    assert_shown(page, "charged to whichever test happens to run first", terminal(traced))
+
+    upgrade = {"hardware": "ci-runner", "jax_version": "0.10.2", "jaxlib_version": "0.10.2"}
+    before = {"hardware": "ci-runner", "jax_version": "0.9.2", "jaxlib_version": "0.9.2"}
+    cells = [f"tests/test_model.py::test_{n}" for n in range(119)]
+    attention = "tests/test_model.py::test_attention"
+    upgraded = gate_outcome(
+        tmp_path / "upgrade",
+        [row(cell, "jit", 1.0, **before) for cell in cells]
+        + [row(attention, "vag", 0.1, **before)],
+        [row(cell, "jit", 1.08, **upgrade) for cell in cells]
+        + [row(attention, "vag", 0.421, **upgrade)],
+    )
+    assert_shown(page, "the summary prints one block instead of a note per row",
+                 terminal(upgraded))
+
+    warm = [row(f"tests/test_model.py::test_{n}", "jit", 0.004, "warm") for n in range(3)]
+    lost = gate_outcome(tmp_path / "lost", warm,
+                        [row(pinned.cell, "jit", 0.3, "cold") for pinned in warm])
+    assert_shown(page, "## A lost cache", terminal(lost))
