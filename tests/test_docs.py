@@ -11,7 +11,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.outcome import Outcome
-    from pytest_jaxcompile.records import CompileRecord
+    from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / "docs" / "examples" / "jaxcompile.yml"
@@ -396,36 +396,42 @@ def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> Non
 LAPTOP = "cpu:cpu @ AMD EPYC x2"
 
 
-def pin(tmp_path: Path, pinned: list[CompileRecord]) -> Path:
-    """`pinned` written as pins under `tmp_path/pins`, as `--compile-pin-update` writes them."""
+def pin(tmp_path: Path, pinned: list[CompileRecord], compiles: dict[str, int] | None = None,
+        ) -> Path:
+    """`pinned` (and census'd tests' `compiles`) written as pins under `tmp_path/pins`, as
+    `--compile-pin-update` writes them."""
     from pytest_jaxcompile.gate.pins import PinStore
 
     pins = tmp_path / "pins"
-    PinStore.load(pins).update(pinned)
+    PinStore.load(pins).update(pinned, compiles)
     return pins
 
 
 def gate_outcome(tmp_path: Path, pinned: list[CompileRecord], rows: list[CompileRecord],
                  session_s: float | None = None, thresholds: Thresholds | None = None,
-                 ) -> Outcome:
-    """The gate's conclusion on `rows` against `pinned` (pinned first), pins in `pins/`."""
+                 ledgers: tuple[CallLedger, ...] = ()) -> Outcome:
+    """The gate's conclusion on `rows` (and census'd tests' `ledgers`) against `pinned`
+    (pinned first), pins in `pins/`."""
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.pins import PinStore
 
     pins = pin(tmp_path, pinned)
     settings = GateSettings(thresholds or Thresholds(), pin_update=False)
-    outcome = conclude(rows, sorted({row.cell for row in rows}), [], PinStore.load(pins),
-                       settings, rootdir=tmp_path)
+    cells = sorted({row.cell for row in rows} | {ledger.cell for ledger in ledgers})
+    outcome = conclude(rows, cells, [], PinStore.load(pins), settings, rootdir=tmp_path,
+                       ledgers=ledgers)
     outcome.session_s = session_s  # the session's wall seconds: the plugin measures them
     return outcome
 
 
-def terminal(outcome: Outcome, verbose: bool = False) -> list[str]:
+def terminal(outcome: Outcome, verbose: bool = False, durations: int = 5) -> list[str]:
     """The plugin's section of the terminal summary, header first."""
     from pytest_jaxcompile.output.terminal import summary_lines
 
-    return [section_header()] + [text for text, _ in summary_lines(outcome, verbose)]
+    return [section_header()] + [
+        text for text, _ in summary_lines(outcome, verbose, durations)
+    ]
 
 
 def row(cell: str, transform: str, compile_s: float, state: str = "cold",
@@ -590,3 +596,81 @@ def test_the_github_outputs_in_the_docs_are_what_the_code_writes(tmp_path: Path)
     assert_shown(page, "6. stale pins.", summary.rstrip("\n").split("\n"))
     commands = annotation_commands(outcome, record_path_resolver(tmp_path, tmp_path), tmp_path)
     assert_shown(page, "| warnings, compile-count changes, jax upgrades |", commands[:1])
+
+
+def ledger(cell: str, compile_s: float, wall_s: float, phases: tuple[float, float, float],
+           compiles: int, **fields: Any) -> CallLedger:
+    """A census'd test's ledger: `phases` are its trace, lowering and backend seconds."""
+    from pytest_jaxcompile.records import CallLedger
+
+    trace_s, lower_s, backend_s = phases
+    return CallLedger(cell=cell, wall_s=wall_s, compile_s=compile_s, trace_s=trace_s,
+                      lower_s=lower_s, backend_compile_s=backend_s,
+                      execute_and_python_s=round(wall_s - compile_s, 6),
+                      compile_fraction=compile_s / wall_s, compiles=compiles,
+                      persistent_cache_hits=0, **fields)
+
+
+def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/census.md: a ledger with eager dispatch, a large session's durations, a changed
+    compile count, what grew, the trace profile, the suggested budgets."""
+    from pytest_jaxcompile.gate.budget import suggested_budgets
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.output.terminal import SUGGESTED_BUDGETS
+
+    page, budget = "docs/census.md", "test_models.py::test_budget"
+    eager = gate_outcome(
+        tmp_path / "eager", [], [row(budget, "jit(f)", 0.02)],
+        ledgers=(ledger(budget, 0.190, 0.219, (0.003, 0.063, 0.124), 1, eager_compiles=4,
+                        eager_compile_s=0.162),),
+    )
+    assert_shown(page, "and `eager_modules` (compiles per JAX function name), and in the",
+                 terminal(eager))
+
+    alias = "optax/_src/alias_test.py::AliasTest::test_optimization"
+    update = "jit(update_fn)"
+    rows = [row(f"{alias}45", update, 1.204, "none"), row(f"{alias}12", update, 0.981, "none")]
+    rows += [row(f"{alias}{100 + n}", update, 65.909 / 1150, "cold" if n < 52 else "none")
+             for n in range(1150)]
+    session = gate_outcome(
+        tmp_path / "optax", [], rows, session_s=105.0,
+        ledgers=(ledger(f"{alias}45", 2.310, 2.771, (0.400, 0.310, 1.600), 6),),
+    )
+    assert_shown(page, "with its ledger:", terminal(session, durations=2))
+
+    shapes = "test_models.py::test_shapes"
+    pinned = [row(shapes, "jit(f)", 0.02)]
+    pins = pin(tmp_path / "count", pinned, compiles={shapes: 1})
+    recompiled = ledger(shapes, 0.05, 0.06, (0.01, 0.01, 0.03), 2, recompiles=[
+        "jit(f) compile 2: f (test_models.py:13): different input types: at x, now f32[4] "
+        "and before f32[3]"])
+    changed = conclude(pinned, [shapes], [], PinStore.load(pins),
+                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path / "count",
+                       ledgers=[recompiled])
+    assert_shown(page, "[why each function compiled again]", terminal(changed))
+
+    mlp = "test_models.py::test_mlp"
+    grew = gate_outcome(
+        tmp_path / "grew", [row(mlp, "jit", 0.131, histogram=MLP_OPS["jit"])],
+        [row(mlp, "jit", 0.512, histogram=added(MLP_OPS["jit"], ops(add=36, dot_general=36,
+                                                                     tanh=36)))],
+        thresholds=Thresholds(max_ops_growth=0.1),
+    )
+    assert_shown(page, "### What grew", terminal(grew))
+
+    files = {"jax/_src/interpreters/partial_eval.py": 0.31, "jax/_src/pjit.py": 0.19,
+             "models/mlp.py": 0.09, "<builtins>": 0.08}
+    profiled = gate_outcome(tmp_path / "profile", [], [
+        row(mlp, "mlp", 0.1, trace_s=0.027, trace_files=files, trace_profile={
+            "jax": 0.72, "stdlib_numpy": 0.18, "project": 0.09, "other": 0.01}),
+        row("test_models.py::test_profiled", "heavy", 0.1, trace_s=0.004, trace_files=files,
+            trace_profile={"jax": 0.58, "stdlib_numpy": 0.34, "project": 0.07, "other": 0.01}),
+    ])
+    assert_shown(page, "attributes its self time to package groups", terminal(profiled))
+
+    budgets = [ledger(f"test_models.py::test_{name}", 0.1, 0.2, (0.03, 0.03, 0.04), count)
+               for name, count in (("once", 1), ("factors", 2))]
+    assert_shown(page, "--compile-suggest-budgets",
+                 [SUGGESTED_BUDGETS, *suggested_budgets(budgets)])
