@@ -439,9 +439,10 @@ def row(cell: str, transform: str, compile_s: float, state: str = "cold",
     """A row on the laptop of the docs' examples; `histogram` gives its op count too."""
     from records_factory import make_record
 
+    counted = sum(histogram.values()) if histogram else None
     return make_record(cell=cell, transform=transform, hardware=fields.pop("hardware", LAPTOP),
                        compile_s=compile_s, cache_state=state, op_histogram=histogram,
-                       op_count=sum(histogram.values()) if histogram else None, **fields)
+                       op_count=fields.pop("op_count", counted), **fields)
 
 
 def test_the_loaded_session_in_verdicts_md_is_what_the_code_prints(tmp_path: Path) -> None:
@@ -674,3 +675,31 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
                for name, count in (("once", 1), ("factors", 2))]
     assert_shown(page, "--compile-suggest-budgets",
                  [SUGGESTED_BUDGETS, *suggested_budgets(budgets)])
+
+
+def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/memory.md: a row whose temp bytes grew 6 times with the same op count, and one
+    whose RSS growth drifted (the time under a floor of 10 s)."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
+    page, train = "docs/memory.md", "test_model.py::test_train"
+    same_ops = {"op_count": 154}
+    grew = gate_outcome(
+        tmp_path / "temp",
+        [row(train, "vag", 0.3, compiled_temp_bytes=2048, **same_ops)],
+        [row(train, "vag", 0.31, compiled_temp_bytes=12288, fingerprint="sha256:def",
+             **same_ops)],
+        thresholds=Thresholds(max_memory_growth=0.5),
+    )
+    assert_shown(page, "The note names the figure and its change", terminal(grew))
+
+    table, four = "test_model.py::test_table", {"op_count": 4}
+    rss = gate_outcome(
+        tmp_path / "rss",
+        [row(table, "lookup", 0.167, compile_rss_growth_mib=32.4, compile_rss_peak_mib=900.0,
+             **four)],
+        [row(table, "lookup", 2.741, compile_rss_growth_mib=256.5, compile_rss_peak_mib=1163.9,
+             fingerprint="sha256:def", **four)],
+        thresholds=Thresholds(floor_s=10.0),
+    )
+    assert_shown(page, "the verdict's `phase` is `compile_rss_growth_mib`", terminal(rss))
