@@ -703,3 +703,43 @@ def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Pat
         thresholds=Thresholds(floor_s=10.0),
     )
     assert_shown(page, "the verdict's `phase` is `compile_rss_growth_mib`", terminal(rss))
+
+
+def test_the_merged_summary_in_merge_md_is_what_merge_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/merge.md's output: two shards' reports (tolerance 50 %, floor 0 s, no persistent
+    cache) merged against pins with a drift, an improvement and a stale pin."""
+    from pytest_jaxcompile import __version__
+    from pytest_jaxcompile.cli import main
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.output.json_report import build_report, write_report
+    from pytest_jaxcompile.records import CacheDetails
+
+    test = "test_models.py::test_"
+    pin(tmp_path, [
+        row(f"{test}drift", "jit", 0.05, "none"),
+        row(f"{test}improved", "jit", 0.5, "none"),
+        row(f"{test}stale", "gone", 0.1, "none"),
+        *(row(f"{test}ok{n}", "jit", 0.15, "none") for n in range(4)),
+    ])
+    served = CacheDetails(reason_detail="served from JAX's in-process cache: nothing was compiled")
+    shards = [
+        [row(f"{test}drift", "jit", 0.149, "none"), row(f"{test}improved", "jit", 0.152, "none"),
+         row(f"{test}ok0", "jit", 0.14, "none"), row(f"{test}ok1", "jit", 0.16, "none")],
+        [row(f"{test}memory", "again", 0.0, "memory", cache=served),
+         row(f"{test}unpinned", "jit", 0.137, "none"),
+         row(f"{test}ok2", "jit", 0.15, "none"), row(f"{test}ok3", "jit", 0.13, "none")],
+    ]
+    thresholds = Thresholds(tolerance=0.5, floor_s=0.0)
+    for number, rows in enumerate(shards, start=1):
+        outcome = gate_outcome(tmp_path / f"shard-{number}", [], rows, session_s=2.0 + number,
+                               thresholds=thresholds)
+        outcome.ran_cells += [f"{test}stale"] if number == 2 else []
+        write_report(tmp_path / "reports" / f"jaxcompile-shard-{number}.json",
+                     build_report(outcome, rows, [], __version__))
+    monkeypatch.chdir(tmp_path)
+    status = main(["merge", "reports", "--pins-dir", "pins", "--github", "off"])
+    printed = capsys.readouterr().out.rstrip("\n").split("\n")
+    assert status == 1
+    assert_shown("docs/merge.md", "then the plugin's own summary", printed)
