@@ -743,3 +743,37 @@ def test_the_merged_summary_in_merge_md_is_what_merge_prints(
     printed = capsys.readouterr().out.rstrip("\n").split("\n")
     assert status == 1
     assert_shown("docs/merge.md", "then the plugin's own summary", printed)
+
+
+def test_the_clobbered_settings_in_settings_guard_md_are_what_the_code_prints(
+    tmp_path: Path,
+) -> None:
+    """docs/settings-guard.md: XLA_FLAGS replaced by a test before XLA started (a required
+    flag: fails), the same after XLA started (a warning), the cache switched off."""
+    from pytest_jaxcompile.backends.settings import Clobber
+
+    page, at_start = "docs/settings-guard.md", "--xla_force_host_platform_device_count=1"
+    replaced = {"setting": "XLA_FLAGS", "at_start": at_start,
+                "at_compile": "--xla_dump_hlo_as_text", "first_cell": "test_models.py::test_b",
+                "discarded": ("--xla_force_host_platform_device_count",)}
+    for number, (after, clobber) in enumerate((
+        ("which flags set in the environment were discarded", Clobber(**replaced, fails=True)),
+        ("**After JAX's backend started**", Clobber(**replaced, at_backend_start=at_start)),
+        ("unsets its dir or turns it off is named",
+         Clobber("jax_enable_compilation_cache", True, False, "test_models.py::test_b")),
+    )):
+        outcome = gate_outcome(tmp_path / str(number), [],
+                               [row("test_models.py::test_a", "jit", 0.1)])
+        outcome.clobbers = [clobber]
+        assert_shown(page, after, terminal(outcome))
+
+
+def test_the_lost_worker_in_xdist_md_is_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/xdist.md: the line that says a crashed worker's rows are missing."""
+    from pytest_jaxcompile.session.xdist import Workers
+
+    workers = Workers()
+    workers.lost_worker("gw1", "Not properly terminated")
+    outcome = gate_outcome(tmp_path, [], [row("test_models.py::test_a", "jit", 0.1)])
+    outcome.lost = workers.lost
+    assert_shown("docs/xdist.md", "### A worker that crashes", terminal(outcome))
