@@ -777,3 +777,32 @@ def test_the_lost_worker_in_xdist_md_is_what_the_code_prints(tmp_path: Path) -> 
     outcome = gate_outcome(tmp_path, [], [row("test_models.py::test_a", "jit", 0.1)])
     outcome.lost = workers.lost
     assert_shown("docs/xdist.md", "### A worker that crashes", terminal(outcome))
+
+
+def test_the_instruction_drift_in_instructions_md_is_what_the_code_prints(
+    tmp_path: Path,
+) -> None:
+    """docs/instructions.md: a 20-layer MLP's gradient pinned, run at 22 layers on a loaded
+    host with `--compile-instructions-tolerance=0.01`."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.records import HostState
+
+    mlp, identity = "test_mlp.py::test_mlp", (
+        "callgrind 3.19.0, jaxlib 0.10.2, x86_64 avx2+f16c+rdrand+rdseed, glibc 2.36, "
+        "python 3.11.7, no XLA_FLAGS"
+    )
+    pinned_ops = ops(dot_general=60, multiply=40, add=41, broadcast_in_dim=40, constant=40)
+    outcome = gate_outcome(
+        tmp_path,
+        [row(mlp, "grad", 0.193, histogram=pinned_ops, compile_cpu_s=0.190,
+             compile_instructions=508_461_235, compile_instructions_identity=identity)],
+        [row(mlp, "grad", 0.202, fingerprint="sha256:def", compile_cpu_s=0.195,
+             histogram=added(pinned_ops, ops(dot_general=6, multiply=4, add=2,
+                                             broadcast_in_dim=2, constant=2, reshape=2,
+                                             select=2, transpose=2)),
+             compile_instructions=521_859_586, compile_instructions_identity=identity,
+             host_state=HostState(cpu_count=2, load_per_core=2.08))],
+        thresholds=Thresholds(instructions_tolerance=0.01),
+    )
+    assert_shown("docs/instructions.md", "never `noisy`:", terminal(outcome))
+    assert outcome.failed
