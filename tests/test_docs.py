@@ -308,7 +308,7 @@ def fenced_block(page: str, after: str) -> list[str]:
     docs/ path), without its fences and the fence's indentation."""
     text = (REPO / page).read_text()
     assert after in text, f"{page}: no {after!r}"
-    rest = text[text.index(after):]
+    rest = text[text.index(after) + len(after):]
     start = rest.index("```")
     indent = len(rest[:start]) - len(rest[:start].rstrip(" "))
     body = rest[rest.index("\n", start) + 1:]
@@ -806,3 +806,28 @@ def test_the_instruction_drift_in_instructions_md_is_what_the_code_prints(
     )
     assert_shown("docs/instructions.md", "never `noisy`:", terminal(outcome))
     assert outcome.failed
+
+
+def test_the_trend_outputs_in_corpus_md_are_what_the_code_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/corpus.md's `check --trend` and the report's rising series: ten daily sessions,
+    one test's cold compile 10 % slower each, pins re-derived on the ninth day (the corpus
+    of tests/test_trend.py)."""
+    from test_trend import _session
+
+    from pytest_jaxcompile.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for day in range(1, 10):
+        _session(tmp_path, day)
+    assert main(["pin", "records"]) == 0
+    _session(tmp_path, 10)
+    capsys.readouterr()
+    assert main(["check", "records", "--trend"]) == 1
+    printed = capsys.readouterr().out.split("\n")
+    assert_shown("docs/corpus.md", "pytest-jaxcompile check results/compile --trend\n```",
+                 printed)
+    assert main(["report", "records"]) == 0
+    printed = capsys.readouterr().out.split("\n")
+    assert_shown("docs/corpus.md", "or one sentence when none did:", printed)
