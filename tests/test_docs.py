@@ -831,3 +831,76 @@ def test_the_trend_outputs_in_corpus_md_are_what_the_code_prints(
     assert main(["report", "records"]) == 0
     printed = capsys.readouterr().out.split("\n")
     assert_shown("docs/corpus.md", "or one sentence when none did:", printed)
+
+
+def _nightly_corpus(root: Path) -> None:
+    """docs/corpus.md's corpus: four transforms of tests/test_model.py, measured three times
+    each, cold and warm, under jax 0.10.2 (pinned before) and 0.11.0 (not pinned), in one
+    file per day, and a record of another kind."""
+    from corpus_helpers import write_lines
+    from records_factory import make_record
+
+    model = "tests/test_model.py::test_"
+    pin(root, [
+        row(f"{model}{name}", transform, seconds, state, timestamp="2026-11-19T09:00:00+00:00")
+        for name, transform, seconds, state in (
+            ("attention", "vag", 1.170, "cold"), ("mlp", "jit", 0.210, "cold"),
+            ("mlp", "vag", 0.855, "cold"), ("attention", "jit", 0.004, "warm"),
+            ("mlp", "jit", 0.005, "warm"), ("mlp", "vag", 0.012, "warm"),
+        )
+    ])
+    latest = {  # (name, transform, state, jax version): seconds on the series' last day
+        ("attention", "vag", "cold", "0.10.2"): 3.267, ("mlp", "jit", "cold", "0.10.2"): 0.210,
+        ("mlp", "vag", "cold", "0.10.2"): 0.865, ("attention", "jit", "warm", "0.10.2"): 0.004,
+        ("mlp", "jit", "warm", "0.10.2"): 0.005, ("mlp", "vag", "warm", "0.10.2"): 0.012,
+        ("attention", "vag", "cold", "0.11.0"): 1.183, ("mlp", "jit", "cold", "0.11.0"): 0.220,
+        ("mlp", "vag", "cold", "0.11.0"): 0.901, ("attention", "jit", "warm", "0.11.0"): 0.004,
+        ("mlp", "jit", "warm", "0.11.0"): 0.006, ("mlp", "vag", "warm", "0.11.0"): 0.013,
+    }
+    last_day = {("cold", "0.10.2"): 23, ("warm", "0.10.2"): 22, ("cold", "0.11.0"): 25,
+                ("warm", "0.11.0"): 24}  # a cold row after the warm ones: judged, not passed
+    days: dict[int, list[Any]] = {}
+    for (name, transform, state, version), seconds in latest.items():
+        for before in (2, 1, 0):
+            day = last_day[state, version] - before
+            changed = name == "attention" and state == "cold" and version == "0.10.2"
+            days.setdefault(day, []).append(make_record(
+                cell=f"{model}{name}", transform=transform, hardware=LAPTOP,
+                cache_state=state, jax_version=version, jaxlib_version=version,
+                compile_s=seconds if before == 0 else round(seconds * 0.98, 4),
+                fingerprint="sha256:def" if changed and before == 0 else "sha256:abc",
+                timestamp=f"2026-11-{day}T09:00:00+00:00",
+            ).to_dict())
+    days[26] = [{"record_kind": "gpu_utilisation", "mean": 0.41}]  # a tree shared with others
+    for day, values in days.items():
+        write_lines(root / "nightly" / f"202611{day}T090000Z-1-abcdef.jsonl", values)
+
+
+def test_the_corpus_commands_in_corpus_md_print_what_the_code_prints(tmp_path: Path) -> None:
+    """docs/corpus.md's `check` and `report` on a nightly corpus, and `pin` on two days' cold
+    and warm rows."""
+    from corpus_helpers import cli, write_lines
+    from records_factory import make_record
+
+    _nightly_corpus(tmp_path)
+    checked = cli(tmp_path, "check", "nightly", "--pins-dir", "pins")
+    assert checked.returncode == 1, checked.stderr
+    assert_shown("docs/corpus.md", "(an excerpt: `...` marks left-out lines):",
+                 checked.stdout.split("\n"))
+    reported = cli(tmp_path, "report", "nightly", "--pins-dir", "pins")
+    assert_shown("docs/corpus.md", "An excerpt (`...` marks left-out lines",
+                 reported.stdout.split("\n"))
+
+    two_days = tmp_path / "two-days"
+    for day in (1, 2):
+        write_lines(two_days / "results" / f"2026110{day}T090000Z-1-abcdef.jsonl", [
+            make_record(cell=f"tests/test_model.py::test_{name}", transform=transform,
+                        hardware=LAPTOP, cache_state=state, compile_s=0.1 * day,
+                        timestamp=f"2026-11-0{day}T09:00:00+00:00").to_dict()
+            for name, transform in (("attention", "vag"), ("mlp", "jit"), ("mlp", "vag"))
+            for state in ("cold", "warm")
+        ])
+    pinned = cli(two_days, "pin", "results", "--pins-dir", "pins")
+    assert pinned.returncode == 0, pinned.stderr
+    assert_shown("docs/corpus.md", "lists the rows that would be pinned and writes nothing.",
+                 pinned.stdout.split("\n"))
