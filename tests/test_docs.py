@@ -904,3 +904,36 @@ def test_the_corpus_commands_in_corpus_md_print_what_the_code_prints(tmp_path: P
     assert pinned.returncode == 0, pinned.stderr
     assert_shown("docs/corpus.md", "lists the rows that would be pinned and writes nothing.",
                  pinned.stdout.split("\n"))
+
+
+def test_the_guard_failures_in_settings_guard_md_are_what_the_code_says() -> None:
+    """docs/settings-guard.md: a required flag XLA did not start with, a module with a host
+    callback under jax 0.10 (from JAX's log line), a silent fallback to the CPU."""
+    from records_factory import make_record
+
+    from pytest_jaxcompile.backends.jax.backendstart import CAPTURED_AT_BACKEND_START
+    from pytest_jaxcompile.backends.jax.classify import skip_reason_from_log
+    from pytest_jaxcompile.backends.jax.guard import BACKEND_START_KEY, required_flags_problem
+    from pytest_jaxcompile.backends.settings import platform_problem, uncacheable_problem
+    from pytest_jaxcompile.records import CacheDetails
+
+    page, count = "docs/settings-guard.md", "--xla_force_host_platform_device_count"
+    late = make_record(transform="jit", xla_flags=f"{count}=1 --xla_dump_hlo_as_text", settings={
+        BACKEND_START_KEY: {"flags": {count: "1"}, "captured_at": CAPTURED_AT_BACKEND_START}})
+    problem = required_flags_problem(late, {"--xla_dump_hlo_as_text": None})
+    assert problem is not None
+    assert_shown(page, "(here a `conftest.py` created an array, then added the flag):", [problem])
+
+    skipped = skip_reason_from_log(
+        "Not writing persistent cache entry for '%s' because it uses host callbacks "
+        "(e.g. from jax.debug.print or breakpoint)", ("jit_cb",))
+    assert skipped is not None
+    callback = make_record(transform="cb", cache=CacheDetails(
+        persisted=False, reason=skipped.code, reason_detail=skipped.detail))
+    problem = uncacheable_problem(callback)
+    assert problem is not None
+    assert_shown(page, "host callback makes a module uncacheable):", [problem])
+
+    problem = platform_problem("gpu", "cpu", "JAX's default backend")
+    assert problem is not None
+    assert_shown(page, "instead of producing rows that look plausible:", [problem])
