@@ -937,3 +937,30 @@ def test_the_guard_failures_in_settings_guard_md_are_what_the_code_says() -> Non
     problem = platform_problem("gpu", "cpu", "JAX's default backend")
     assert problem is not None
     assert_shown(page, "instead of producing rows that look plausible:", [problem])
+
+
+def test_the_recompile_budget_failures_in_census_md_are_what_the_code_says() -> None:
+    """docs/census.md: a function compiled for three input shapes, with eager dispatch beside
+    it, and a library's wrapper compiled twice for a user's function; JAX's explanations
+    (its words, `why`) given as parsed."""
+    from pytest_jaxcompile.backends.jax.census import recompile_problems
+    from pytest_jaxcompile.backends.jax.explain import Retrace
+    from pytest_jaxcompile.backends.jax.monitor import ModuleCompile
+
+    def shape(now: int) -> list[Retrace]:
+        return [Retrace("f", "test_models.py:13",
+                        f"different input types: at x, now f32[{now}] and before f32[3]")]
+
+    compiles = [ModuleCompile("jit(f)", 0.01), ModuleCompile("jit(f)", 0.01, retraces=shape(4)),
+                ModuleCompile("jit(f)", 0.01, retraces=shape(5))]
+    eager = [ModuleCompile(name, 0.001, eager=True) for name in (
+        "jit(broadcast_in_dim)", "jit(broadcast_in_dim)", "jit(convert_element_type)")]
+    assert_shown("docs/census.md", "unless\n`count_eager`:",
+                 recompile_problems(1, compiles, eager, explained=True))
+
+    factor = "static argument 1 changed: now ...('factor', 3.0)... and before ...('factor', 2.0)..."
+    wrapped = [ModuleCompile("jit(fun_wrapped)", 0.01), ModuleCompile(
+        "jit(fun_wrapped)", 0.01,
+        retraces=[Retrace("fun_wrapped", "wrapper.py:21", factor, wrapped="scale")])]
+    assert_shown("docs/census.md", "holds it, with the wrapper beside it:",
+                 recompile_problems(1, wrapped, explained=True))
