@@ -964,3 +964,36 @@ def test_the_recompile_budget_failures_in_census_md_are_what_the_code_says() -> 
         retraces=[Retrace("fun_wrapped", "wrapper.py:21", factor, wrapped="scale")])]
     assert_shown("docs/census.md", "holds it, with the wrapper beside it:",
                  recompile_problems(1, wrapped, explained=True))
+
+
+def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path) -> None:
+    """docs/corpus.md: backfill's split of a census file, a record without cache_state, a
+    README without the markers."""
+    from corpus_helpers import cli, write_lines
+    from records_factory import make_record
+    from test_backfill import old
+
+    census = [old(tag) for tag in ("census-warm", "census-warm2", "prodigy-census-warm-retry",
+                                   "mb_homo_cold", "idle-check", "mb_homo_cold_laxmap_gpu")]
+    census += [old("smoke", cache_dir=""), {"record_kind": "gpu_probe", "compile_s": 1.0}]
+    write_lines(tmp_path / "old" / "census.jsonl", census)
+    backfilled = cli(tmp_path, "backfill", "old", "--check")
+    assert backfilled.returncode == 1, backfilled.stderr
+    assert_shown("docs/corpus.md", "exits 1 when\nsome record needs migrating (0 when none does):",
+                 backfilled.stdout.split("\n"))
+
+    recorded = [make_record(cell=f"tests/t.py::test_{n}").to_dict() for n in range(12)]
+    del recorded[11]["cache_state"]
+    write_lines(tmp_path / "results" / "old.jsonl", recorded)
+    pin(tmp_path, [row("tests/t.py::test_0", "vag", 1.0)])
+    refused = cli(tmp_path, "check", "results")
+    assert refused.returncode == 2
+    assert_shown("docs/corpus.md", "naming the file and the line (or list item); nothing is "
+                 "written:", refused.stderr.split("\n"))
+
+    write_lines(tmp_path / "results" / "old.jsonl", recorded[:11])
+    (tmp_path / "README.md").write_text("# A project\n\nNo compile-time table yet.\n")
+    unmarked = cli(tmp_path, "report", "results", "--readme", "README.md")
+    assert unmarked.returncode == 2
+    assert_shown("docs/corpus.md", "that order) is an error naming the file, and is left as it "
+                 "is:", unmarked.stderr.split("\n"))
