@@ -1,4 +1,7 @@
-"""The documentation files that tools read: the example workflow and the report schema."""
+"""The documentation against the code: the files tools read (the example workflows, the
+report schema), the options and pin file names the docs give, and every output example in
+README.md and docs/, rebuilt from the records and pins it shows and compared line for line
+(`assert_shown`; a doc's `...` marks what it leaves out)."""
 
 from __future__ import annotations
 
@@ -370,29 +373,6 @@ MLP_GROWN = {
 }
 
 
-def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
-    """README's DRIFT summary: test_mlp's three transforms pinned cold, its module grown since,
-    test_attention's two pinned warm and unchanged, the session's 17.4 s given."""
-    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
-    pinned = [
-        row(mlp, "jit", 0.301, "cold", MLP_OPS["jit"]),
-        row(mlp, "vag", 0.2666, "cold", MLP_OPS["vag"]),  # shown as 0.267 s
-        row(mlp, "vmap", 0.285, "cold", MLP_OPS["vmap"]),
-        row(attention, "vag", 0.011, "warm"),
-        row(attention, "jit", 0.005, "warm"),
-    ]
-    rows = [
-        row(mlp, "jit", 0.605, "cold", MLP_GROWN["jit"], trace_s=0.3, lower_s=0.2),
-        row(mlp, "vag", 5.090, "cold", MLP_GROWN["vag"], trace_s=0.8, lower_s=0.5),
-        row(mlp, "vmap", 2.028, "cold", MLP_GROWN["vmap"], trace_s=0.4, lower_s=0.289),
-        row(attention, "vag", 0.012, "warm", trace_s=0.06, lower_s=0.04),
-        row(attention, "jit", 0.005, "warm", trace_s=0.012, lower_s=0.008),
-    ]
-    outcome = gate_outcome(tmp_path, pinned, rows, session_s=17.4)
-    assert_shown("README.md", "When a compile gets slower than its pin", terminal(outcome))
-    assert outcome.failed
-
-
 LAPTOP = "cpu:cpu @ AMD EPYC x2"
 
 
@@ -443,6 +423,29 @@ def row(cell: str, transform: str, compile_s: float, state: str = "cold",
     return make_record(cell=cell, transform=transform, hardware=fields.pop("hardware", LAPTOP),
                        compile_s=compile_s, cache_state=state, op_histogram=histogram,
                        op_count=fields.pop("op_count", counted), **fields)
+
+
+def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
+    """README's DRIFT summary: test_mlp's three transforms pinned cold, its module grown since,
+    test_attention's two pinned warm and unchanged, the session's 17.4 s given."""
+    mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
+    pinned = [
+        row(mlp, "jit", 0.301, "cold", MLP_OPS["jit"]),
+        row(mlp, "vag", 0.2666, "cold", MLP_OPS["vag"]),  # shown as 0.267 s
+        row(mlp, "vmap", 0.285, "cold", MLP_OPS["vmap"]),
+        row(attention, "vag", 0.011, "warm"),
+        row(attention, "jit", 0.005, "warm"),
+    ]
+    rows = [
+        row(mlp, "jit", 0.605, "cold", MLP_GROWN["jit"], trace_s=0.3, lower_s=0.2),
+        row(mlp, "vag", 5.090, "cold", MLP_GROWN["vag"], trace_s=0.8, lower_s=0.5),
+        row(mlp, "vmap", 2.028, "cold", MLP_GROWN["vmap"], trace_s=0.4, lower_s=0.289),
+        row(attention, "vag", 0.012, "warm", trace_s=0.06, lower_s=0.04),
+        row(attention, "jit", 0.005, "warm", trace_s=0.012, lower_s=0.008),
+    ]
+    outcome = gate_outcome(tmp_path, pinned, rows, session_s=17.4)
+    assert_shown("README.md", "When a compile gets slower than its pin", terminal(outcome))
+    assert outcome.failed
 
 
 def test_the_loaded_session_in_verdicts_md_is_what_the_code_prints(tmp_path: Path) -> None:
