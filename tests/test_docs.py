@@ -618,10 +618,14 @@ def ledger(cell: str, compile_s: float, wall_s: float, phases: tuple[float, floa
 def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path) -> None:
     """docs/census.md: a ledger with eager dispatch, a large session's durations, a changed
     compile count, what grew, the trace profile, the suggested budgets."""
+    from corpus_helpers import cli
+
+    from pytest_jaxcompile import __version__
     from pytest_jaxcompile.gate.budget import suggested_budgets
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.output.json_report import build_report, write_report
     from pytest_jaxcompile.output.terminal import SUGGESTED_BUDGETS
 
     page, budget = "docs/census.md", "test_models.py::test_budget"
@@ -678,6 +682,15 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
                for name, count in (("once", 1), ("factors", 2))]
     assert_shown(page, "--compile-suggest-budgets",
                  [SUGGESTED_BUDGETS, *suggested_budgets(budgets)])
+
+    # `pytest-jaxcompile budgets` on the session's report: the same lines (docs/corpus.md)
+    reported = gate_outcome(tmp_path / "budgets", [], [], ledgers=tuple(budgets))
+    write_report(tmp_path / "budgets" / "report.json",
+                 build_report(reported, [], budgets, __version__))
+    printed = cli(tmp_path / "budgets", "budgets", "report.json")
+    assert printed.returncode == 0, printed.stderr
+    assert_shown("docs/corpus.md", "Exit\nstatus 2 when a report is unreadable",
+                 printed.stdout.split("\n"))
 
 
 def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Path) -> None:
