@@ -41,6 +41,7 @@ def test_without_pin_or_marker_every_limit_is_the_options() -> None:
     assert limits_for(make_record(), None, OPTIONS) == Limits(
         tolerance=0.5, floor_s=0.1, max_ops_growth=0.2, max_memory_growth=0.3,
         max_flops_growth=0.4, rss_floor_mib=64.0, loaded_accelerator_tolerance=2.0,
+        instructions_tolerance=0.05,
     )
     assert limits_for(make_record(), PIN, OPTIONS) == limits_for(make_record(), None, OPTIONS)
 

@@ -173,7 +173,7 @@ def test_a_pin_file_refuses_them_naming_file_and_line(
     with pytest.raises(PinFileError) as error:
         read_pin_file(path)
     assert (error.value.path, error.value.line) == (path, line)
-    assert f"{path}:{line}: pin tests/test_models.py::test_mlp / vag: '{field}' must be a " \
+    assert f"{path}:{line}: pin tests/test_models.py::test_mlp [vag]: '{field}' must be a " \
         "finite number >= 0, got " in str(error.value)
 
 
@@ -194,7 +194,7 @@ def test_a_pin_file_with_a_bad_number_stops_the_session_naming_file_and_line(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [f"ERROR: pytest-jaxcompile: cannot read pin file {path}:{line}: pin "
-         "tests/test_models.py::test_mlp / vag: 'tolerance' must be a finite number >= 0, "
+         "tests/test_models.py::test_mlp [[]vag[]]: 'tolerance' must be a finite number >= 0, "
          "got nan"]
     )
 

@@ -96,6 +96,8 @@ def judged_rows(latest: LatestRows, store: PinStore) -> JudgedRows:
             judged.older_than_pin.append(row)
         else:
             judged.rows.append(row)
+            continue
+        row.record()  # passed over, but a bad record is still refused, naming file and line
     return judged
 
 
