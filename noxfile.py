@@ -80,7 +80,8 @@ _expose_pyenv_pythons(OLDEST_PYTHON, NEWEST_PYTHON)
 
 def _run_tests(session: nox.Session) -> None:
     session.run(
-        "python", "-c",
+        "python",
+        "-c",
         "import sys, jax, jaxlib, numpy, pytest; "
         "print('matrix:', sys.version.split()[0], 'jax', jax.__version__, "
         "'jaxlib', jaxlib.__version__, 'numpy', numpy.__version__, "
@@ -92,8 +93,15 @@ def _run_tests(session: nox.Session) -> None:
     # The built-wheel test runs once, in scripts/test.sh: these sessions install the
     # package from its wheel themselves.
     session.run(
-        "python", "-m", "pytest", "-p", "no:cacheprovider", "-n", workers,
-        "--ignore=tests/test_package.py", *session.posargs
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        workers,
+        "--ignore=tests/test_package.py",
+        *session.posargs,
     )
 
 

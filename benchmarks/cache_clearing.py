@@ -68,17 +68,13 @@ WAYS = {
     "plugin disabled": (False, ["-p", "no:jaxcompile"]),
     "census, caches kept": (False, ["--compile-census", "--compile-clear-caches=never"]),
     "census, caches cleared": (False, ["--compile-census"]),
-    "warm cache, census, caches kept": (
-        True, ["--compile-census", "--compile-clear-caches=never"]
-    ),
+    "warm cache, census, caches kept": (True, ["--compile-census", "--compile-clear-caches=never"]),
     "warm cache, census, caches cleared": (True, ["--compile-census"]),
 }
 
 
 def write_suite(directory: Path, tests: int) -> None:
-    body = SUITE_HEAD + "".join(
-        SUITE_TEST.format(index=index) for index in range(tests // 2)
-    )
+    body = SUITE_HEAD + "".join(SUITE_TEST.format(index=index) for index in range(tests // 2))
     (directory / "test_shared.py").write_text(textwrap.dedent(body))
     shutil.copy(REPO / "examples" / "jaxmodels.py", directory / "jaxmodels.py")
     (directory / "pytest.ini").write_text("[pytest]\n")
@@ -89,12 +85,27 @@ def run_once(directory: Path, cached: bool, extra: list[str]) -> float:
     (directory / "conftest.py").write_text(conftest)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         *extra],
-        cwd=directory, check=True, stdout=subprocess.DEVNULL,
-        env={**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(directory), os.environ.get("PYTHONPATH")])
-        )},
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            *extra,
+        ],
+        cwd=directory,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(directory), os.environ.get("PYTHONPATH")])
+            ),
+        },
     )
     return time.perf_counter() - start
 
@@ -114,14 +125,18 @@ def main() -> int:
                 best[way] = min(best[way], run_once(directory, cached, extra))
     tests = args.tests // 2 * 2
     baseline = best["plugin disabled"]
-    print(f"cache clearing: {tests} census'd tests sharing two jitted training steps, "
-          f"best of {args.rounds} rounds, {os.cpu_count()} CPUs")
+    print(
+        f"cache clearing: {tests} census'd tests sharing two jitted training steps, "
+        f"best of {args.rounds} rounds, {os.cpu_count()} CPUs"
+    )
     for way, seconds in best.items():
         print(f"  {way:<36} {seconds:7.2f} s   x{seconds / baseline:.3f}")
     for prefix in ("census", "warm cache, census"):
         kept, cleared = best[f"{prefix}, caches kept"], best[f"{prefix}, caches cleared"]
-        print(f"  {prefix}: clearing costs {cleared - kept:+.2f} s "
-              f"({(cleared - kept) / tests * 1000:+.1f} ms per test, x{cleared / kept:.2f})")
+        print(
+            f"  {prefix}: clearing costs {cleared - kept:+.2f} s "
+            f"({(cleared - kept) / tests * 1000:+.1f} ms per test, x{cleared / kept:.2f})"
+        )
     return 0
 
 

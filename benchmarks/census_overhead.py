@@ -44,7 +44,9 @@ def run_once(directory: Path, extra: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
-        cwd=directory, check=True, stdout=subprocess.DEVNULL,
+        cwd=directory,
+        check=True,
+        stdout=subprocess.DEVNULL,
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     return time.perf_counter() - start
@@ -63,13 +65,17 @@ def main() -> int:
             for way, extra in WAYS.items():  # interleaved, so drifting load hits all ways
                 best[way] = min(best[way], run_once(directory, extra))
     baseline = best["plugin disabled"]
-    print(f"census overhead: {args.tests} tests of small jitted functions, "
-          f"best of {args.rounds} rounds, {os.cpu_count()} CPUs")
+    print(
+        f"census overhead: {args.tests} tests of small jitted functions, "
+        f"best of {args.rounds} rounds, {os.cpu_count()} CPUs"
+    )
     for way, seconds in best.items():
         print(f"  {way:<20} {seconds:7.2f} s   x{seconds / baseline:.3f}")
     census, plain = best["--compile-census"], best["plugin, no census"]
-    print(f"  census vs no census: x{census / plain:.3f} "
-          f"({(census - plain) / args.tests * 1000:+.1f} ms per test)")
+    print(
+        f"  census vs no census: x{census / plain:.3f} "
+        f"({(census - plain) / args.tests * 1000:+.1f} ms per test)"
+    )
     return 0
 
 

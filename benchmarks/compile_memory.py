@@ -86,9 +86,11 @@ def cost(depths: list[int], pairs: int, intervals: list[float]) -> None:
     from pytest_jaxcompile.backends.memory import RssSampler
 
     print("== cost")
-    print(f"{'module':<16} {'interval':>8} {'compiles':>8} {'without (median)':>17} "
-          f"{'with (median)':>14} {'diff median':>12} {'diff worst':>11} "
-          f"{'sampler cpu median':>19} {'sampler cpu worst':>18} {'samples (median)':>17}")
+    print(
+        f"{'module':<16} {'interval':>8} {'compiles':>8} {'without (median)':>17} "
+        f"{'with (median)':>14} {'diff median':>12} {'diff worst':>11} "
+        f"{'sampler cpu median':>19} {'sampler cpu worst':>18} {'samples (median)':>17}"
+    )
     for depth in depths:
         lowered = _lowered(depth)
         lowered.compile(compiler_options={})  # warm up the process
@@ -114,22 +116,26 @@ def cost(depths: list[int], pairs: int, intervals: list[float]) -> None:
                 samples[interval].append(result.samples)
         for interval in intervals:
             diffs = [b - a for a, b in zip(without, with_[interval], strict=True)]
-            print(f"{'mlp depth ' + str(depth):<16} {interval * 1e3:>5.0f} ms {pairs:>8} "
-                  f"{statistics.median(without) * 1e3:>14.1f} ms "
-                  f"{statistics.median(with_[interval]) * 1e3:>11.1f} ms "
-                  f"{statistics.median(diffs) * 1e3:>+9.1f} ms {max(diffs) * 1e3:>+8.1f} ms "
-                  f"{statistics.median(cpu[interval]) * 1e3:>16.2f} ms "
-                  f"{max(cpu[interval]) * 1e3:>15.2f} ms "
-                  f"{statistics.median(samples[interval]):>17.0f}")
+            print(
+                f"{'mlp depth ' + str(depth):<16} {interval * 1e3:>5.0f} ms {pairs:>8} "
+                f"{statistics.median(without) * 1e3:>14.1f} ms "
+                f"{statistics.median(with_[interval]) * 1e3:>11.1f} ms "
+                f"{statistics.median(diffs) * 1e3:>+9.1f} ms {max(diffs) * 1e3:>+8.1f} ms "
+                f"{statistics.median(cpu[interval]) * 1e3:>16.2f} ms "
+                f"{max(cpu[interval]) * 1e3:>15.2f} ms "
+                f"{statistics.median(samples[interval]):>17.0f}"
+            )
     blocks = []
     for _ in range(200):
         start = time.perf_counter()
         with RssSampler():
             pass
         blocks.append(time.perf_counter() - start)
-    print(f"empty sampled block (thread start and join): median "
-          f"{statistics.median(blocks) * 1e6:.0f} us, worst {max(blocks) * 1e6:.0f} us "
-          "(200 blocks)")
+    print(
+        f"empty sampled block (thread start and join): median "
+        f"{statistics.median(blocks) * 1e6:.0f} us, worst {max(blocks) * 1e6:.0f} us "
+        "(200 blocks)"
+    )
 
 
 ACCURACY_CHILD = """
@@ -150,7 +156,10 @@ print(json.dumps(dict(hwm_before=hwm_before, hwm_after=_vm_hwm(), sampled=result
 
 def _child(code: str) -> dict[str, object]:
     output = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     ).stdout
     data: dict[str, object] = json.loads(output.strip().splitlines()[-1])
@@ -159,8 +168,10 @@ def _child(code: str) -> dict[str, object]:
 
 def accuracy(names: list[str], intervals: list[float], runs: int) -> None:
     print("== accuracy")
-    print(f"{'module':<16} {'interval':>8} {'runs':>4} {'growth (VmHWM)':>15} "
-          f"{'sampled short by (median)':>26} {'(worst)':>9} {'VmHWM rose':>10}")
+    print(
+        f"{'module':<16} {'interval':>8} {'runs':>4} {'growth (VmHWM)':>15} "
+        f"{'sampled short by (median)':>26} {'(worst)':>9} {'VmHWM rose':>10}"
+    )
     paths = [str(REPO / "benchmarks"), str(REPO / "src"), str(REPO / "examples")]
     for name in names:
         for interval in intervals:
@@ -174,13 +185,17 @@ def accuracy(names: list[str], intervals: list[float], runs: int) -> None:
                     shortfalls.append((hwm_after - sampled) / MIB)
                     growths.append((hwm_after - before) / MIB)
             if not shortfalls:
-                print(f"{name:<16} {interval * 1e3:>5.0f} ms {runs:>4} "
-                      "  VmHWM never rose during the compile: no reference")
+                print(
+                    f"{name:<16} {interval * 1e3:>5.0f} ms {runs:>4} "
+                    "  VmHWM never rose during the compile: no reference"
+                )
                 continue
-            print(f"{name:<16} {interval * 1e3:>5.0f} ms {runs:>4} "
-                  f"{statistics.median(growths):>11.1f} MiB "
-                  f"{statistics.median(shortfalls):>22.1f} MiB {max(shortfalls):>5.1f} MiB "
-                  f"{rose:>6}/{runs}")
+            print(
+                f"{name:<16} {interval * 1e3:>5.0f} ms {runs:>4} "
+                f"{statistics.median(growths):>11.1f} MiB "
+                f"{statistics.median(shortfalls):>22.1f} MiB {max(shortfalls):>5.1f} MiB "
+                f"{rose:>6}/{runs}"
+            )
 
 
 FIRST_CHILD = """
@@ -218,35 +233,52 @@ print(json.dumps(growths))
 
 def growth(depths: list[int], runs: int) -> None:
     print("== growth")
-    print(f"{'module':<16} {'runs':>4} {'1st compile (median, worst)':>28} "
-          f"{'2nd':>18} {'3rd':>18}")
+    print(f"{'module':<16} {'runs':>4} {'1st compile (median, worst)':>28} {'2nd':>18} {'3rd':>18}")
     paths = [str(REPO / "benchmarks"), str(REPO / "src"), str(REPO / "examples")]
     for depth in depths:
         columns: list[list[float]] = [[], [], []]
         for _ in range(runs):
             output = subprocess.run(
                 [sys.executable, "-c", GROWTH_CHILD.format(paths=paths, depth=depth)],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
                 env={**os.environ, "JAX_PLATFORMS": "cpu"},
             ).stdout
-            for column, value in zip(columns, json.loads(output.strip().splitlines()[-1]),
-                                     strict=True):
+            for column, value in zip(
+                columns, json.loads(output.strip().splitlines()[-1]), strict=True
+            ):
                 column.append(value)
         cells = [f"{statistics.median(c):>7.1f}, {max(c):>6.1f} MiB" for c in columns]
-        print(f"{'mlp depth ' + str(depth):<16} {runs:>4} {cells[0]:>28} {cells[1]:>18} "
-              f"{cells[2]:>18}")
-    print("(a throwaway compile runs first: the 1st compile measured is "
-          "not the process's very first XLA compile)")
+        print(
+            f"{'mlp depth ' + str(depth):<16} {runs:>4} {cells[0]:>28} {cells[1]:>18} "
+            f"{cells[2]:>18}"
+        )
+    print(
+        "(a throwaway compile runs first: the 1st compile measured is "
+        "not the process's very first XLA compile)"
+    )
     paths = [str(REPO / "src"), str(REPO / "examples")]
     firsts = [
-        float(json.loads(subprocess.run(
-            [sys.executable, "-c", FIRST_CHILD.format(paths=paths)], capture_output=True,
-            text=True, check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        ).stdout.strip().splitlines()[-1]))
+        float(
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", FIRST_CHILD.format(paths=paths)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+        )
         for _ in range(runs)
     ]
-    print(f"a process's very first XLA compile (a 1-layer MLP, numpy inputs): median "
-          f"{statistics.median(firsts):.1f} MiB, worst {max(firsts):.1f} MiB ({runs} runs)")
+    print(
+        f"a process's very first XLA compile (a 1-layer MLP, numpy inputs): median "
+        f"{statistics.median(firsts):.1f} MiB, worst {max(firsts):.1f} MiB ({runs} runs)"
+    )
 
 
 def main() -> int:
@@ -262,12 +294,17 @@ def main() -> int:
     import jax
 
     print("== machine")
-    print(f"{platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()} "
-          f"{platform.release()}, Python {platform.python_version()}, jax {jax.__version__}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{platform.machine()}, {os.cpu_count()} logical CPUs, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}, jax {jax.__version__}, "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     cost(depths, pairs, [0.001, 0.005])
-    accuracy(["mlp24", "const32", "const128"] if not args.quick else ["const32"],
-             [0.001, 0.005, 0.02], runs)
+    accuracy(
+        ["mlp24", "const32", "const128"] if not args.quick else ["const32"],
+        [0.001, 0.005, 0.02],
+        runs,
+    )
     growth([6, 24] if not args.quick else [2], runs)
     return 0
 

@@ -73,15 +73,30 @@ def record(index: int, case: Case) -> dict[str, object]:
         compile_s=compile_s,
         compile_cpu_s=compile_s * 1.1,
         cache=CacheDetails(
-            dir="/home/ci/.jax_cache", enabled=True, entries_before=120, entries_after=121,
-            persisted=state == "cold", reason_detail="compiled and written to the cache",
+            dir="/home/ci/.jax_cache",
+            enabled=True,
+            entries_before=120,
+            entries_after=121,
+            persisted=state == "cold",
+            reason_detail="compiled and written to the cache",
         ),
-        host_state=HostState(cpu_count=16, load_avg_1m=1.25, load_per_core=0.08,
-                             process_cpu_s=compile_s * 1.1),
-        hardware_detail={"platform": "cpu", "device_kind": "cpu", "device_count": 1,
-                         "cpu_model": "AMD EPYC 7B13", "cpu_count": 16, "machine": "x86_64"},
-        trace_s=0.12, lower_s=0.05, backend_compile_s=compile_s * 0.98,
-        module_name="jit_model", fingerprint="sha256:" + f"{cell:064x}", op_count=400,
+        host_state=HostState(
+            cpu_count=16, load_avg_1m=1.25, load_per_core=0.08, process_cpu_s=compile_s * 1.1
+        ),
+        hardware_detail={
+            "platform": "cpu",
+            "device_kind": "cpu",
+            "device_count": 1,
+            "cpu_model": "AMD EPYC 7B13",
+            "cpu_count": 16,
+            "machine": "x86_64",
+        },
+        trace_s=0.12,
+        lower_s=0.05,
+        backend_compile_s=compile_s * 0.98,
+        module_name="jit_model",
+        fingerprint="sha256:" + f"{cell:064x}",
+        op_count=400,
         location=(f"tests/test_models_{cell // 50}.py", 10 + cell),
         timestamp=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(seconds)),
         outcome="passed",
@@ -95,8 +110,7 @@ def generate(directory: Path, case: Case) -> int:
     for start in range(0, case.records, ROWS_PER_FILE):
         stop = min(start + ROWS_PER_FILE, case.records)
         text = "".join(
-            json.dumps(record(index, case), sort_keys=True) + "\n"
-            for index in range(start, stop)
+            json.dumps(record(index, case), sort_keys=True) + "\n" for index in range(start, stop)
         )
         path = directory / f"{start // ROWS_PER_FILE:08d}.jsonl"
         path.write_text(text)
@@ -113,7 +127,9 @@ def run_cli(args: list[str], cwd: Path) -> tuple[float, float, int]:
     start = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest_jaxcompile", *args],
-        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
@@ -138,13 +154,16 @@ def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo
-                       if line.startswith("model name"))
+            cpu = next(
+                line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{cpu}, {cores} usable cores, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
+    return (
+        f"{cpu}, {cores} usable cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
 def main() -> None:
@@ -164,8 +183,10 @@ def main() -> None:
         _, baseline_rss, _ = run_cli(["--version"], root)
         print(f"CLI start-up only (--version): peak RSS {baseline_rss:.1f} MiB")
         print()
-        print(f"| corpus | on disk | command | wall (best of {args.repeat}) | peak RSS "
-              "| over start-up |")
+        print(
+            f"| corpus | on disk | command | wall (best of {args.repeat}) | peak RSS "
+            "| over start-up |"
+        )
         print("|---|---:|---|---:|---:|---:|")
         heaps = []
         pages = []
@@ -176,23 +197,35 @@ def main() -> None:
             run_cli(["pin", str(directory), "--pins-dir", str(pins)], root)
             for label, command in (
                 ("report", ["report", str(directory), "--pins-dir", str(pins)]),
-                ("report --html", ["report", str(directory), "--pins-dir", str(pins),
-                                   "--html", str(root / f"page{number}.html")]),
+                (
+                    "report --html",
+                    [
+                        "report",
+                        str(directory),
+                        "--pins-dir",
+                        str(pins),
+                        "--html",
+                        str(root / f"page{number}.html"),
+                    ],
+                ),
                 ("check", ["check", str(directory), "--pins-dir", str(pins)]),
-                ("check --trend", ["check", str(directory), "--pins-dir", str(pins),
-                                   "--trend"]),
+                ("check --trend", ["check", str(directory), "--pins-dir", str(pins), "--trend"]),
             ):
                 runs = [run_cli(command, root) for _ in range(args.repeat)]
                 wall = min(run[0] for run in runs)
                 rss = max(run[1] for run in runs)
-                print(f"| {case.name} | {size / 2**20:.0f} MiB | `{label}` | {wall:.2f} s "
-                      f"| {rss:.1f} MiB | {rss - baseline_rss:+.1f} MiB |")
+                print(
+                    f"| {case.name} | {size / 2**20:.0f} MiB | `{label}` | {wall:.2f} s "
+                    f"| {rss:.1f} MiB | {rss - baseline_rss:+.1f} MiB |"
+                )
             page = root / f"page{number}.html"
             pages.append((case, page.stat().st_size, page.read_text().count("<svg")))
             heaps.append((case, *heap_peak(directory)))
         print()
-        print("| corpus | rows kept (latest per cell, transform, key) | peak Python heap "
-              "while streaming |")
+        print(
+            "| corpus | rows kept (latest per cell, transform, key) | peak Python heap "
+            "while streaming |"
+        )
         print("|---|---:|---:|")
         for case, peak, kept in heaps:
             print(f"| {case.name} | {kept:,} | {peak:.1f} MiB |")

@@ -155,9 +155,7 @@ class Session:
 class Project:
     """A scratch copy of the embedded example suite, as scripts/demo.sh makes it."""
 
-    def __init__(
-        self, root: Path, deadline: Deadline, env: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, root: Path, deadline: Deadline, env: dict[str, str] | None = None) -> None:
         self.root = root
         self.deadline = deadline
         self.env = env or {}
@@ -200,15 +198,17 @@ class Project:
     def run(self, label: str, *args: str, env: dict[str, str] | None = None) -> Session:
         self._count += 1
         report = self.reports / f"{self._count:03d}.json"
-        environment = {
-            key: value for key, value in os.environ.items() if key != "JAXMODELS_DEPTH"
-        }
+        environment = {key: value for key, value in os.environ.items() if key != "JAXMODELS_DEPTH"}
         environment.update(JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(self.cache_dir))
         environment.update(self.env)
         environment.update(env or {})
         session = run_pytest(
-            label, self.root, ["--compile-report", str(report), *args], environment,
-            report, self.deadline,
+            label,
+            self.root,
+            ["--compile-report", str(report), *args],
+            environment,
+            report,
+            self.deadline,
         )
         session.store = self.store
         return session
@@ -226,7 +226,11 @@ def run_pytest(
     start = time.perf_counter()
     try:
         done = subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True,
+            command,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
             timeout=deadline.timeout(),
         )
     except subprocess.TimeoutExpired as expired:
@@ -341,11 +345,17 @@ def scenario_rows(scenarios: list[Scenario]) -> list[list[str]]:
         failed_text = f"{caught}/{len(ran)}" + (f" ({errors} errors)" if errors else "")
         if skipped:
             failed_text += f" ({skipped} timed out)"
-        rows.append([
-            scenario.name, failed_text, verdicts, cache, load,
-            f"{strict_failed}/{len(ran)}, {strict_drift} DRIFT",
-            f"{cpu_failed}/{len(ran)}, {cpu_drift} DRIFT",
-        ])
+        rows.append(
+            [
+                scenario.name,
+                failed_text,
+                verdicts,
+                cache,
+                load,
+                f"{strict_failed}/{len(ran)}, {strict_drift} DRIFT",
+                f"{cpu_failed}/{len(ran)}, {cpu_drift} DRIFT",
+            ]
+        )
     return rows
 
 
@@ -379,19 +389,20 @@ def section_machine(args: argparse.Namespace) -> None:
 
     load = os.getloadavg()
     memory = psutil.virtual_memory().total / 2**30
-    print_lines([
-        f"{model}, {os.cpu_count()} logical CPUs, {memory:.0f} GiB, {platform.system()} "
-        f"{platform.release()}",
-        f"Python {platform.python_version()}, jax {jax.__version__}, backend "
-        f"{jax.default_backend()}",
-        f"load average at start (before the busy core): {load[0]:.2f} "
-        f"({load[0] / (os.cpu_count() or 1):.2f} per core)",
-        f"defaults under test: tolerance {DEFAULT_TOLERANCE}, floor {DEFAULT_FLOOR_S} s, "
-        f"compile_max_load {DEFAULT_MAX_LOAD} per core",
-        f"K = {args.sessions} sessions per row, regression depths {args.depth} and "
-        f"{args.small_depth} (pinned at 2)"
-        + (" (--quick)" if args.quick else ""),
-    ])
+    print_lines(
+        [
+            f"{model}, {os.cpu_count()} logical CPUs, {memory:.0f} GiB, {platform.system()} "
+            f"{platform.release()}",
+            f"Python {platform.python_version()}, jax {jax.__version__}, backend "
+            f"{jax.default_backend()}",
+            f"load average at start (before the busy core): {load[0]:.2f} "
+            f"({load[0] / (os.cpu_count() or 1):.2f} per core)",
+            f"defaults under test: tolerance {DEFAULT_TOLERANCE}, floor {DEFAULT_FLOOR_S} s, "
+            f"compile_max_load {DEFAULT_MAX_LOAD} per core",
+            f"K = {args.sessions} sessions per row, regression depths {args.depth} and "
+            f"{args.small_depth} (pinned at 2)" + (" (--quick)" if args.quick else ""),
+        ]
+    )
 
 
 def section_false_alarms(
@@ -413,20 +424,24 @@ def section_false_alarms(
             deep.clear_cache()
             deep_cold.sessions.append(deep.run(f"deep cold {index}"))
     pin_loads = [
-        r["host_state"]["load_per_core"] for s in pins for r in s.records
+        r["host_state"]["load_per_core"]
+        for s in pins
+        for r in s.records
         if r["host_state"].get("load_per_core") is not None
     ]
-    print_lines([
-        "pins made before the busy core started, at load per core "
-        + (f"{min(pin_loads):.2f}-{max(pin_loads):.2f}" if pin_loads else "-")
-        + "; every session below ran with one more core kept busy",
-        "a session 'fails' when pytest exits non-zero; every DRIFT here is a false alarm",
-        "",
-        *scenario_table(scenarios),
-        "",
-        "closest to the DRIFT rule (ratio and excess over the pin; DRIFT needs both "
-        f"> {1 + DEFAULT_TOLERANCE:g}x and > {DEFAULT_FLOOR_S} s), in wall and in CPU seconds:",
-    ])
+    print_lines(
+        [
+            "pins made before the busy core started, at load per core "
+            + (f"{min(pin_loads):.2f}-{max(pin_loads):.2f}" if pin_loads else "-")
+            + "; every session below ran with one more core kept busy",
+            "a session 'fails' when pytest exits non-zero; every DRIFT here is a false alarm",
+            "",
+            *scenario_table(scenarios),
+            "",
+            "closest to the DRIFT rule (ratio and excess over the pin; DRIFT needs both "
+            f"> {1 + DEFAULT_TOLERANCE:g}x and > {DEFAULT_FLOOR_S} s), in wall and in CPU seconds:",
+        ]
+    )
     for scenario in scenarios:
         for metric in ("wall", "cpu"):
             found = [m for s in scenario.sessions for m in margins(s, False, metric)]
@@ -435,18 +450,27 @@ def section_false_alarms(
             worst_ratio = max(found, key=lambda m: m.ratio)
             worst_excess = max(found, key=lambda m: m.excess_s)
             ratios = [m.ratio for m in found]
-            print_lines([
-                f"  {scenario.name}, {metric}: {len(found)} rows; ratio to pin median "
-                f"{statistics.median(ratios):.2f}x, max {worst_ratio.describe()}; largest "
-                f"excess {worst_excess.describe()}",
-            ])
+            print_lines(
+                [
+                    f"  {scenario.name}, {metric}: {len(found)} rows; ratio to pin median "
+                    f"{statistics.median(ratios):.2f}x, max {worst_ratio.describe()}; largest "
+                    f"excess {worst_excess.describe()}",
+                ]
+            )
     return scenarios
 
 
 def scenario_table(scenarios: list[Scenario]) -> list[str]:
     return table(
-        ["scenario", "sessions failed", "verdicts (as run)", "cache_state", "load/core",
-         "if --compile-strict", "if strict + cpu metric"],
+        [
+            "scenario",
+            "sessions failed",
+            "verdicts (as run)",
+            "cache_state",
+            "load/core",
+            "if --compile-strict",
+            "if strict + cpu metric",
+        ],
         scenario_rows(scenarios),
     )
 
@@ -461,15 +485,22 @@ def section_detection(
     plans: list[tuple[str, str, list[str], dict[str, str]]] = [
         (f"regression (depth {depth}), main cache restored", "restore", [], deeper),
         (f"regression (depth {depth}), empty cache", "clear", [], deeper),
-        (f"small regression (depth {small}), main cache restored", "restore", [],
-         {"JAXMODELS_DEPTH": str(small)}),
+        (
+            f"small regression (depth {small}), main cache restored",
+            "restore",
+            [],
+            {"JAXMODELS_DEPTH": str(small)},
+        ),
         (NOT_RESTORED, "clear", [], {}),
         ("cache not restored, --compile-expect-warm", "clear", ["--compile-expect-warm"], {}),
         ("cache disabled, defaults", "restore", [], no_cache),
-        ("cache disabled, --compile-expect-warm", "restore", ["--compile-expect-warm"],
-         no_cache),
-        ("cache disabled, compile_require_cache", "restore",
-         ["-o", "compile_require_cache=true"], no_cache),
+        ("cache disabled, --compile-expect-warm", "restore", ["--compile-expect-warm"], no_cache),
+        (
+            "cache disabled, compile_require_cache",
+            "restore",
+            ["-o", "compile_require_cache=true"],
+            no_cache,
+        ),
     ]
     if quick:
         plans = [plans[0], plans[6]]
@@ -481,15 +512,17 @@ def section_detection(
             else:
                 project.clear_cache()
             scenario.sessions.append(project.run(f"{scenario.name} {index}", *flags, env=env))
-    print_lines([
-        "each session starts from the cache a CI job would have: main's cache restored, "
-        "or an empty dir",
-        "caught = the session failed (pytest exit status 1); the busy core is still busy",
-        "",
-        *scenario_table(scenarios),
-        "",
-        "regressed rows (module changed since pinning), smallest margin over the DRIFT rule:",
-    ])
+    print_lines(
+        [
+            "each session starts from the cache a CI job would have: main's cache restored, "
+            "or an empty dir",
+            "caught = the session failed (pytest exit status 1); the busy core is still busy",
+            "",
+            *scenario_table(scenarios),
+            "",
+            "regressed rows (module changed since pinning), smallest margin over the DRIFT rule:",
+        ]
+    )
     for scenario in scenarios:
         if "regression" not in scenario.name:
             continue
@@ -498,11 +531,13 @@ def section_detection(
             if found:
                 weakest = min(found, key=lambda m: m.ratio)
                 ratios = [m.ratio for m in found]
-                print_lines([
-                    f"  {scenario.name}, {metric}: {len(found)} rows; ratio min "
-                    f"{weakest.describe()}, median {statistics.median(ratios):.2f}x, max "
-                    f"{max(ratios):.2f}x",
-                ])
+                print_lines(
+                    [
+                        f"  {scenario.name}, {metric}: {len(found)} rows; ratio min "
+                        f"{weakest.describe()}, median {statistics.median(ratios):.2f}x, max "
+                        f"{max(ratios):.2f}x",
+                    ]
+                )
     return scenarios
 
 
@@ -515,33 +550,45 @@ def section_fidelity(sessions: list[Session]) -> None:
             if not backend or not data["compile_s"] or data["compile_samples_s"] is not None:
                 continue
             size = "compile_s >= 1 s" if data["compile_s"] >= 1 else "compile_s < 1 s"
-            groups.setdefault((data["cache_state"], size), []).append(
-                (data["compile_s"], backend)
-            )
+            groups.setdefault((data["cache_state"], size), []).append((data["compile_s"], backend))
     rows = []
     for (state, size), pairs in sorted(groups.items()):
         ratios = sorted(compile_s / backend for compile_s, backend in pairs)
         gaps = sorted((compile_s - backend) * 1000 for compile_s, backend in pairs)
-        rows.append([
-            state, size, str(len(pairs)),
-            f"{statistics.median(c for c, _ in pairs):.4f} s",
-            f"{ratios[0]:.3f} / {statistics.median(ratios):.3f} / {ratios[-1]:.3f}",
-            f"{gaps[0]:.2f} / {statistics.median(gaps):.2f} / {gaps[-1]:.2f}",
-        ])
-    print_lines([
-        "compile_s (the plugin's wall clock around lowered.compile()) against "
-        "backend_compile_s (JAX's /jax/core/compile/backend_compile_duration event) of "
-        "the same compile, every record of every session above",
-        "",
-        *table(["cache_state", "size", "rows", "median compile_s",
-                "compile_s / backend min / median / max",
-                "compile_s - backend ms min / median / max"], rows),
-        "the event wraps JAX's compile_or_get_cached (backend compile, cache read and "
-        "write); compile_s also holds the rest of lowered.compile() (JAX's set-up of the "
-        "executable), which grows with the module",
-        "",
-        *cpu_resolution(sessions),
-    ])
+        rows.append(
+            [
+                state,
+                size,
+                str(len(pairs)),
+                f"{statistics.median(c for c, _ in pairs):.4f} s",
+                f"{ratios[0]:.3f} / {statistics.median(ratios):.3f} / {ratios[-1]:.3f}",
+                f"{gaps[0]:.2f} / {statistics.median(gaps):.2f} / {gaps[-1]:.2f}",
+            ]
+        )
+    print_lines(
+        [
+            "compile_s (the plugin's wall clock around lowered.compile()) against "
+            "backend_compile_s (JAX's /jax/core/compile/backend_compile_duration event) of "
+            "the same compile, every record of every session above",
+            "",
+            *table(
+                [
+                    "cache_state",
+                    "size",
+                    "rows",
+                    "median compile_s",
+                    "compile_s / backend min / median / max",
+                    "compile_s - backend ms min / median / max",
+                ],
+                rows,
+            ),
+            "the event wraps JAX's compile_or_get_cached (backend compile, cache read and "
+            "write); compile_s also holds the rest of lowered.compile() (JAX's set-up of the "
+            "executable), which grows with the module",
+            "",
+            *cpu_resolution(sessions),
+        ]
+    )
 
 
 def cpu_resolution(sessions: list[Session]) -> list[str]:
@@ -554,28 +601,42 @@ def cpu_resolution(sessions: list[Session]) -> list[str]:
     rows = []
     for state, figures in sorted(groups.items()):
         off = sum(1 for f in figures if abs(f / TICK_S - round(f / TICK_S)) > 1e-3)
-        rows.append([state, str(len(figures)), f"{off}/{len(figures)}",
-                     str(sum(1 for f in figures if f == 0)),
-                     f"{min(figures) * 1000:.2f} / {statistics.median(figures) * 1000:.2f} / "
-                     f"{max(figures) * 1000:.1f}"])
+        rows.append(
+            [
+                state,
+                str(len(figures)),
+                f"{off}/{len(figures)}",
+                str(sum(1 for f in figures if f == 0)),
+                f"{min(figures) * 1000:.2f} / {statistics.median(figures) * 1000:.2f} / "
+                f"{max(figures) * 1000:.1f}",
+            ]
+        )
     return [
         "compile_cpu_s (process CPU clock, every thread) of the same records: how many are "
         "off the 10 ms tick grid that psutil's cpu_times() counts in, how many read zero",
         "",
-        *table(["cache_state", "rows", "off the 10 ms grid", "zero",
-                "compile_cpu_s ms min / median / max"], rows),
+        *table(
+            [
+                "cache_state",
+                "rows",
+                "off the 10 ms grid",
+                "zero",
+                "compile_cpu_s ms min / median / max",
+            ],
+            rows,
+        ),
     ]
 
 
-STARTUP_TEST = '''
+STARTUP_TEST = """
 import sys
 
 
 def test_jax_stays_unimported():
     assert "jax" not in sys.modules, "jax was imported"
-'''
+"""
 
-FIXTURE_COST_CONFTEST = '''
+FIXTURE_COST_CONFTEST = """
 import os
 
 import jax
@@ -584,9 +645,9 @@ import jax
 def pytest_configure(config):
     jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-'''
+"""
 
-FIXTURE_COST_TEST = '''
+FIXTURE_COST_TEST = """
 import json
 import os
 import time
@@ -629,17 +690,19 @@ def test_c_with_10k_entries(jax_compile):
     for index in range(int(os.environ["GATE_QUALITY_DUMMIES"])):
         (cache / f"dummy{index:05d}-cache").touch()
     _measure(jax_compile, "10k", 3000)
-'''
+"""
 
 
-def section_overhead(root: Path, deadline: Deadline, tests: int, rounds: int,
-                     measurements: int) -> None:
+def section_overhead(
+    root: Path, deadline: Deadline, tests: int, rounds: int, measurements: int
+) -> None:
     print(HEADINGS["overhead"])
     suite = root / "startup"
     suite.mkdir()
     (suite / "pytest.ini").write_text("[pytest]\n")
-    body = "\n".join(f"def test_trivial_{i}():\n    assert {i} + 1 == {i + 1}\n"
-                     for i in range(tests - 1))
+    body = "\n".join(
+        f"def test_trivial_{i}():\n    assert {i} + 1 == {i + 1}\n" for i in range(tests - 1)
+    )
     (suite / "test_generated.py").write_text(body)
     (suite / "test_no_jax.py").write_text(STARTUP_TEST)
     env = dict(os.environ)
@@ -653,17 +716,20 @@ def section_overhead(root: Path, deadline: Deadline, tests: int, rounds: int,
             best[way] = min(best[way], session.wall_s)
     base = best["-p no:jaxcompile"]
     unimported = codes["plugin"] == {0}
-    print_lines([
-        f"pytest start-up: {tests} trivial non-JAX tests, whole process wall, best of "
-        f"{rounds} interleaved rounds",
-        *table(["way", "wall", "vs -p no:jaxcompile"], [
-            [way, f"{best[way]:.3f} s", f"x{best[way] / base:.3f}"] for way in ways
-        ]),
-        f"plugin adds {(best['plugin'] - base) * 1000:+.0f} ms; jax stays unimported with "
-        f"the plugin: {'yes' if unimported else 'NO'} "
-        f"(exit codes {sorted(codes['plugin'], key=str)})",
-        "",
-    ])
+    print_lines(
+        [
+            f"pytest start-up: {tests} trivial non-JAX tests, whole process wall, best of "
+            f"{rounds} interleaved rounds",
+            *table(
+                ["way", "wall", "vs -p no:jaxcompile"],
+                [[way, f"{best[way]:.3f} s", f"x{best[way] / base:.3f}"] for way in ways],
+            ),
+            f"plugin adds {(best['plugin'] - base) * 1000:+.0f} ms; jax stays unimported with "
+            f"the plugin: {'yes' if unimported else 'NO'} "
+            f"(exit codes {sorted(codes['plugin'], key=str)})",
+            "",
+        ]
+    )
 
     project = root / "fixture-cost"
     project.mkdir()
@@ -672,41 +738,70 @@ def section_overhead(root: Path, deadline: Deadline, tests: int, rounds: int,
     (project / "test_fixture_cost.py").write_text(FIXTURE_COST_TEST)
     cache = project / "cache"
     out = project / "costs.jsonl"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=str(cache),
-               GATE_QUALITY_MEASUREMENTS=str(measurements), GATE_QUALITY_OUT=str(out),
-               GATE_QUALITY_DUMMIES=str(DUMMY_ENTRIES))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(cache),
+        GATE_QUALITY_MEASUREMENTS=str(measurements),
+        GATE_QUALITY_OUT=str(out),
+        GATE_QUALITY_DUMMIES=str(DUMMY_ENTRIES),
+    )
     session = run_pytest("fixture cost", project, [], env, None, deadline)
     if session.exit_code != 0 or not out.is_file():
-        print_lines([f"fixture cost: the session failed ({session.exit_code}):",
-                     *session.output_tail.splitlines()[-10:]])
+        print_lines(
+            [
+                f"fixture cost: the session failed ({session.exit_code}):",
+                *session.output_tail.splitlines()[-10:],
+            ]
+        )
         return
     results = {}
     for text in out.read_text().splitlines():
         data = json.loads(text)
         results[data["label"]] = data["costs"]
     rows = []
-    for label, name in (("plain", "cache dir, its own entries"),
-                        ("10k", f"+ {DUMMY_ENTRIES:,} entry files")):
+    for label, name in (
+        ("plain", "cache dir, its own entries"),
+        ("10k", f"+ {DUMMY_ENTRIES:,} entry files"),
+    ):
         costs = results[label]
         own = [(c["wall"] - c["phases"]) * 1000 for c in costs]
         entries = costs[0]["entries"]
-        rows.append([name, str(entries), str(len(costs)),
-                     f"{statistics.median(c['compile_s'] for c in costs) * 1000:.1f} ms",
-                     f"{statistics.median(own):.2f} ms", f"{max(own):.2f} ms"])
+        rows.append(
+            [
+                name,
+                str(entries),
+                str(len(costs)),
+                f"{statistics.median(c['compile_s'] for c in costs) * 1000:.1f} ms",
+                f"{statistics.median(own):.2f} ms",
+                f"{max(own):.2f} ms",
+            ]
+        )
     plain = statistics.median((c["wall"] - c["phases"]) for c in results["plain"])
     tenk = statistics.median((c["wall"] - c["phases"]) for c in results["10k"])
     count_s = time_count(cache)
-    print_lines([
-        "the fixture's own cost per measurement: the jax_compile call's wall minus its "
-        "trace_s, lower_s and compile_s (clearing JAX's caches, module text, fingerprint, "
-        "op count, entry counts, classification, the record)",
-        *table(["cache dir", "entries", "measurements", "median compile_s",
-                "median own cost", "max own cost"], rows),
-        f"with {DUMMY_ENTRIES:,} entries vs without: x{tenk / plain:.2f} "
-        f"({(tenk - plain) * 1000:+.2f} ms per measurement); counting "
-        f"{count_cache_entries(str(cache)):,} entries once takes {count_s * 1000:.2f} ms "
-        "(median of 20; the fixture counts twice per measurement)",
-    ])
+    print_lines(
+        [
+            "the fixture's own cost per measurement: the jax_compile call's wall minus its "
+            "trace_s, lower_s and compile_s (clearing JAX's caches, module text, fingerprint, "
+            "op count, entry counts, classification, the record)",
+            *table(
+                [
+                    "cache dir",
+                    "entries",
+                    "measurements",
+                    "median compile_s",
+                    "median own cost",
+                    "max own cost",
+                ],
+                rows,
+            ),
+            f"with {DUMMY_ENTRIES:,} entries vs without: x{tenk / plain:.2f} "
+            f"({(tenk - plain) * 1000:+.2f} ms per measurement); counting "
+            f"{count_cache_entries(str(cache)):,} entries once takes {count_s * 1000:.2f} ms "
+            "(median of 20; the fixture counts twice per measurement)",
+        ]
+    )
 
 
 def time_count(cache: Path) -> float:
@@ -753,7 +848,7 @@ def test_4_plugin(jax_compile):
     jax_compile(jax.value_and_grad(mlp_loss), *ARGS, transform="vag")
 '''
 
-NAIVE_BENCHMARK_TESTS = '''
+NAIVE_BENCHMARK_TESTS = """
 
 def test_2_benchmark_default(benchmark):
     benchmark(_lowered().compile)
@@ -761,7 +856,7 @@ def test_2_benchmark_default(benchmark):
 
 def test_3_benchmark_pedantic(benchmark):
     benchmark.pedantic(_lowered().compile, rounds=ROUNDS, iterations=1)
-'''
+"""
 
 
 def section_naive(root: Path, deadline: Deadline, rounds: int) -> None:
@@ -780,18 +875,23 @@ def section_naive(root: Path, deadline: Deadline, rounds: int) -> None:
     if has_benchmark:
         args += [f"--benchmark-json={bench}", "--benchmark-disable-gc"]
     # No persistent cache: every side times a real XLA compile of the same module.
-    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_ENABLE_COMPILATION_CACHE="false",
-               GATE_QUALITY_ROUNDS=str(rounds), GATE_QUALITY_OUT=str(out))
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_ENABLE_COMPILATION_CACHE="false",
+        GATE_QUALITY_ROUNDS=str(rounds),
+        GATE_QUALITY_OUT=str(out),
+    )
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     session = run_pytest("naive", project, args, env, report, deadline)
     if session.exit_code != 0 or session.report is None:
-        print_lines([f"the session failed ({session.exit_code}):",
-                     *session.output_tail.splitlines()[-10:]])
+        print_lines(
+            [f"the session failed ({session.exit_code}):", *session.output_tail.splitlines()[-10:]]
+        )
         return
     (record,) = session.records
     plugin = record["compile_s"]
-    rows = [["plugin jax_compile (compile_s)", f"{plugin * 1000:.1f} ms", "-", "-", "1",
-             "x1"]]
+    rows = [["plugin jax_compile (compile_s)", f"{plugin * 1000:.1f} ms", "-", "-", "1", "x1"]]
     hand = json.loads(out.read_text().splitlines()[0])["rounds"]
     rows.append(naive_row("by hand: round 1", [hand[0]], plugin))
     rows.append(naive_row(f"by hand: rounds 2..{len(hand)}", hand[1:], plugin))
@@ -802,28 +902,40 @@ def section_naive(root: Path, deadline: Deadline, rounds: int) -> None:
             name = "pytest-benchmark " + (
                 "default" if "default" in entry["name"] else f"pedantic(rounds={rounds})"
             )
-            rows.append([
-                name, fmt_s(stats["median"]),
-                fmt_s(stats["min"]), fmt_s(stats["max"]), str(stats["rounds"]),
-                f"x{stats['median'] / plugin:.6f}",
-            ])
+            rows.append(
+                [
+                    name,
+                    fmt_s(stats["median"]),
+                    fmt_s(stats["min"]),
+                    fmt_s(stats["max"]),
+                    str(stats["rounds"]),
+                    f"x{stats['median'] / plugin:.6f}",
+                ]
+            )
     else:
-        rows.append(["pytest-benchmark", "not installed: see the rounds by hand", "", "", "",
-                     ""])
-    print_lines([
-        "value_and_grad of the example MLP, no persistent cache; the plugin's row is "
-        f"'{record['cache_state']}' (backend_compile_s {record['backend_compile_s']:.4f} s)",
-        *table(["timing", "median", "min", "max", "rounds", "median / plugin"], rows),
-        "rounds after the first are JAX's in-memory hits (the Lowered keeps its "
-        "executable); pytest-benchmark's default mode spends the real compile in its "
-        "calibration and reports only hits",
-    ])
+        rows.append(["pytest-benchmark", "not installed: see the rounds by hand", "", "", "", ""])
+    print_lines(
+        [
+            "value_and_grad of the example MLP, no persistent cache; the plugin's row is "
+            f"'{record['cache_state']}' (backend_compile_s {record['backend_compile_s']:.4f} s)",
+            *table(["timing", "median", "min", "max", "rounds", "median / plugin"], rows),
+            "rounds after the first are JAX's in-memory hits (the Lowered keeps its "
+            "executable); pytest-benchmark's default mode spends the real compile in its "
+            "calibration and reports only hits",
+        ]
+    )
 
 
 def naive_row(name: str, samples: list[float], plugin: float) -> list[str]:
     median = statistics.median(samples)
-    return [name, fmt_s(median), fmt_s(min(samples)), fmt_s(max(samples)),
-            str(len(samples)), f"x{median / plugin:.6f}"]
+    return [
+        name,
+        fmt_s(median),
+        fmt_s(min(samples)),
+        fmt_s(max(samples)),
+        str(len(samples)),
+        f"x{median / plugin:.6f}",
+    ]
 
 
 def fmt_s(seconds: float) -> str:
@@ -838,50 +950,94 @@ def section_defaults(false_alarms: list[Scenario], detection: list[Scenario]) ->
     print(HEADINGS["defaults"])
     unchanged = [*false_alarms, *(s for s in detection if s.name == NOT_RESTORED)]
     quiet = [s for scenario in unchanged for s in scenario.sessions if s.report]
-    big = [s for scenario in detection if scenario.name.startswith("regression")
-           for s in scenario.sessions if s.report]
-    small = [s for scenario in detection if scenario.name.startswith("small regression")
-             for s in scenario.sessions if s.report]
-    print_lines([
-        "the same measurements re-judged with the plugin's judge under other thresholds "
-        "(time verdicts only; 'false alarms': sessions without a code change, incl. "
-        "'cache not restored, defaults', that would fail; 'caught': regression sessions "
-        "that would fail)",
-        "",
-        *table(
-            ["thresholds", "false alarms", "DRIFT rows (no change)", "regression caught",
-             "small regression caught", "noisy rows"],
-            [grid_row(label, overrides, quiet, big, small)
-             for label, overrides in THRESHOLD_GRID],
-        ),
-        "",
-        "unchanged modules by load per core at measurement (every judged row whose module "
-        "matches its pin, all sessions): wall and CPU seconds against the pin",
-        "",
-        *table(["load/core", "state", "rows", "wall ratio median / max",
-                "cpu ratio median / max", "largest wall excess"],
-               load_rows([s for scenario in [*false_alarms, *detection]
-                          for s in scenario.sessions])),
-    ])
+    big = [
+        s
+        for scenario in detection
+        if scenario.name.startswith("regression")
+        for s in scenario.sessions
+        if s.report
+    ]
+    small = [
+        s
+        for scenario in detection
+        if scenario.name.startswith("small regression")
+        for s in scenario.sessions
+        if s.report
+    ]
+    print_lines(
+        [
+            "the same measurements re-judged with the plugin's judge under other thresholds "
+            "(time verdicts only; 'false alarms': sessions without a code change, incl. "
+            "'cache not restored, defaults', that would fail; 'caught': regression sessions "
+            "that would fail)",
+            "",
+            *table(
+                [
+                    "thresholds",
+                    "false alarms",
+                    "DRIFT rows (no change)",
+                    "regression caught",
+                    "small regression caught",
+                    "noisy rows",
+                ],
+                [
+                    grid_row(label, overrides, quiet, big, small)
+                    for label, overrides in THRESHOLD_GRID
+                ],
+            ),
+            "",
+            "unchanged modules by load per core at measurement (every judged row whose module "
+            "matches its pin, all sessions): wall and CPU seconds against the pin",
+            "",
+            *table(
+                [
+                    "load/core",
+                    "state",
+                    "rows",
+                    "wall ratio median / max",
+                    "cpu ratio median / max",
+                    "largest wall excess",
+                ],
+                load_rows(
+                    [s for scenario in [*false_alarms, *detection] for s in scenario.sessions]
+                ),
+            ),
+        ]
+    )
 
 
-DEFAULTS = {"tolerance": DEFAULT_TOLERANCE, "floor_s": DEFAULT_FLOOR_S,
-            "max_load": DEFAULT_MAX_LOAD, "strict": False, "metric": "wall"}
+DEFAULTS = {
+    "tolerance": DEFAULT_TOLERANCE,
+    "floor_s": DEFAULT_FLOOR_S,
+    "max_load": DEFAULT_MAX_LOAD,
+    "strict": False,
+    "metric": "wall",
+}
 THRESHOLD_GRID: list[tuple[str, dict[str, Any]]] = [
-    (f"defaults (tolerance {DEFAULT_TOLERANCE:g}, floor {DEFAULT_FLOOR_S:g} s, max load "
-     f"{DEFAULT_MAX_LOAD:g})", DEFAULTS),
+    (
+        f"defaults (tolerance {DEFAULT_TOLERANCE:g}, floor {DEFAULT_FLOOR_S:g} s, max load "
+        f"{DEFAULT_MAX_LOAD:g})",
+        DEFAULTS,
+    ),
     ("--compile-strict (wall seconds, whatever the load)", {**DEFAULTS, "strict": True}),
     ("--compile-strict --compile-metric cpu", {**DEFAULTS, "strict": True, "metric": "cpu"}),
     *((f"max load {value:g}", {**DEFAULTS, "max_load": value}) for value in (0.75, 1.5, 2.0)),
     *((f"tolerance {value:g}", {**DEFAULTS, "tolerance": value}) for value in (0.5, 1.0)),
     *((f"floor {value:g} s", {**DEFAULTS, "floor_s": value}) for value in (0.0, 0.1, 0.5)),
-    ("strict, tolerance 0.5, floor 0.1 s", {**DEFAULTS, "strict": True, "tolerance": 0.5,
-                                            "floor_s": 0.1}),
+    (
+        "strict, tolerance 0.5, floor 0.1 s",
+        {**DEFAULTS, "strict": True, "tolerance": 0.5, "floor_s": 0.1},
+    ),
 ]
 
 
-def grid_row(label: str, overrides: dict[str, Any], quiet: list[Session],
-             big: list[Session], small: list[Session]) -> list[str]:
+def grid_row(
+    label: str,
+    overrides: dict[str, Any],
+    quiet: list[Session],
+    big: list[Session],
+    small: list[Session],
+) -> list[str]:
     alarms = drift_rows = noisy = 0
     for session in quiet:
         failed, counts = rejudge(session, **overrides)
@@ -896,8 +1052,14 @@ def grid_row(label: str, overrides: dict[str, Any], quiet: list[Session],
             hits += failed
             noisy += counts[Status.NOISY.value]
         caught[name] = f"{hits}/{len(sessions)}" if sessions else "-"
-    return [label, f"{alarms}/{len(quiet)}", str(drift_rows), caught["big"], caught["small"],
-            str(noisy)]
+    return [
+        label,
+        f"{alarms}/{len(quiet)}",
+        str(drift_rows),
+        caught["big"],
+        caught["small"],
+        str(noisy),
+    ]
 
 
 LOAD_BUCKETS = [(0.0, 1.0), (1.0, 1.5), (1.5, 2.0), (2.0, 3.0), (3.0, float("inf"))]
@@ -929,13 +1091,16 @@ def load_rows(sessions: list[Session]) -> list[list[str]]:
         low, high = LOAD_BUCKETS[bucket]
         walls = [wall for wall, _, _ in items]
         cpus = [cpu for _, cpu, _ in items if cpu is not None]
-        rows.append([
-            f"{low:g}-{high:g}" if high != float("inf") else f">= {low:g}", state,
-            str(len(items)),
-            f"{statistics.median(walls):.2f}x / {max(walls):.2f}x",
-            f"{statistics.median(cpus):.2f}x / {max(cpus):.2f}x" if cpus else "-",
-            f"{max(excess for _, _, excess in items):+.3f} s",
-        ])
+        rows.append(
+            [
+                f"{low:g}-{high:g}" if high != float("inf") else f">= {low:g}",
+                state,
+                str(len(items)),
+                f"{statistics.median(walls):.2f}x / {max(walls):.2f}x",
+                f"{statistics.median(cpus):.2f}x / {max(cpus):.2f}x" if cpus else "-",
+                f"{max(excess for _, _, excess in items):+.3f} s",
+            ]
+        )
     return rows
 
 
@@ -945,20 +1110,37 @@ def load_rows(sessions: list[Session]) -> list[list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=8, help="K sessions per row")
-    parser.add_argument("--depth", type=int, default=512,
-                        help="JAXMODELS_DEPTH of the injected regression (default 512)")
-    parser.add_argument("--small-depth", type=int, default=128,
-                        help="JAXMODELS_DEPTH of a regression near the floor (default 128)")
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=512,
+        help="JAXMODELS_DEPTH of the injected regression (default 512)",
+    )
+    parser.add_argument(
+        "--small-depth",
+        type=int,
+        default=128,
+        help="JAXMODELS_DEPTH of a regression near the floor (default 128)",
+    )
     parser.add_argument("--startup-tests", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved start-up rounds; naive timing rounds")
-    parser.add_argument("--measurements", type=int, default=20,
-                        help="fixture measurements per cache dir")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved start-up rounds; naive timing rounds"
+    )
+    parser.add_argument(
+        "--measurements", type=int, default=20, help="fixture measurements per cache dir"
+    )
     parser.add_argument("--max-minutes", type=float, default=45.0)
-    parser.add_argument("--keep", type=Path, default=None,
-                        help="work in this (new) directory and keep it, for inspection")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke settings: 1 session, 2 detection scenarios, small suite")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="work in this (new) directory and keep it, for inspection",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke settings: 1 session, 2 detection scenarios, small suite",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sessions, args.depth = 1, min(args.depth, 128)
@@ -977,21 +1159,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         pins = project.make_pins()
         deep = None
         if not args.quick:  # an unchanged module big enough that the floor does not shield it
-            deep = Project(root / "example-deep", deadline,
-                           env={"JAXMODELS_DEPTH": str(args.depth)})
+            deep = Project(
+                root / "example-deep", deadline, env={"JAXMODELS_DEPTH": str(args.depth)}
+            )
             pins += deep.make_pins()
         with busy_core() as busy:
             false_alarms = section_false_alarms(project, deep, args.sessions, pins)
             detection = section_detection(
                 project, args.sessions, (args.depth, args.small_depth), args.quick
             )
-        print(f"  busy process {busy.pid} stopped (exit status {busy.returncode}); "
-              f"load average at the end: {os.getloadavg()[0]:.2f}")
+        print(
+            f"  busy process {busy.pid} stopped (exit status {busy.returncode}); "
+            f"load average at the end: {os.getloadavg()[0]:.2f}"
+        )
         section_fidelity(
             [*pins, *(s for scenario in [*false_alarms, *detection] for s in scenario.sessions)]
         )
-        section_overhead(root, deadline, args.startup_tests, args.rounds,
-                         args.measurements)
+        section_overhead(root, deadline, args.startup_tests, args.rounds, args.measurements)
         section_naive(root, deadline, args.rounds)
         section_defaults(false_alarms, detection)
     return 0

@@ -125,8 +125,10 @@ def _session(staged: list[Any], names: list[str], busy: bool, timeout_s: float) 
 
     workers = []
     if busy:
-        workers = [multiprocessing.get_context("spawn").Process(target=_busy, daemon=True)
-                   for _ in range(os.cpu_count() or 2)]
+        workers = [
+            multiprocessing.get_context("spawn").Process(target=_busy, daemon=True)
+            for _ in range(os.cpu_count() or 2)
+        ]
         for worker in workers:
             worker.start()
     try:
@@ -141,7 +143,8 @@ def _session(staged: list[Any], names: list[str], busy: bool, timeout_s: float) 
     if -1 in results:
         raise SystemExit(f"counting child failed: {results[-1]}")
     return {
-        "busy": busy, "wall_s": wall,
+        "busy": busy,
+        "wall_s": wall,
         "counts": {names[i]: results[i]["instructions"] for i in range(len(names))},
         "seconds": {names[i]: results[i].get("seconds") for i in range(len(names))},
     }
@@ -151,8 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--idle", type=int, default=5)
     parser.add_argument("--busy", type=int, default=5)
-    parser.add_argument("--unchanged", type=int, default=20,
-                        help="unchanged sessions judged for false DRIFT, pin excluded")
+    parser.add_argument(
+        "--unchanged",
+        type=int,
+        default=20,
+        help="unchanged sessions judged for false DRIFT, pin excluded",
+    )
     parser.add_argument("--modules", default="all")
     parser.add_argument("--tolerance", type=float, default=None)
     parser.add_argument("--timeout", type=float, default=3600.0)
@@ -170,8 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     for number, busy in enumerate(plan, 1):
         session = _session(staged, names, busy, args.timeout)
         sessions.append(session)
-        print(f"session {number}/{len(plan)} ({'busy' if busy else 'idle'}): "
-              f"{session['wall_s']:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"session {number}/{len(plan)} ({'busy' if busy else 'idle'}): "
+            f"{session['wall_s']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     _report(names, sessions, plain, tolerance, args.idle + args.busy)
     if args.json is not None:
         args.json.write_text(json.dumps({"sessions": sessions, "plain_s": plain}, indent=1))
@@ -179,12 +190,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(
-    names: list[str], sessions: list[dict[str, Any]], plain: dict[str, float],
-    tolerance: float, spread_sessions: int,
+    names: list[str],
+    sessions: list[dict[str, Any]],
+    plain: dict[str, float],
+    tolerance: float,
+    spread_sessions: int,
 ) -> None:
     pin = sessions[0]["counts"]
-    print(f"{len(names)} modules, {len(sessions)} sessions "
-          f"({sum(s['busy'] for s in sessions)} with every core busy), tolerance {tolerance:.2%}")
+    print(
+        f"{len(names)} modules, {len(sessions)} sessions "
+        f"({sum(s['busy'] for s in sessions)} with every core busy), tolerance {tolerance:.2%}"
+    )
     print("\nmodule                   count (pin)    spread   plain s   counted s")
     worst = 0.0
     for name in names:
@@ -194,30 +210,36 @@ def _report(
         seconds = [s["seconds"][name] for s in sessions if s["seconds"][name] is not None]
         counted = f"{min(seconds):9.1f}" if seconds else "        -"
         print(f"{name:<24} {pin[name]:>13,}  {spread:7.3%}  {plain[name]:8.3f}  {counted}")
-    print(f"\nlargest spread of any module over the first {spread_sessions} sessions: "
-          f"{worst:.3%}")
+    print(f"\nlargest spread of any module over the first {spread_sessions} sessions: {worst:.3%}")
     false_drift = sum(
         1 for s in sessions[1:] for name in names if s["counts"][name] > pin[name] * (1 + tolerance)
     )
     sessions_with = sum(
-        1 for s in sessions[1:]
+        1
+        for s in sessions[1:]
         if any(s["counts"][name] > pin[name] * (1 + tolerance) for name in names)
     )
-    print(f"false DRIFT: {false_drift} module(s) in {sessions_with} of {len(sessions) - 1} "
-          "unchanged sessions")
+    print(
+        f"false DRIFT: {false_drift} module(s) in {sessions_with} of {len(sessions) - 1} "
+        "unchanged sessions"
+    )
     if {"mlp20_grad", "mlp21_grad", "mlp22_grad"} <= set(names):
         base = pin["mlp20_grad"]
         changed = (("mlp22_grad", "22 layers (+10 %)"), ("mlp21_grad", "21 layers (+5 %)"))
         for name, label in changed:
             caught = sum(1 for s in sessions if s["counts"][name] > base * (1 + tolerance))
             growth = [s["counts"][name] / base - 1 for s in sessions]
-            print(f"20-layer pin, {label}: caught in {caught} of {len(sessions)} sessions "
-                  f"(count {min(growth):+.2%} to {max(growth):+.2%} over the pin)")
+            print(
+                f"20-layer pin, {label}: caught in {caught} of {len(sessions)} sessions "
+                f"(count {min(growth):+.2%} to {max(growth):+.2%} over the pin)"
+            )
     walls = [s["wall_s"] for s in sessions]
     counted = [sum(v for v in s["seconds"].values() if v is not None) for s in sessions]
-    print(f"\ncost per session: {min(walls):.0f}-{max(walls):.0f} s wall, of which counting "
-          f"{min(counted):.0f}-{max(counted):.0f} s ({min(counted) / len(names):.1f} s per module "
-          f"at best); plain compiles of the same modules: {sum(plain.values()):.2f} s in all")
+    print(
+        f"\ncost per session: {min(walls):.0f}-{max(walls):.0f} s wall, of which counting "
+        f"{min(counted):.0f}-{max(counted):.0f} s ({min(counted) / len(names):.1f} s per module "
+        f"at best); plain compiles of the same modules: {sum(plain.values()):.2f} s in all"
+    )
 
 
 if __name__ == "__main__":

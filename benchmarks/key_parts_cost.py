@@ -84,14 +84,19 @@ def main() -> int:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     _time_the_key()
-    print(f"jax {jax.__version__}, Python {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs, {args.pairs} pairs per module, persistent-cache hits")
-    print(f"{'module':<16} {'MLIR':>9} | {'key without':>11} {'key with':>9} "
-          f"{'median diff':>11} | {'hit without':>11} {'hit with':>9} {'median diff':>11}")
+    print(
+        f"jax {jax.__version__}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, {args.pairs} pairs per module, persistent-cache hits"
+    )
+    print(
+        f"{'module':<16} {'MLIR':>9} | {'key without':>11} {'key with':>9} "
+        f"{'median diff':>11} | {'hit without':>11} {'hit with':>9} {'median diff':>11}"
+    )
     for depth in (int(d) for d in args.depths.split(",")):
         params = jaxmodels.mlp_init(0, jaxmodels.mlp_widths(depth))
         x = jaxmodels.example_inputs((jaxmodels.BATCH, jaxmodels.IN_WIDTH), seed=1)
         y = jaxmodels.example_inputs((jaxmodels.BATCH, jaxmodels.OUT_WIDTH), seed=2)
+
         def lower(params=params, x=x, y=y):  # type: ignore[no-untyped-def]
             return jax.jit(jax.value_and_grad(jaxmodels.mlp_loss)).trace(params, x, y).lower()
 
@@ -107,9 +112,11 @@ def main() -> int:
             without = [t[column] for t in timings[False]]
             with_capture = [t[column] for t in timings[True]]
             diffs = [w - wo for w, wo in zip(with_capture, without, strict=True)]
-            cells.append(f"{statistics.median(without) * 1e3:>8.1f} ms "
-                         f"{statistics.median(with_capture) * 1e3:>6.1f} ms "
-                         f"{statistics.median(diffs) * 1e3:>+8.1f} ms")
+            cells.append(
+                f"{statistics.median(without) * 1e3:>8.1f} ms "
+                f"{statistics.median(with_capture) * 1e3:>6.1f} ms "
+                f"{statistics.median(diffs) * 1e3:>+8.1f} ms"
+            )
         print(f"{'mlp depth ' + str(depth):<16} {size_kib:>5.0f} KiB | {cells[0]} | {cells[1]}")
     return 0
 

@@ -63,12 +63,16 @@ class Suite:
 
 SUITES = {
     "optax": Suite(
-        "optax", ("optax==0.2.8", "scipy==1.17.1", "scikit-learn==1.9.1"),
-        ("optax/_src/alias_test.py",), ("-k", "test_optimization or test_explicit_dtype"),
+        "optax",
+        ("optax==0.2.8", "scipy==1.17.1", "scikit-learn==1.9.1"),
+        ("optax/_src/alias_test.py",),
+        ("-k", "test_optimization or test_explicit_dtype"),
     ),
     "chex": Suite(
-        "chex", ("chex==0.1.92", "cloudpickle==3.1.3"),
-        ("chex/_src/variants_test.py", "chex/_src/dataclass_test.py"), (),
+        "chex",
+        ("chex==0.1.92", "cloudpickle==3.1.3"),
+        ("chex/_src/variants_test.py", "chex/_src/dataclass_test.py"),
+        (),
     ),
 }
 
@@ -83,8 +87,10 @@ FAILING = {"DRIFT", "MISS", "GREW"}
 # Statuses that pass the gate alike: `noisy` is `ok` judged on CPU seconds because the host
 # was loaded (two workers on two cores are), so ok <-> noisy is the load, not the verdict.
 PASSING_ALIKE = {"ok", "noisy", "improved"}
-_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected"
-                    r"|subtests passed|subtests failed|subtests skipped)")
+_COUNT = re.compile(
+    r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected"
+    r"|subtests passed|subtests failed|subtests skipped)"
+)
 
 
 def venv_python(venv: Path, suites: list[Suite]) -> Path:
@@ -92,15 +98,17 @@ def venv_python(venv: Path, suites: list[Suite]) -> Path:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     requirements = [*PINNED, *(r for suite in suites for r in suite.requirements)]
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements, "-e", str(REPO)],
-                   check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", *requirements, "-e", str(REPO)], check=True
+    )
     return python
 
 
 def site_packages(python: Path) -> Path:
     code = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    out = subprocess.run([str(python), "-c", code],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [str(python), "-c", code], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return Path(out)
 
 
@@ -129,7 +137,8 @@ class Run:
 
 def run_pytest(python: Path, directory: Path, args: list[str]) -> Run:
     env = {
-        **os.environ, "JAX_PLATFORMS": "cpu",
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
         "JAX_COMPILATION_CACHE_DIR": str(directory / "jax-cache"),
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
@@ -137,8 +146,13 @@ def run_pytest(python: Path, directory: Path, args: list[str]) -> Run:
     env.pop("PYTHONPATH", None)
     cpu_before = _children_cpu_s()
     start = time.perf_counter()
-    proc = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          cwd=directory, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     cpu_seconds = _children_cpu_s() - cpu_before
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
@@ -156,7 +170,7 @@ def census_head(stdout: str, lines: int = 4) -> list[str]:
     text = stdout.splitlines()
     for index, line in enumerate(text):
         if "jax compile times" in line:
-            return text[index + 1:index + 1 + lines]
+            return text[index + 1 : index + 1 + lines]
     return ["(no census section)"]
 
 
@@ -172,8 +186,15 @@ def spread(values: list[float]) -> str:
     return f"x{statistics.median(values):.3f} (range {min(values):.3f}-{max(values):.3f})"
 
 
-def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
-             directory: Path, rounds: int, names: list[str]) -> bool:
+def overhead(
+    python: Path,
+    suite: Suite,
+    selection: list[str],
+    files: list[str],
+    directory: Path,
+    rounds: int,
+    names: list[str],
+) -> bool:
     """Prints the overhead figures of the ways `names` (the disabled run always among them);
     False when a way's pass/fail counts differ."""
     args = [*files, *selection]
@@ -186,7 +207,7 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
     for index in range(rounds):
         # Each round starts one way later: no way always runs first, after the warm-up or
         # right after the two-worker run.
-        for way in names[index % len(names):] + names[:index % len(names)]:
+        for way in names[index % len(names) :] + names[: index % len(names)]:
             extra = WAYS[way]
             report = directory / "report.json"
             more = ["--compile-report", str(report)] if way == "census" else []
@@ -200,13 +221,14 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
     same_counts = True
     for way in names:
         ratios = [s / b for s, b in zip(seconds[way], seconds["disabled"], strict=True)]
-        cpu_ratios = [s / b for s, b in zip(cpu_seconds[way], cpu_seconds["disabled"],
-                                            strict=True)]
+        cpu_ratios = [s / b for s, b in zip(cpu_seconds[way], cpu_seconds["disabled"], strict=True)]
         same_counts &= counts[way] == counts["disabled"]
         same = "same counts" if counts[way] == counts["disabled"] else "COUNTS DIFFER"
-        print(f"  {way:<12} wall median {statistics.median(seconds[way]):6.1f} s  "
-              f"{spread(ratios)}; cpu median {statistics.median(cpu_seconds[way]):6.1f} s  "
-              f"{spread(cpu_ratios)}  {same}: {sorted(counts[way])}")
+        print(
+            f"  {way:<12} wall median {statistics.median(seconds[way]):6.1f} s  "
+            f"{spread(ratios)}; cpu median {statistics.median(cpu_seconds[way]):6.1f} s  "
+            f"{spread(cpu_ratios)}  {same}: {sorted(counts[way])}"
+        )
         print(f"    wall per round: {' '.join(f'{s:.1f}' for s in seconds[way])}")
     if last_census is not None:
         print("  census summary, first lines:")
@@ -215,15 +237,18 @@ def overhead(python: Path, suite: Suite, selection: list[str], files: list[str],
         data = json.loads((directory / "report.json").read_text())
         per_test = Counter(record["cell"] for record in data["records"])
         ran = len(data["ran_cells"])
-        print(f"  rows: {sum(per_test.values())} over {len(per_test)} test(s) with rows, "
-              f"{ran} test(s) ran; rows per test median "
-              f"{statistics.median(per_test.values()) if per_test else 0}, "
-              f"max {max(per_test.values()) if per_test else 0}")
+        print(
+            f"  rows: {sum(per_test.values())} over {len(per_test)} test(s) with rows, "
+            f"{ran} test(s) ran; rows per test median "
+            f"{statistics.median(per_test.values()) if per_test else 0}, "
+            f"max {max(per_test.values()) if per_test else 0}"
+        )
     return same_counts
 
 
-def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
-         directory: Path, reruns: int) -> bool:
+def gate(
+    python: Path, suite: Suite, selection: list[str], files: list[str], directory: Path, reruns: int
+) -> bool:
     """Prints the gate figures; False on a failing row or a verdict -n 2 changes."""
     args = [*files, *selection]
     for label in ("cold", "warm"):
@@ -234,48 +259,82 @@ def gate(python: Path, suite: Suite, selection: list[str], files: list[str],
     for index in range(reruns):
         serial = directory / f"serial-{index}.json"
         parallel = directory / f"xdist-{index}.json"
-        run_s = run_pytest(python, directory,
-                           ["--compile-census", "--compile-report", str(serial), *args])
-        run_p = run_pytest(python, directory, ["--compile-census", "-n", "2",
-                                               "--compile-report", str(parallel), *args])
+        run_s = run_pytest(
+            python, directory, ["--compile-census", "--compile-report", str(serial), *args]
+        )
+        run_p = run_pytest(
+            python,
+            directory,
+            ["--compile-census", "-n", "2", "--compile-report", str(parallel), *args],
+        )
         v_s, v_p = verdicts(serial), verdicts(parallel)
         failing_s = Counter(s for s in v_s.values() if s in FAILING)
         failing_p = Counter(s for s in v_p.values() if s in FAILING)
         both = v_s.keys() & v_p.keys()
-        differ = sorted(row for row in both if v_s[row] != v_p[row]
-                        and not {v_s[row], v_p[row]} <= PASSING_ALIKE)
+        differ = sorted(
+            row
+            for row in both
+            if v_s[row] != v_p[row] and not {v_s[row], v_p[row]} <= PASSING_ALIKE
+        )
         load_only = sum(1 for row in both if v_s[row] != v_p[row]) - len(differ)
         only = sorted(v_s.keys() ^ v_p.keys())
         false_alarms += sum(failing_s.values()) + sum(failing_p.values())
         disagreements += len(differ)
-        print(f"  rerun {index + 1}: serial exit {run_s.returncode} {dict(Counter(v_s.values()))} "
-              f"failing {dict(failing_s)}; -n 2 exit {run_p.returncode} "
-              f"{dict(Counter(v_p.values()))} failing {dict(failing_p)}")
-        print(f"    rows in both: {len(both)}, another verdict under -n 2: {len(differ)} "
-              f"(and {load_only} ok <-> noisy: the load); "
-              f"rows in one run only (another test of that worker paid the compile): {len(only)}")
+        print(
+            f"  rerun {index + 1}: serial exit {run_s.returncode} {dict(Counter(v_s.values()))} "
+            f"failing {dict(failing_s)}; -n 2 exit {run_p.returncode} "
+            f"{dict(Counter(v_p.values()))} failing {dict(failing_p)}"
+        )
+        print(
+            f"    rows in both: {len(both)}, another verdict under -n 2: {len(differ)} "
+            f"(and {load_only} ok <-> noisy: the load); "
+            f"rows in one run only (another test of that worker paid the compile): {len(only)}"
+        )
         for row in [*differ, *only][:5]:
             print(f"    {row[0]} [{row[1]}]: serial {v_s.get(row)}, -n 2 {v_p.get(row)}")
-    print(f"  total over {reruns} rerun(s): {false_alarms} failing row(s) (false alarms), "
-          f"{disagreements} row(s) judged differently by -n 2")
+    print(
+        f"  total over {reruns} rerun(s): {false_alarms} failing row(s) (false alarms), "
+        f"{disagreements} row(s) judged differently by -n 2"
+    )
     return false_alarms == 0 and disagreements == 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--way", action="append", choices=sorted(WAYS), default=[],
-                        help="time only these ways (repeatable; the disabled run always)")
-    parser.add_argument("--reruns", type=int, default=3,
-                        help="unchanged reruns after pinning (0: skip the gate figures)")
-    parser.add_argument("--suite", action="append", choices=sorted(SUITES),
-                        help="a suite to run (repeatable; default all)")
-    parser.add_argument("--select", action="append", default=[], metavar="NAME=ARGS",
-                        help="pytest arguments replacing a suite's default selection, "
-                             "e.g. 'optax=-k test_explicit_dtype'")
-    parser.add_argument("--venv", type=Path,
-                        default=Path(tempfile.gettempdir()) / "jaxcompile-real-suites-venv",
-                        help="scratch venv (created if missing, reused otherwise)")
+    parser.add_argument(
+        "--way",
+        action="append",
+        choices=sorted(WAYS),
+        default=[],
+        help="time only these ways (repeatable; the disabled run always)",
+    )
+    parser.add_argument(
+        "--reruns",
+        type=int,
+        default=3,
+        help="unchanged reruns after pinning (0: skip the gate figures)",
+    )
+    parser.add_argument(
+        "--suite",
+        action="append",
+        choices=sorted(SUITES),
+        help="a suite to run (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="pytest arguments replacing a suite's default selection, "
+        "e.g. 'optax=-k test_explicit_dtype'",
+    )
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "jaxcompile-real-suites-venv",
+        help="scratch venv (created if missing, reused otherwise)",
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory")
     args = parser.parse_args()
     suites = [SUITES[name] for name in (args.suite or sorted(SUITES))]
@@ -288,11 +347,26 @@ def main() -> int:
     python = venv_python(args.venv, suites)
     packages = site_packages(python)
     versions = subprocess.run(
-        [str(python), "-c", "import sys, importlib.metadata as m; print(sys.version.split()[0], "
-         + ", ".join(f"m.version({p!r})" for p in
-                     ["jax", "jaxlib", "pytest", "pytest-xdist",
-                      *(r.split("==")[0] for s in suites for r in s.requirements)]) + ")"],
-        check=True, capture_output=True, text=True).stdout.strip()
+        [
+            str(python),
+            "-c",
+            "import sys, importlib.metadata as m; print(sys.version.split()[0], "
+            + ", ".join(
+                f"m.version({p!r})"
+                for p in [
+                    "jax",
+                    "jaxlib",
+                    "pytest",
+                    "pytest-xdist",
+                    *(r.split("==")[0] for s in suites for r in s.requirements),
+                ]
+            )
+            + ")",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     load = os.getloadavg()
     print(f"versions (python, jax, jaxlib, pytest, xdist, suites' packages): {versions}")
     print(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
@@ -303,18 +377,23 @@ def main() -> int:
         print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
         files = prepare(workdir / f"{suite.name}-overhead", suite, packages)
         ways = [way for way in WAYS if way == "disabled" or not args.way or way in args.way]
-        good &= overhead(python, suite, selection, files, workdir / f"{suite.name}-overhead",
-                         args.rounds, ways)
+        good &= overhead(
+            python, suite, selection, files, workdir / f"{suite.name}-overhead", args.rounds, ways
+        )
         files = prepare(workdir / f"{suite.name}-gate", suite, packages)
         if args.reruns > 0:  # --reruns 0: the overhead figures only
-            good &= gate(python, suite, selection, files, workdir / f"{suite.name}-gate",
-                         args.reruns)
+            good &= gate(
+                python, suite, selection, files, workdir / f"{suite.name}-gate", args.reruns
+            )
     load = os.getloadavg()
-    print(f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-          f"scratch in {workdir}")
+    print(
+        f"\nload average at the end {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; scratch in {workdir}"
+    )
     if not good:
-        print("FAILED: pass/fail counts differ from the plugin-disabled run, a false alarm, "
-              "or a verdict -n 2 changes (above)")
+        print(
+            "FAILED: pass/fail counts differ from the plugin-disabled run, a false alarm, "
+            "or a verdict -n 2 changes (above)"
+        )
     return 0 if good else 1
 
 

@@ -99,16 +99,14 @@ def slow_tail(rng: random.Random, n: int) -> list[float]:
 def creep(rate: float, spread: float, start: int = 1) -> Generator:
     """Flat up to `start`, then up by `rate` per session (times +-spread noise)."""
     return lambda rng, n: [
-        (1 + rate) ** max(0, i - start + 1) * (1 + rng.uniform(-spread, spread))
-        for i in range(n)
+        (1 + rate) ** max(0, i - start + 1) * (1 + rng.uniform(-spread, spread)) for i in range(n)
     ]
 
 
 def step(size: float, after: int, spread: float = 0.15) -> Generator:
     """Flat, then `after` sessions `size` higher (the last ones)."""
     return lambda rng, n: [
-        (1 + size if i >= n - after else 1.0) * (1 + rng.uniform(-spread, spread))
-        for i in range(n)
+        (1 + size if i >= n - after else 1.0) * (1 + rng.uniform(-spread, spread)) for i in range(n)
     ]
 
 
@@ -133,8 +131,10 @@ def simulate(make: Generator, n: int, count: int, seed: int) -> Outcome:
     began = time.perf_counter()
     fits = [fit_series(values, alpha=MAX_ALPHA) for values in series]
     seconds = time.perf_counter() - began
-    return Outcome([(fit, values) for fit, values in zip(fits, series, strict=True)
-                    if fit is not None], seconds)
+    return Outcome(
+        [(fit, values) for fit, values in zip(fits, series, strict=True) if fit is not None],
+        seconds,
+    )
 
 
 def header(title: str) -> None:
@@ -172,8 +172,10 @@ def flat_section(count: int, seed: int) -> dict[str, dict[int, Outcome]]:
 
 def creep_section(count: int, seed: int) -> dict[str, dict[int, Outcome]]:
     header("creep")
-    print(f"detected per 100 series ({count} series each), and the located start minus the "
-          "true one (median; 0 is exact)")
+    print(
+        f"detected per 100 series ({count} series each), and the located start minus the "
+        "true one (median; 0 is exact)"
+    )
     scenarios: dict[str, tuple[Generator, Callable[[int], int]]] = {
         "10 %/session, +-5 %": (creep(0.10, 0.05), lambda n: 1),
         "10 %/session, +-15 %": (creep(0.10, 0.15), lambda n: 1),
@@ -185,7 +187,8 @@ def creep_section(count: int, seed: int) -> dict[str, dict[int, Outcome]]:
     results: dict[str, dict[int, Outcome]] = {}
     for n in LENGTHS:
         scenarios[f"flat, then 5 %/session from {n // 2}"] = (
-            creep(0.05, 0.05, start=n // 2), lambda n: n // 2
+            creep(0.05, 0.05, start=n // 2),
+            lambda n: n // 2,
         )
     for n in LENGTHS:
         print(f"-- {n} points per series")
@@ -210,17 +213,23 @@ def creep_section(count: int, seed: int) -> dict[str, dict[int, Outcome]]:
 
 def step_section(count: int, seed: int) -> None:
     header("step")
-    print(f"a step up after a flat history, +-15 % noise: detected per 100 series ({count} "
-          f"each) at alpha {DEFAULT_TREND_ALPHA:g}, threshold "
-          f"{DEFAULT_TREND_THRESHOLD:.0%}, by sessions since the step")
+    print(
+        f"a step up after a flat history, +-15 % noise: detected per 100 series ({count} "
+        f"each) at alpha {DEFAULT_TREND_ALPHA:g}, threshold "
+        f"{DEFAULT_TREND_THRESHOLD:.0%}, by sessions since the step"
+    )
     afters = (2, 3, 4, 5, 6, 8, 10)
     print(f"{'step, history':<24}" + "".join(f"{a:>8}" for a in afters))
     for size in (0.3, 0.5):
         for n_before in (7, 20):
             cells = []
             for offset, after in enumerate(afters):
-                outcome = simulate(step(size, after), n_before + after, count,
-                                   seed + 5000 + int(size * 100) + n_before * 10 + offset)
+                outcome = simulate(
+                    step(size, after),
+                    n_before + after,
+                    count,
+                    seed + 5000 + int(size * 100) + n_before * 10 + offset,
+                )
                 flagged = outcome.flagged(DEFAULT_TREND_ALPHA, DEFAULT_TREND_THRESHOLD)
                 cells.append(f"{100 * flagged / count:8.1f}")
             print(f"{f'+{size:.0%}, {n_before} before':<24}" + "".join(cells))
@@ -228,14 +237,17 @@ def step_section(count: int, seed: int) -> None:
 
 def delay_section(count: int, seed: int) -> None:
     header("delay")
-    print(f"sessions from the first risen one until `check --trend` fails (alpha "
-          f"{DEFAULT_TREND_ALPHA:g}, window {DEFAULT_TREND_WINDOW}): 10 flat sessions, then a "
-          f"creep; median and 90th percentile of {count} series, and the rise by then")
+    print(
+        f"sessions from the first risen one until `check --trend` fails (alpha "
+        f"{DEFAULT_TREND_ALPHA:g}, window {DEFAULT_TREND_WINDOW}): 10 flat sessions, then a "
+        f"creep; median and 90th percentile of {count} series, and the rise by then"
+    )
     thresholds = (0.25, 0.35, 0.50)
     print(f"{'creep':<24}" + "".join(f"{f't={t:.0%}':>24}" for t in thresholds))
     flat_before, longest = 10, 40
-    for offset, (rate, spread) in enumerate(((0.10, 0.05), (0.10, 0.15), (0.05, 0.05),
-                                              (0.05, 0.15), (0.02, 0.05))):
+    for offset, (rate, spread) in enumerate(
+        ((0.10, 0.05), (0.10, 0.15), (0.05, 0.05), (0.05, 0.15), (0.02, 0.05))
+    ):
         rng = random.Random(seed + 9000 + offset)
         delays: dict[float, list[int]] = {t: [] for t in thresholds}
         for _ in range(count):
@@ -259,14 +271,17 @@ def delay_section(count: int, seed: int) -> None:
         print(f"{f'{rate:.0%}/session, +-{spread:.0%}':<24}" + "".join(f"{c:>24}" for c in cells))
 
 
-def timing_section(flat: dict[str, dict[int, Outcome]], rising: dict[str, dict[int, Outcome]],
-                   count: int) -> None:
+def timing_section(
+    flat: dict[str, dict[int, Outcome]], rising: dict[str, dict[int, Outcome]], count: int
+) -> None:
     header("timing")
     for n in LENGTHS:
         flat_us = 1e6 * flat["+-15 % uniform"][n].seconds / count
         creep_us = 1e6 * rising["10 %/session, +-5 %"][n].seconds / count
-        print(f"{n} points: {flat_us:8.0f} us per flat series, {creep_us:8.0f} us per "
-              "rising series (test and fit)")
+        print(
+            f"{n} points: {flat_us:8.0f} us per flat series, {creep_us:8.0f} us per "
+            "rising series (test and fit)"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -284,17 +299,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit_series([1.0, 1.1, 1.2, 1.3, 1.4, 1.5])  # scipy imported before anything is timed
 
     header("machine")
-    print(f"Python {platform.python_version()}, numpy {numpy.__version__}, scipy "
-          f"{scipy.__version__}, {platform.machine()}; seed {args.seed}, {count} series per "
-          "scenario")
+    print(
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, scipy "
+        f"{scipy.__version__}, {platform.machine()}; seed {args.seed}, {count} series per "
+        "scenario"
+    )
     flat = flat_section(count, args.seed)
     rising = creep_section(count, args.seed)
     step_section(count, args.seed)
     delay_section(max(20, count // 10), args.seed)
     timing_section(flat, rising, count)
     header("defaults")
-    print(f"alpha {DEFAULT_TREND_ALPHA:g}, threshold {DEFAULT_TREND_THRESHOLD:.0%}, window "
-          f"{DEFAULT_TREND_WINDOW} points")
+    print(
+        f"alpha {DEFAULT_TREND_ALPHA:g}, threshold {DEFAULT_TREND_THRESHOLD:.0%}, window "
+        f"{DEFAULT_TREND_WINDOW} points"
+    )
     return 0
 
 

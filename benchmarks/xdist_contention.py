@@ -29,14 +29,27 @@ def run_suite(directory: Path, workers: str) -> dict[str, float]:
     report = directory / "report.json"
     report.unlink(missing_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers,
-         f"--compile-report={report}", "--compile-pins-dir=pins"],
-        cwd=directory, check=True, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            workers,
+            f"--compile-report={report}",
+            "--compile-pins-dir=pins",
+        ],
+        cwd=directory,
+        check=True,
+        stdout=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(directory)},
     )
     data = json.loads(report.read_text())
-    return {f"{r['cell'].split('::')[-1]} [{r['transform']}]": r["compile_s"]
-            for r in data["records"]}
+    return {
+        f"{r['cell'].split('::')[-1]} [{r['transform']}]": r["compile_s"] for r in data["records"]
+    }
 
 
 def main() -> None:
@@ -54,8 +67,10 @@ def main() -> None:
             for workers in args.workers:
                 for row, seconds in run_suite(suite, workers).items():
                     results.setdefault(workers, {}).setdefault(row, []).append(seconds)
-    print(f"host: {os.cpu_count()} logical cores; {args.reps} repetition(s); "
-          "median compile_s per row (cache off)")
+    print(
+        f"host: {os.cpu_count()} logical cores; {args.reps} repetition(s); "
+        "median compile_s per row (cache off)"
+    )
     base = args.workers[0]
     header = f"{'row':<28}" + "".join(f"{'-n ' + w:>10}" for w in args.workers)
     print(header + "".join(f"{'ratio ' + w:>10}" for w in args.workers[1:]))

@@ -25,7 +25,10 @@ def test_mlp(jax_compile: JaxCompile) -> None:
     forward = jax_compile(mlp_apply, params, x, transform="jit")
     value_and_grad = jax_compile(jax.value_and_grad(mlp_loss), params, x, y, transform="vag")
     batched = jax_compile(
-        jax.vmap(mlp_loss, in_axes=(None, 0, 0)), params, x[:, None], y[:, None],
+        jax.vmap(mlp_loss, in_axes=(None, 0, 0)),
+        params,
+        x[:, None],
+        y[:, None],
         transform="vmap",
     )
     loss, grads = value_and_grad(params, x, y)
@@ -37,9 +40,7 @@ def test_mlp(jax_compile: JaxCompile) -> None:
 def test_attention(jax_compile: JaxCompile) -> None:
     params, x = attention_example_args()
     forward = jax_compile(attention_apply, params, x, transform="jit")
-    value_and_grad = jax_compile(
-        jax.value_and_grad(attention_loss), params, x, transform="vag"
-    )
+    value_and_grad = jax_compile(jax.value_and_grad(attention_loss), params, x, transform="vag")
     loss, grads = value_and_grad(params, x)
     assert forward(params, x).shape == x.shape
     assert jnp.isfinite(loss) and set(grads) == set(params)

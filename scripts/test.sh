@@ -20,6 +20,7 @@ fi
 export JAXCOMPILE_OLD_JAX_PYTHON="$old_venv/bin/python"
 cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py noxfile.py
+ruff format --check src tests examples benchmarks conftest_example.py noxfile.py
 mypy
 set +e
 # Tests are handed out in file order by default. pytest-randomly (a test extra)

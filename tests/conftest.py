@@ -119,9 +119,7 @@ def compile_summary(result: pytest.RunResult) -> list[str]:
     """The lines of the `jax compile times` section, up to pytest's closing line."""
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "jax compile times" in line)
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines)
-    )
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines))
     return lines[start + 1 : end]
 
 
@@ -259,10 +257,17 @@ def report_shape(report: dict[str, object]) -> dict[str, object]:
         "environments": report["environments"],
         "lost": report["lost"],
         "records": [
-            (r["cell"], r["transform"], r["cache_state"], r["fingerprint"], r["outcome"],
-             r["location"])
+            (
+                r["cell"],
+                r["transform"],
+                r["cache_state"],
+                r["fingerprint"],
+                r["outcome"],
+                r["location"],
+            )
             for r in records
         ],
-        "verdicts": [(v["cell"], v["transform"], v["status"], v["pin_file"])
-                     for v in report["verdicts"]],  # type: ignore[attr-defined]
+        "verdicts": [
+            (v["cell"], v["transform"], v["status"], v["pin_file"]) for v in report["verdicts"]
+        ],  # type: ignore[attr-defined]
     }

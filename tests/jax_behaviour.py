@@ -62,7 +62,10 @@ def _run_probe(source: str, cache_dir: Path) -> None:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     subprocess.run(
         [sys.executable, "-c", source, str(cache_dir)],
-        check=True, env=env, capture_output=True, text=True,
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
     )
 
 
@@ -133,7 +136,10 @@ def jax_logs_persistent_cache_keys() -> bool:
         env = {**os.environ, "JAX_PLATFORMS": "cpu"}
         done = subprocess.run(
             [sys.executable, "-c", _CACHE_KEY_LOG_PROBE, directory],
-            check=True, env=env, capture_output=True, text=True,
+            check=True,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         return "PERSISTENT COMPILATION CACHE MISS for" in done.stderr
 

@@ -70,57 +70,70 @@ def test_rows_that_are_always_cold_are_counted_with_their_reason_and_never_misse
     assert "MISS" not in verdicts.values()
     report = project.report()
     fresh = next(v for v in report["verdicts"] if v["cell"].endswith("test_fresh"))
-    assert "never warm: it gets a new cache key in every process (the computation part" in (
-        fresh["note"]
+    assert (
+        "never warm: it gets a new cache key in every process (the computation part"
+        in (fresh["note"])
     )
     found = {row["cell"].split("::")[-1]: row for row in report["always_cold"]}
     assert found["test_fresh"]["cause"] == "new cache key"
     assert found["test_fresh"]["parts"] == ["computation"]
     if PERSISTS_CALLBACKS:
         assert set(found) == {"test_fresh"}
-        result.stdout.fnmatch_lines([
-            "1 row(s) can never be served from the persistent cache: 1 gets a new cache key "
-            "in every process: the computation part.",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                "1 row(s) can never be served from the persistent cache: 1 gets a new cache key "
+                "in every process: the computation part.",
+            ]
+        )
     else:
         assert found["test_print"]["cause"] == "host callbacks"
         printed = next(v for v in report["verdicts"] if v["cell"].endswith("test_print"))
         assert printed["note"].startswith("never warm: it uses host callbacks")
-        result.stdout.fnmatch_lines([
-            "2 row(s) can never be served from the persistent cache: 1 uses host callbacks "
-            "(JAX before 0.11 never persists them); 1 gets a new cache key in every process: "
-            "the computation part.",
-            "  test_models.py::test_fresh [[]jit(<lambda>)[]]: new cache key in every "
-            "process (the computation part)",
-            "  test_models.py::test_print [[]jit(show)[]]: host callbacks",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                "2 row(s) can never be served from the persistent cache: 1 uses host callbacks "
+                "(JAX before 0.11 never persists them); 1 gets a new cache key in every process: "
+                "the computation part.",
+                "  test_models.py::test_fresh [[]jit(<lambda>)[]]: new cache key in every "
+                "process (the computation part)",
+                "  test_models.py::test_print [[]jit(show)[]]: host callbacks",
+            ]
+        )
 
     # A test that asks its modules to be cacheable fails with the same reason.
     monkeypatch.setenv("ASK_CACHEABLE", "1")
     result = project.run()
-    result.stdout.fnmatch_lines([
-        "*transform 'jit(<lambda>)' can never be served from the persistent cache: it gets a "
-        "new cache key in every process (the computation part*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*transform 'jit(<lambda>)' can never be served from the persistent cache: it gets a "
+            "new cache key in every process (the computation part*",
+        ]
+    )
     failed = 1 if PERSISTS_CALLBACKS else 2
     result.assert_outcomes(passed=3 - failed, failed=failed)
     if not PERSISTS_CALLBACKS:
-        result.stdout.fnmatch_lines([
-            "*transform 'jit(show)' can never be served from the persistent cache: "
-            "the module uses host callbacks (*), which JAX before 0.11 never persists*",
-        ])
+        result.stdout.fnmatch_lines(
+            [
+                "*transform 'jit(show)' can never be served from the persistent cache: "
+                "the module uses host callbacks (*), which JAX before 0.11 never persists*",
+            ]
+        )
 
 
 def _pinned_cold_and_warm(tmp_path: Path, parts: dict[str, str]) -> PinStore:
     """Pins as "pin cold, pin warm" leave them: test_fresh pinned cold with `parts`, and a
     warm pin of another test under the same key."""
     store = PinStore.load(tmp_path)
-    store.update([
-        make_record(cell="test_models.py::test_fresh", transform="jit(<lambda>)",
-                    cache_key_parts=parts),
-        make_record(cell="test_models.py::test_plain", transform="jit(<lambda>)",
-                    cache_state="warm"),
-    ])
+    store.update(
+        [
+            make_record(
+                cell="test_models.py::test_fresh", transform="jit(<lambda>)", cache_key_parts=parts
+            ),
+            make_record(
+                cell="test_models.py::test_plain", transform="jit(<lambda>)", cache_state="warm"
+            ),
+        ]
+    )
     return PinStore.load(tmp_path)
 
 
@@ -160,4 +173,3 @@ def test_host_callbacks_are_never_persisted_only_where_jax_said_so(tmp_path: Pat
     assert always_cold(make_record(cache=written), store) is None
     small = CacheDetails(persisted=False, reason="below_min_compile_time")
     assert always_cold(make_record(cache=small), store) is None  # a setting, not the module
-

@@ -14,9 +14,14 @@ from pytest_jaxcompile.corpus.backfill import Rules, decide, plan_file, tag_stat
 
 def old(tag: str | None, **fields: Any) -> dict[str, Any]:
     """A compile record written before cache_state existed (and before record_kind)."""
-    record: dict[str, Any] = {"cell": "census::" + (tag or "untagged"), "transform": "vag",
-                              "hardware": "gpu:A100", "jax_version": "0.4.30",
-                              "compile_s": 12.5, "cache_dir": "/scratch/jax_cache"}
+    record: dict[str, Any] = {
+        "cell": "census::" + (tag or "untagged"),
+        "transform": "vag",
+        "hardware": "gpu:A100",
+        "jax_version": "0.4.30",
+        "compile_s": 12.5,
+        "cache_dir": "/scratch/jax_cache",
+    }
     if tag is not None:
         record["tag"] = tag
     record.update(fields)
@@ -36,11 +41,19 @@ TAGS = {
 }
 
 
-@pytest.mark.parametrize(("tag", "state"), [
-    *TAGS.items(),
-    ("warm", "warm"), ("run_COLD", "cold"), ("census-warm ", "warm"), ("rewarm", "unknown"),
-    ("warm-up", "unknown"), ("cold-start", "unknown"), ("census-warm-retry2", "warm"),
-])
+@pytest.mark.parametrize(
+    ("tag", "state"),
+    [
+        *TAGS.items(),
+        ("warm", "warm"),
+        ("run_COLD", "cold"),
+        ("census-warm ", "warm"),
+        ("rewarm", "unknown"),
+        ("warm-up", "unknown"),
+        ("cold-start", "unknown"),
+        ("census-warm-retry2", "warm"),
+    ],
+)
 def test_only_a_tag_that_ends_in_the_marker_decides(tag: str, state: str) -> None:
     assert (tag_state(tag) or "unknown") == state
     assert decide(old(tag)).outcome == state
@@ -80,8 +93,15 @@ def _corpus(root: Path) -> dict[str, str]:
     lines = [old(tag) for tag in TAGS]
     lines.append(old("census-warm", cache_dir="", cell="empty-dir"))
     lines.append(old(None, cell="no-tag"))
-    lines.append({"record_kind": "torch_compile", "cell": "t", "compile_s": 3.25,
-                  "tag": "census-warm", "cache_dir": ""})  # another instrument's
+    lines.append(
+        {
+            "record_kind": "torch_compile",
+            "cell": "t",
+            "compile_s": 3.25,
+            "tag": "census-warm",
+            "cache_dir": "",
+        }
+    )  # another instrument's
     lines.append(old("census-warm", cell="done", cache_state="cold"))
     lines.append({"cell": "untimed", "tag": "census-warm", "note": "no timing"})
     (root / "census.jsonl").write_text(
@@ -95,8 +115,15 @@ def _corpus(root: Path) -> dict[str, str]:
     del listed[2]["cache_dir"]
     (root / "legacy.json").write_text(json.dumps(listed, indent=4, ensure_ascii=False) + "\n")
     expected = {"census::" + tag: state for tag, state in TAGS.items()}
-    expected.update({"empty-dir": "none", "no-tag": "unknown", "done": "cold",
-                     "listed-warm": "warm", "listed-empty": "none"})
+    expected.update(
+        {
+            "empty-dir": "none",
+            "no-tag": "unknown",
+            "done": "cold",
+            "listed-warm": "warm",
+            "listed-empty": "none",
+        }
+    )
     return expected
 
 
@@ -106,14 +133,20 @@ def test_backfill_cli_gives_the_exact_split_and_check_writes_nothing(tmp_path: P
     result = cli(tmp_path, "backfill", ".", "--check")
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert "census.jsonl: 10 to migrate (1 none, 1 cold, 4 warm, 4 unknown); untouched: " \
-           "1 already has cache_state, 1 no compile_s, 1 other kinds" in lines
+    assert (
+        "census.jsonl: 10 to migrate (1 none, 1 cold, 4 warm, 4 unknown); untouched: "
+        "1 already has cache_state, 1 no compile_s, 1 other kinds" in lines
+    )
     assert "legacy.json: 2 to migrate (1 none, 1 warm); untouched: 1 other kinds" in lines
-    assert "total: 16 record(s) in 2 file(s): 12 to migrate (2 none, 1 cold, 5 warm, " \
-           "4 unknown); untouched: 1 already has cache_state, 1 no compile_s, " \
-           "2 other kinds" in lines
-    assert "unknown (no evidence), by tag: (no tag) (1), idle-check (1), " \
-           "mb_homo_cold_laxmap_gpu (1), smoke (1)" in lines
+    assert (
+        "total: 16 record(s) in 2 file(s): 12 to migrate (2 none, 1 cold, 5 warm, "
+        "4 unknown); untouched: 1 already has cache_state, 1 no compile_s, "
+        "2 other kinds" in lines
+    )
+    assert (
+        "unknown (no evidence), by tag: (no tag) (1), idle-check (1), "
+        "mb_homo_cold_laxmap_gpu (1), smoke (1)" in lines
+    )
     assert snapshot(tmp_path) == before
 
     result = cli(tmp_path, "backfill", ".", "--write")
@@ -126,8 +159,11 @@ def test_backfill_cli_gives_the_exact_split_and_check_writes_nothing(tmp_path: P
     states = {}
     for old_line, new_line in zip(old_lines, new_lines, strict=True):
         value = json.loads(new_line)
-        if value.get("record_kind") == "torch_compile" or "compile_s" not in value \
-                or value["cell"] == "done":
+        if (
+            value.get("record_kind") == "torch_compile"
+            or "compile_s" not in value
+            or value["cell"] == "done"
+        ):
             assert new_line == old_line  # byte-identical
             continue
         states[value["cell"]] = value["cache_state"]
@@ -136,8 +172,9 @@ def test_backfill_cli_gives_the_exact_split_and_check_writes_nothing(tmp_path: P
             json.loads(old_line)
         )
     listed_text = (tmp_path / "legacy.json").read_text()
-    old_item = json.dumps(json.loads(before["legacy.json"].decode())[0], indent=4,
-                          ensure_ascii=False).replace("\n", "\n    ")
+    old_item = json.dumps(
+        json.loads(before["legacy.json"].decode())[0], indent=4, ensure_ascii=False
+    ).replace("\n", "\n    ")
     assert old_item in listed_text and old_item in before["legacy.json"].decode()
     for value in json.loads(listed_text)[1:]:
         states[value["cell"]] = value["cache_state"]

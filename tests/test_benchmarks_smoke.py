@@ -39,7 +39,10 @@ def test_gate_quality_quick_run_prints_every_section(tmp_path: Path) -> None:
     scratch.mkdir()
     result = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--max-minutes", "10"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "TMPDIR": str(scratch)},
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -68,12 +71,22 @@ def test_gate_quality_quick_run_prints_every_section(tmp_path: Path) -> None:
 def test_trend_quality_quick_run_prints_every_section() -> None:
     script = REPO / "benchmarks" / "trend_quality.py"
     result = subprocess.run(
-        [sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=900,
+        [sys.executable, str(script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     lines = result.stdout.splitlines()
-    headings = ["== machine", "== flat", "== creep", "== step", "== delay", "== timing",
-                "== defaults"]
+    headings = [
+        "== machine",
+        "== flat",
+        "== creep",
+        "== step",
+        "== delay",
+        "== timing",
+        "== defaults",
+    ]
     positions = [lines.index(heading) for heading in headings]
     assert positions == sorted(positions)
     # Seeded: the figures do not depend on the machine. A 10 % creep is always caught, and
@@ -81,5 +94,6 @@ def test_trend_quality_quick_run_prints_every_section() -> None:
     creeps = [line for line in lines if line.startswith("10 %/session, +-5 %")]
     assert len(creeps) == 2 and all(line.split()[4:12] == ["100.0"] * 8 for line in creeps)
     spikes = [line for line in lines if line.startswith("one session 2x slow")]
-    assert len(spikes) == 2 and all(float(value) < 50 for line in spikes
-                                    for value in line.split()[4:])
+    assert len(spikes) == 2 and all(
+        float(value) < 50 for line in spikes for value in line.split()[4:]
+    )

@@ -14,7 +14,7 @@ from pytest_jaxcompile.cli import main
 
 # A library's own jit, as equinox's filter_jit does it: one jax.jit of a module-level
 # wrapper, cached, with the user's function and its configuration in a static argument.
-WRAPPER = '''
+WRAPPER = """
 import functools
 
 import jax
@@ -47,7 +47,7 @@ def filter_jit(fun):
     def call(x, **config):
         return _JITTED(x, Static((fun, tuple(sorted(config.items())))))
     return call
-'''
+"""
 
 TESTS = """
     import numpy as np
@@ -83,11 +83,13 @@ def test_a_wrapped_jits_budget_failure_is_short_and_the_suggested_budgets_pass_w
     project.tests(TESTS)
     result = project.run("--compile-census", "--compile-suggest-budgets")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*2 backend compiles in this test, over its compile_budget(max_compiles=1)*",
-        "    compile 2: scale (via fun_wrapped, wrapper.py:*): static argument 1 changed: "
-        "now ...('factor', 3.0)... and before ...('factor', 2.0)...",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*2 backend compiles in this test, over its compile_budget(max_compiles=1)*",
+            "    compile 2: scale (via fun_wrapped, wrapper.py:*): static argument 1 changed: "
+            "now ...('factor', 3.0)... and before ...('factor', 2.0)...",
+        ]
+    )
     failure = [line for line in result.outlines if "compile 2:" in line]
     assert failure and all(len(line) < 150 for line in failure)
     assert "feature_11" not in "\n".join(failure)  # the unchanged configuration is left out
@@ -103,8 +105,11 @@ def test_a_wrapped_jits_budget_failure_is_short_and_the_suggested_budgets_pass_w
     for line in SUGGESTED:
         marker, _, cell = line.partition("  # ")
         name = cell.rpartition("::")[2]
-        source = re.sub(r"(?:@pytest\.mark\.compile_budget\(.*\)\n)?(def " + name + r"\()",
-                        marker + r"\n\1", source)
+        source = re.sub(
+            r"(?:@pytest\.mark\.compile_budget\(.*\)\n)?(def " + name + r"\()",
+            marker + r"\n\1",
+            source,
+        )
     (project.path / "test_models.py").write_text(source)
     assert source.count("compile_budget(") == 2
     project.run().assert_outcomes(passed=2)

@@ -70,8 +70,9 @@ def test_an_unchanged_module_cold_under_another_jaxlib_than_its_warm_pin_is_not_
     store = _pinned(
         tmp_path,
         make_record(cache_state="cold", compile_s=1.0, jaxlib_version="0.10.1"),
-        make_record(cache_state="warm", compile_s=0.1, jaxlib_version="0.10.1",
-                    platform_version="cpu"),
+        make_record(
+            cache_state="warm", compile_s=0.1, jaxlib_version="0.10.1", platform_version="cpu"
+        ),
     )
     row = make_record(cache_state="cold", compile_s=1.0, platform_version="cpu")
     verdict = judge(row, store, EXPECT_WARM)
@@ -98,9 +99,7 @@ def test_a_pin_without_versions_still_judges_a_miss(tmp_path: Path) -> None:
 
 def test_a_time_verdict_names_changed_versions_beside_what_changed(tmp_path: Path) -> None:
     store = _pinned(tmp_path, make_record(compile_s=1.0, platform_version="cuda 12020"))
-    verdict = judge(
-        make_record(compile_s=3.0, platform_version="cuda 12040"), store, Thresholds()
-    )
+    verdict = judge(make_record(compile_s=3.0, platform_version="cuda 12040"), store, Thresholds())
     assert verdict.status is Status.DRIFT
     assert verdict.note == (
         "module unchanged since pinning: look at the environment (XLA flags, cache settings, "

@@ -58,9 +58,9 @@ def test_a_miss_names_the_cache_key_part_and_the_flag_that_changed(
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_mlp", "jit")] == "MISS"
-    result.stdout.fnmatch_lines([
-        "*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"
-    ])
+    result.stdout.fnmatch_lines(
+        ["*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"]
+    )
 
 
 OPTIONS_TEST = """
@@ -139,12 +139,14 @@ def test_max_compiles_names_each_new_input_shape_and_leaves_the_logs_alone(
     project.tests(RETRACING_TESTS)
     result = project.run("--compile-census")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
-        "*  jit(f): 3x (3 compiled by XLA, 0 from the persistent cache)",
-        "*    compile 2: f (test_models.py:*): * f32[[]4[]]*",
-        "*    compile 3: f (test_models.py:*): * f32[[]5[]]*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*3 backend compiles in this test, over its compile_budget(max_compiles=1)*",
+            "*  jit(f): 3x (3 compiled by XLA, 0 from the persistent cache)",
+            "*    compile 2: f (test_models.py:*): * f32[[]4[]]*",
+            "*    compile 3: f (test_models.py:*): * f32[[]5[]]*",
+        ]
+    )
     assert "TRACING CACHE MISS" not in result.stdout.str()
 
 
@@ -158,10 +160,12 @@ def test_a_changed_compile_count_names_why_the_function_compiled_again(
     monkeypatch.setenv("SHAPES", "3,4")
     result = project.run("--compile-census", "-k", "test_shapes")
     result.assert_outcomes(failed=1)  # over max_compiles=1 as well
-    result.stdout.fnmatch_lines([
-        "compile count changed: test_models.py::test_shapes: 2 backend compile(s), pinned 1",
-        "    jit(f) compile 2: f (test_models.py:*): * f32[[]4[]]*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "compile count changed: test_models.py::test_shapes: 2 backend compile(s), pinned 1",
+            "    jit(f) compile 2: f (test_models.py:*): * f32[[]4[]]*",
+        ]
+    )
     (change,) = project.report()["compile_count_changes"]
     (why,) = change["recompiles"]
     assert why.startswith("jit(f) compile 2: f (test_models.py:") and "f32[4]" in why
@@ -195,6 +199,6 @@ def test_a_census_miss_names_the_flag_and_a_flag_is_not_a_changed_module(
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_step", "jit(<lambda>)"): "MISS"}
-    result.stdout.fnmatch_lines([
-        "*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"
-    ])
+    result.stdout.fnmatch_lines(
+        ["*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"]
+    )

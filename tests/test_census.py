@@ -54,8 +54,11 @@ def test_fresh_closure_per_call_fails_max_compiles_naming_the_module(
         ]
     )
     rows = project.rows()
-    assert {("test_retrace", "jit(<lambda>)"), ("test_retrace", "jit(<lambda>)#2"),
-            ("test_retrace", "jit(<lambda>)#3")} <= set(rows)
+    assert {
+        ("test_retrace", "jit(<lambda>)"),
+        ("test_retrace", "jit(<lambda>)#2"),
+        ("test_retrace", "jit(<lambda>)#3"),
+    } <= set(rows)
     assert all(row["source"] == "census" for row in rows.values())
     (ledger,) = project.report()["ledgers"]
     assert ledger["outcome"] == "failed"  # the failing test keeps its ledger
@@ -95,9 +98,10 @@ def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxPro
         ledger["wall_s"], abs=1e-9
     )
     assert 0 < ledger["compile_fraction"] <= 1
-    assert ledger["compile_s"] <= ledger["trace_s"] + ledger["lower_s"] + ledger[
-        "backend_compile_s"
-    ] + 1e-9
+    assert (
+        ledger["compile_s"]
+        <= ledger["trace_s"] + ledger["lower_s"] + ledger["backend_compile_s"] + 1e-9
+    )
     assert ledger["compiles"] == 1
     result.stdout.fnmatch_lines(
         ["*test_step: wall * s = compile * s (*%) + execute_and_python_s * s [[]trace *"]
@@ -245,12 +249,14 @@ def test_trace_profile_attributes_trace_time_by_package(project: JaxProject) -> 
     # The top files name the project's own file and JAX's, relative to where they live.
     assert "test_models.py" in record["trace_files"]
     assert any(name.startswith("jax/") for name in record["trace_files"])
-    result.stdout.fnmatch_lines([
-        "trace profile*",
-        "  session: 1 row(s), trace * s: jax *%, stdlib+numpy *%, project *%, other *%",
-        "  top files: *test_models.py*",
-        "  test_models.py::test_profiled [[]heavy[]] trace * s: jax *%, *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "trace profile*",
+            "  session: 1 row(s), trace * s: jax *%, stdlib+numpy *%, project *%, other *%",
+            "  top files: *test_models.py*",
+            "  test_models.py::test_profiled [[]heavy[]] trace * s: jax *%, *",
+        ]
+    )
     # The session's rollup in the JSON report: one row, its shares weighted by its seconds.
     rollup = project.report()["trace_profile"]
     assert rollup["rows"] == 1

@@ -52,7 +52,10 @@ def test_events_group_into_module_compiles_with_their_phases_and_cache_events() 
     )
     first, second = log.module_compiles()
     assert (first.fun_name, first.trace_s, first.lower_s, first.backend_compile_s) == (
-        "jit(f)", 0.1, 0.2, 0.5,
+        "jit(f)",
+        0.1,
+        0.2,
+        0.5,
     )
     assert (first.cache_writes, first.cache_hits) == (1, 0)
     assert (second.fun_name, second.cache_hits) == ("jit(g)", 1)
@@ -62,11 +65,14 @@ def test_compiles_inside_a_fixture_measurement_are_marked_nested() -> None:
     log = EventLog(
         [
             *compile_events("census"),
-            JaxEvent(NESTED_BEGIN), *compile_events("fixture"), JaxEvent(NESTED_END),
+            JaxEvent(NESTED_BEGIN),
+            *compile_events("fixture"),
+            JaxEvent(NESTED_END),
         ]
     )
     assert [(m.fun_name, m.nested) for m in log.module_compiles()] == [
-        ("jit(census)", False), ("jit(fixture)", True),
+        ("jit(census)", False),
+        ("jit(fixture)", True),
     ]
 
 
@@ -78,17 +84,31 @@ def test_names_and_module_names_come_from_the_logs_where_events_lack_them() -> N
         _event_from_log("Persistent compilation cache hit for '%s'", ("jit_step",)),
     ]
     assert None not in logged
-    log = EventLog([*(e for e in logged if e is not None), JaxEvent(EVENT_CACHE_REQUEST),
-                    JaxEvent(EVENT_CACHE_HIT), JaxEvent(EVENT_BACKEND_COMPILE, 0.2)])
+    log = EventLog(
+        [
+            *(e for e in logged if e is not None),
+            JaxEvent(EVENT_CACHE_REQUEST),
+            JaxEvent(EVENT_CACHE_HIT),
+            JaxEvent(EVENT_BACKEND_COMPILE, 0.2),
+        ]
+    )
     (module,) = log.module_compiles()
     assert (module.fun_name, module.module_name, module.cache_key) == (
-        "jit(step)", "jit_step", None)
+        "jit(step)",
+        "jit_step",
+        None,
+    )
     # Later versions: the event's own name wins over the log's.
-    log = EventLog([*(e for e in logged if e is not None),
-                    JaxEvent(EVENT_BACKEND_COMPILE, 0.2, "jit(step_v2)")])
+    log = EventLog(
+        [
+            *(e for e in logged if e is not None),
+            JaxEvent(EVENT_BACKEND_COMPILE, 0.2, "jit(step_v2)"),
+        ]
+    )
     assert log.module_compiles()[0].fun_name == "jit(step_v2)"
-    assert _event_from_log("Finished XLA compilation of %s in %s sec", ("jit(f)", 0.5)) == \
-        JaxEvent("log:compile_name", fun_name="jit(f)")
+    assert _event_from_log("Finished XLA compilation of %s in %s sec", ("jit(f)", 0.5)) == JaxEvent(
+        "log:compile_name", fun_name="jit(f)"
+    )
     assert _event_from_log("Finished tracing + transforming f in 0.1 sec", ()) is None
 
 
@@ -100,12 +120,14 @@ def test_cache_entries_are_recognised_in_every_jax_layout() -> None:
 
 
 def test_covered_time_counts_nested_spans_once() -> None:
-    log = EventLog(spans=[
-        TimeSpan(EVENT_TRACE, 0.0, 1.0),
-        TimeSpan(EVENT_TRACE, 0.2, 0.6),  # a nested jit traced inside the outer trace
-        TimeSpan(EVENT_LOWER, 1.0, 1.5),
-        TimeSpan(EVENT_BACKEND_COMPILE, 2.0, 3.0),
-    ])
+    log = EventLog(
+        spans=[
+            TimeSpan(EVENT_TRACE, 0.0, 1.0),
+            TimeSpan(EVENT_TRACE, 0.2, 0.6),  # a nested jit traced inside the outer trace
+            TimeSpan(EVENT_LOWER, 1.0, 1.5),
+            TimeSpan(EVENT_BACKEND_COMPILE, 2.0, 3.0),
+        ]
+    )
     assert log.covered_s(EVENT_TRACE) == pytest.approx(1.0)
     assert log.covered_s(EVENT_TRACE, EVENT_LOWER, EVENT_BACKEND_COMPILE) == pytest.approx(2.5)
 
@@ -113,8 +135,11 @@ def test_covered_time_counts_nested_spans_once() -> None:
 def test_ledger_partitions_the_wall_into_compile_and_a_named_residual() -> None:
     log = EventLog(
         events=compile_events("f", EVENT_CACHE_REQUEST),
-        spans=[TimeSpan(EVENT_TRACE, 0.0, 0.1), TimeSpan(EVENT_LOWER, 0.1, 0.3),
-               TimeSpan(EVENT_BACKEND_COMPILE, 0.3, 0.8)],
+        spans=[
+            TimeSpan(EVENT_TRACE, 0.0, 0.1),
+            TimeSpan(EVENT_LOWER, 0.1, 0.3),
+            TimeSpan(EVENT_BACKEND_COMPILE, 0.3, 0.8),
+        ],
     )
     ledger = build_ledger(log, "t.py::test_f", wall_s=2.0)
     assert ledger.compile_s == pytest.approx(0.8)
@@ -133,7 +158,8 @@ def test_ledger_partitions_the_wall_into_compile_and_a_named_residual() -> None:
     ],
 )
 def test_ledger_keeps_jaxs_cache_saving_only_when_it_says_something(
-    saved_by_module: tuple[float, ...], kept: float | None,
+    saved_by_module: tuple[float, ...],
+    kept: float | None,
 ) -> None:
     hits = [
         event
@@ -146,9 +172,7 @@ def test_ledger_keeps_jaxs_cache_saving_only_when_it_says_something(
     ]
     ledger = build_ledger(EventLog(hits), "t.py::test_f", wall_s=2.0)
     assert ledger.overlays["cache_retrieval_s"] == pytest.approx(0.17 * len(saved_by_module))
-    assert ledger.overlays.get("cache_saved_s") == (
-        None if kept is None else pytest.approx(kept)
-    )
+    assert ledger.overlays.get("cache_saved_s") == (None if kept is None else pytest.approx(kept))
 
 
 def test_ledger_omits_the_fraction_when_the_wall_is_unknown() -> None:
@@ -182,13 +206,17 @@ def eager_events(name: str, duration: float = 0.02) -> list[JaxEvent]:
 
 def test_eager_dispatch_is_in_the_ledger_apart_from_the_tests_own_compiles() -> None:
     log = EventLog(
-        eager_events("broadcast_in_dim") + compile_events("step") + eager_events("add")
-        + eager_events("add") + [JaxEvent(NESTED_BEGIN), *compile_events("fixture"),
-                                 JaxEvent(NESTED_END)]
+        eager_events("broadcast_in_dim")
+        + compile_events("step")
+        + eager_events("add")
+        + eager_events("add")
+        + [JaxEvent(NESTED_BEGIN), *compile_events("fixture"), JaxEvent(NESTED_END)]
     )
     assert [m.fun_name for m in log.own_compiles()] == ["jit(step)"]
     assert [m.fun_name for m in log.eager_compiles()] == [
-        "jit(broadcast_in_dim)", "jit(add)", "jit(add)",
+        "jit(broadcast_in_dim)",
+        "jit(add)",
+        "jit(add)",
     ]
     ledger = build_ledger(log, "t.py::test_f", wall_s=5.0)
     assert (ledger.compiles, ledger.modules) == (1, {"jit(step)": 1})
@@ -200,8 +228,9 @@ def test_eager_dispatch_is_in_the_ledger_apart_from_the_tests_own_compiles() -> 
 
 
 def test_eager_dispatch_counts_against_max_compiles_only_when_asked() -> None:
-    log = EventLog(compile_events("step") + eager_events("broadcast_in_dim") * 2
-                   + eager_events("add"))
+    log = EventLog(
+        compile_events("step") + eager_events("broadcast_in_dim") * 2 + eager_events("add")
+    )
     own, eager = log.own_compiles(), log.eager_compiles()
     assert recompile_problems(1, own, eager) == []
     problems = recompile_problems(1, own, eager, count_eager=True)
@@ -209,18 +238,25 @@ def test_eager_dispatch_counts_against_max_compiles_only_when_asked() -> None:
         "4 backend compiles, eager dispatch included, in this test, over its "
         "compile_budget(max_compiles=1)"
     )
-    assert "  eager dispatch (operations outside jit): 3x (counted): jit(add), " \
+    assert (
+        "  eager dispatch (operations outside jit): 3x (counted): jit(add), "
         "jit(broadcast_in_dim) 2x" in problems
+    )
     # Over budget on its own compiles: the eager ones are named, said not to count.
     problems = recompile_problems(0, own, eager)
     assert problems[0].startswith("1 backend compiles in this test")
-    assert any("3x (not counted, compile_budget(count_eager=True) counts them)" in line
-               for line in problems)
+    assert any(
+        "3x (not counted, compile_budget(count_eager=True) counts them)" in line
+        for line in problems
+    )
 
 
 def test_repeated_names_get_numbered() -> None:
     assert unique_names(["jit(f)", "jit(g)", "jit(f)", "jit(f)"]) == [
-        "jit(f)", "jit(g)", "jit(f)#2", "jit(f)#3",
+        "jit(f)",
+        "jit(g)",
+        "jit(f)#2",
+        "jit(f)#3",
     ]
 
 
@@ -258,19 +294,25 @@ def test_trace_files_are_named_where_they_live(tmp_path: Path) -> None:
 
 
 def test_trace_rollup_weighs_each_row_by_its_trace_seconds() -> None:
-    slow = make_record(transform="slow", trace_s=3.0,
-                       trace_profile={"jax": 0.0, "stdlib_numpy": 0.0, "project": 1.0,
-                                      "other": 0.0},
-                       trace_files={"models/mlp.py": 1.0})
-    quick = make_record(transform="quick", trace_s=1.0,
-                        trace_profile={"jax": 1.0, "stdlib_numpy": 0.0, "project": 0.0,
-                                       "other": 0.0},
-                        trace_files={"jax/_src/core.py": 1.0})
+    slow = make_record(
+        transform="slow",
+        trace_s=3.0,
+        trace_profile={"jax": 0.0, "stdlib_numpy": 0.0, "project": 1.0, "other": 0.0},
+        trace_files={"models/mlp.py": 1.0},
+    )
+    quick = make_record(
+        transform="quick",
+        trace_s=1.0,
+        trace_profile={"jax": 1.0, "stdlib_numpy": 0.0, "project": 0.0, "other": 0.0},
+        trace_files={"jax/_src/core.py": 1.0},
+    )
     unprofiled = make_record(transform="plain", trace_s=100.0)
     rollup = trace_rollup([quick, slow, unprofiled])
     assert rollup is not None and rollup.rows == 2 and rollup.trace_s == 4.0
     assert [(s.name, s.share, s.seconds) for s in rollup.groups] == [
-        ("jax", 0.25, 1.0), ("stdlib+numpy", 0.0, 0.0), ("project", 0.75, 3.0),
+        ("jax", 0.25, 1.0),
+        ("stdlib+numpy", 0.0, 0.0),
+        ("project", 0.75, 3.0),
         ("other", 0.0, 0.0),
     ]
     assert [s.name for s in rollup.files] == ["models/mlp.py", "jax/_src/core.py"]

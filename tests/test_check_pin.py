@@ -26,11 +26,13 @@ def pinned(tmp_path: Path) -> Path:
     """Pins: A and B at 1.0 s cold, A at 0.1 s warm, all under jax 0.10.2, pinned before
     the rows the tests write (rows older than their pin are not judged)."""
     before = "2026-10-31T00:00:00+00:00"
-    PinStore(tmp_path / "pins").update([
-        make_record(cell=A, compile_s=1.0, timestamp=before),
-        make_record(cell=B, compile_s=1.0, timestamp=before),
-        make_record(cell=A, compile_s=0.1, cache_state="warm", timestamp=before),
-    ])
+    PinStore(tmp_path / "pins").update(
+        [
+            make_record(cell=A, compile_s=1.0, timestamp=before),
+            make_record(cell=B, compile_s=1.0, timestamp=before),
+            make_record(cell=A, compile_s=0.1, cache_state="warm", timestamp=before),
+        ]
+    )
     return tmp_path
 
 
@@ -48,28 +50,37 @@ def test_check_judges_the_latest_rows_exactly_as_judge_does(pinned: Path) -> Non
     outcome = check_corpus(Corpus([pinned / "records"]), store, THRESHOLDS, False)
     got = {(v.record.cell, v.record.cache_state): v.status for v in outcome.verdicts}
     assert got == {
-        (A, "cold"): Status.OK, (B, "cold"): Status.DRIFT, (A, "warm"): Status.OK,
-        (A, "unknown"): Status.NOT_JUDGED, (B, "warm"): Status.UNPINNED,
+        (A, "cold"): Status.OK,
+        (B, "cold"): Status.DRIFT,
+        (A, "warm"): Status.OK,
+        (A, "unknown"): Status.NOT_JUDGED,
+        (B, "warm"): Status.UNPINNED,
     }
-    latest = [make_record(**{k: v for k, v in r.items() if k in ("cell", "compile_s",
-                                                                  "cache_state", "timestamp")})
-              for r in rows[1:]]
+    latest = [
+        make_record(
+            **{k: v for k, v in r.items() if k in ("cell", "compile_s", "cache_state", "timestamp")}
+        )
+        for r in rows[1:]
+    ]
     expected = judge_all(latest, store, THRESHOLDS)
     assert sorted((v.record.cell, v.record.cache_state, v.status, v.note) for v in expected) == (
-        sorted((v.record.cell, v.record.cache_state, v.status, v.note)
-               for v in outcome.verdicts)
+        sorted((v.record.cell, v.record.cache_state, v.status, v.note) for v in outcome.verdicts)
     )
     assert outcome.failed
 
 
 def test_check_cli_exits_1_on_drift_and_lists_it(pinned: Path) -> None:
-    write_lines(pinned / "records" / "a.jsonl", [row(1, cell=A, compile_s=1.1),
-                                                 row(1, cell=B, compile_s=3.0)])
+    write_lines(
+        pinned / "records" / "a.jsonl",
+        [row(1, cell=A, compile_s=1.1), row(1, cell=B, compile_s=3.0)],
+    )
     result = cli(pinned, "check", "records")
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert "  DRIFT      tests/test_m.py::test_b [vag] 3.000 s, pin 1.000 s (3.00x, " \
-           "tolerance 75%)" in lines
+    assert (
+        "  DRIFT      tests/test_m.py::test_b [vag] 3.000 s, pin 1.000 s (3.00x, "
+        "tolerance 75%)" in lines
+    )
     assert "  ok         1 row(s) within tolerance (-v lists them)" in lines
     assert "compile rows: 1 DRIFT, 1 ok" in lines
 
@@ -78,15 +89,20 @@ def test_check_cli_exits_1_on_drift_and_lists_it(pinned: Path) -> None:
 
 
 def test_check_cli_a_jax_bump_is_an_expected_recompile_not_drift(pinned: Path) -> None:
-    write_lines(pinned / "records" / "a.jsonl", [
-        row(1, cell=A, compile_s=1.0),
-        row(5, cell=A, compile_s=30.0, jax_version="0.11.0"),  # 30x, under a new version
-        row(5, cell=B, compile_s=30.0, jax_version="0.11.0"),
-    ])
+    write_lines(
+        pinned / "records" / "a.jsonl",
+        [
+            row(1, cell=A, compile_s=1.0),
+            row(5, cell=A, compile_s=30.0, jax_version="0.11.0"),  # 30x, under a new version
+            row(5, cell=B, compile_s=30.0, jax_version="0.11.0"),
+        ],
+    )
     result = cli(pinned, "check", "records", "--json", "out.json")
     assert result.returncode == 0, result.stdout
-    assert "jax upgrade 0.10.2 -> 0.11.0 on cpu:cpu @ Test CPU x2: 2 row(s) compared with " \
-           "their 0.10.2 pins, median 30.00x" in result.stdout
+    assert (
+        "jax upgrade 0.10.2 -> 0.11.0 on cpu:cpu @ Test CPU x2: 2 row(s) compared with "
+        "their 0.10.2 pins, median 30.00x" in result.stdout
+    )
     verdicts = json.loads((pinned / "out.json").read_text())["verdicts"]
     assert sorted(
         (v["key"]["jax_version"], v["status"], (v["nearest"] or {}).get("relation") == "upgrade")
@@ -95,10 +111,13 @@ def test_check_cli_a_jax_bump_is_an_expected_recompile_not_drift(pinned: Path) -
 
 
 def test_check_cli_since_judges_only_recent_rows(pinned: Path) -> None:
-    write_lines(pinned / "records" / "a.jsonl", [
-        row(1, cell=B, compile_s=9.0),  # the last row under 0.10.2 drifted
-        row(5, cell=B, compile_s=9.0, jax_version="0.11.0"),
-    ])
+    write_lines(
+        pinned / "records" / "a.jsonl",
+        [
+            row(1, cell=B, compile_s=9.0),  # the last row under 0.10.2 drifted
+            row(5, cell=B, compile_s=9.0, jax_version="0.11.0"),
+        ],
+    )
     assert cli(pinned, "check", "records").returncode == 1
     recent = cli(pinned, "check", "records", "--since", "2026-11-02")
     assert recent.returncode == 0, recent.stdout
@@ -109,16 +128,32 @@ def test_check_cli_since_judges_only_recent_rows(pinned: Path) -> None:
 
 def test_check_applies_the_plugins_other_verdict_settings(tmp_path: Path) -> None:
     before = "2026-10-31T00:00:00+00:00"  # pinned before the rows were measured
-    PinStore(tmp_path / "pins").update([
-        make_record(cell=A, compile_s=1.0, compile_cpu_s=1.0, op_count=100, timestamp=before),
-        make_record(cell=B, compile_s=0.1, cache_state="warm", fingerprint="sha256:same",
-                    timestamp=before),
-    ])
-    write_lines(tmp_path / "r.jsonl", [
-        row(1, cell=A, compile_s=1.0, compile_cpu_s=3.0, op_count=150,
-            host_state=HostState(load_avg_1m=8.0, load_per_core=4.0)),
-        row(1, cell=B, compile_s=2.0, cache_state="cold", fingerprint="sha256:same"),
-    ])
+    PinStore(tmp_path / "pins").update(
+        [
+            make_record(cell=A, compile_s=1.0, compile_cpu_s=1.0, op_count=100, timestamp=before),
+            make_record(
+                cell=B,
+                compile_s=0.1,
+                cache_state="warm",
+                fingerprint="sha256:same",
+                timestamp=before,
+            ),
+        ]
+    )
+    write_lines(
+        tmp_path / "r.jsonl",
+        [
+            row(
+                1,
+                cell=A,
+                compile_s=1.0,
+                compile_cpu_s=3.0,
+                op_count=150,
+                host_state=HostState(load_avg_1m=8.0, load_per_core=4.0),
+            ),
+            row(1, cell=B, compile_s=2.0, cache_state="cold", fingerprint="sha256:same"),
+        ],
+    )
 
     def statuses(*options: str) -> dict[str, str]:
         result = cli(tmp_path, "check", "r.jsonl", "--json", "v.json", *options)
@@ -133,8 +168,7 @@ def test_check_applies_the_plugins_other_verdict_settings(tmp_path: Path) -> Non
     assert statuses("--strict", "--max-ops-growth", "0.2") == {"a": "GREW", "b": "unpinned"}
     assert statuses("--expect-warm")["b"] == "MISS"  # cold, unchanged since its warm pin
     assert cli(tmp_path, "check", "r.jsonl", "--expect-warm").returncode == 1
-    advisory = cli(tmp_path, "check", "r.jsonl", "--strict", "--metric", "cpu",
-                   "--time-advisory")
+    advisory = cli(tmp_path, "check", "r.jsonl", "--strict", "--metric", "cpu", "--time-advisory")
     assert advisory.returncode == 0
     assert "reported only (time advisory)" in advisory.stdout
 
@@ -164,15 +198,21 @@ def test_check_cli_bad_input_is_exit_2_naming_the_file_and_line(pinned: Path) ->
 
 
 def test_pin_derives_pins_from_the_latest_rows_and_never_from_unknown(tmp_path: Path) -> None:
-    write_lines(tmp_path / "records" / "2.jsonl", [
-        row(1, cell=A, compile_s=5.0),
-        row(3, cell=A, compile_s=0.5, cache_state="unknown"),
-        row(3, cell=A, compile_s=0.0, cache_state="memory"),
-    ])
-    write_list(tmp_path / "records" / "1.json", [
-        row(2, cell=A, compile_s=2.0, fingerprint="sha256:new"),  # newer, in an older file
-        row(2, cell=B, compile_s=0.2, cache_state="warm"),
-    ])
+    write_lines(
+        tmp_path / "records" / "2.jsonl",
+        [
+            row(1, cell=A, compile_s=5.0),
+            row(3, cell=A, compile_s=0.5, cache_state="unknown"),
+            row(3, cell=A, compile_s=0.0, cache_state="memory"),
+        ],
+    )
+    write_list(
+        tmp_path / "records" / "1.json",
+        [
+            row(2, cell=A, compile_s=2.0, fingerprint="sha256:new"),  # newer, in an older file
+            row(2, cell=B, compile_s=0.2, cache_state="warm"),
+        ],
+    )
     dry = cli(tmp_path, "pin", "records", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "2 row(s) to pin" in dry.stdout and "2 unknown/memory row(s) never pin" in dry.stdout
@@ -199,15 +239,24 @@ def test_pin_derives_pins_from_the_latest_rows_and_never_from_unknown(tmp_path: 
 
 
 def test_pin_and_check_map_descriptive_fields_to_the_cell(tmp_path: Path) -> None:
-    old = {"compile_s": 40.0, "cache_state": "cold", "transform": "vag", "hardware": "h",
-           "jax_version": "0.4.30", "model": "mb_homo", "band": "multi", "tag": "x-cold",
-           "timestamp": "2025-01-01T00:00:00"}
+    old = {
+        "compile_s": 40.0,
+        "cache_state": "cold",
+        "transform": "vag",
+        "hardware": "h",
+        "jax_version": "0.4.30",
+        "model": "mb_homo",
+        "band": "multi",
+        "tag": "x-cold",
+        "timestamp": "2025-01-01T00:00:00",
+    }
     write_lines(tmp_path / "old.jsonl", [old])
     assert cli(tmp_path, "pin", "old.jsonl", "--cell-fields", "model,band").returncode == 0
     (group,) = PinStore.load(tmp_path / "pins").groups()
     assert list(group.pins) == [("mb_homo::multi", "vag")]
-    write_lines(tmp_path / "new.jsonl", [old | {"compile_s": 100.0,
-                                              "timestamp": "2025-02-01T00:00:00"}])
+    write_lines(
+        tmp_path / "new.jsonl", [old | {"compile_s": 100.0, "timestamp": "2025-02-01T00:00:00"}]
+    )
     result = cli(tmp_path, "check", "new.jsonl", "--cell-fields", "model,band")
     assert result.returncode == 1
     assert "DRIFT      mb_homo::multi [vag] 100.000 s, pin 40.000 s" in result.stdout

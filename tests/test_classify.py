@@ -22,7 +22,10 @@ HOST_CALLBACK = SkipReason(REASON_HOST_CALLBACKS, "uses host callbacks")
 
 def evidence(**overrides: object) -> CompileEvidence:
     values: dict[str, object] = {
-        "cache_configured": True, "fresh": True, "backend_compiles": 1, "cache_requests": 1,
+        "cache_configured": True,
+        "fresh": True,
+        "backend_compiles": 1,
+        "cache_requests": 1,
     }
     values.update(overrides)
     return CompileEvidence(**values)  # type: ignore[arg-type]
@@ -40,9 +43,7 @@ def test_write_is_cold_and_persisted() -> None:
 
 def test_miss_without_write_into_populated_cache_is_cold_not_warm() -> None:
     # The file-count rule would call this warm: the cache is populated and nothing was written.
-    result = classify(
-        evidence(skip_reasons=(HOST_CALLBACK,), entries_before=7, entries_after=7)
-    )
+    result = classify(evidence(skip_reasons=(HOST_CALLBACK,), entries_before=7, entries_after=7))
     assert result.cache_state is CacheState.COLD
     assert result.persisted is False
     assert result.reason == REASON_HOST_CALLBACKS
@@ -51,7 +52,9 @@ def test_miss_without_write_into_populated_cache_is_cold_not_warm() -> None:
 def test_miss_without_write_or_reason_is_cold_unexplained() -> None:
     result = classify(evidence())
     assert (result.cache_state, result.persisted, result.reason) == (
-        CacheState.COLD, False, "unexplained",
+        CacheState.COLD,
+        False,
+        "unexplained",
     )
 
 
@@ -101,22 +104,37 @@ def test_cold_with_growing_count_but_no_own_write_notes_the_neighbour() -> None:
         (
             "Not writing persistent cache entry for '%s' because it uses host callbacks "
             "(e.g. from jax.debug.print or breakpoint)",
-            ("jit_f",), REASON_HOST_CALLBACKS, "host callbacks",
+            ("jit_f",),
+            REASON_HOST_CALLBACKS,
+            "host callbacks",
         ),
         (
             "Not writing persistent cache entry for '%s' because it took < %.2f seconds to "
             "compile (%.2fs)",
-            ("jit_f", 1.0, 0.0712), REASON_MIN_COMPILE_TIME, "0.071 s, under",
+            ("jit_f", 1.0, 0.0712),
+            REASON_MIN_COMPILE_TIME,
+            "0.071 s, under",
         ),
         (
             "Not writing persistent cache entry with key %r since its size (%d bytes) is "
             "less than threshold (%d bytes)",
-            ("k", 10, 2048), REASON_ENTRY_TOO_SMALL, "10 bytes",
+            ("k", 10, 2048),
+            REASON_ENTRY_TOO_SMALL,
+            "10 bytes",
         ),
-        ("Not writing persistent cache entry since process_id != 0", (),
-         REASON_NOT_PROCESS_0, "process 0"),
-        ("Not writing persistent cache entry with key %r since cache is disabled/not "
-         "initialized", ("k",), REASON_CACHE_DISABLED, "disabled"),
+        (
+            "Not writing persistent cache entry since process_id != 0",
+            (),
+            REASON_NOT_PROCESS_0,
+            "process 0",
+        ),
+        (
+            "Not writing persistent cache entry with key %r since cache is disabled/not "
+            "initialized",
+            ("k",),
+            REASON_CACHE_DISABLED,
+            "disabled",
+        ),
     ],
 )
 def test_jax_log_records_map_to_reasons(
@@ -131,7 +149,8 @@ def test_jax_log_records_map_to_reasons(
 def test_min_compile_time_reason_names_both_figures() -> None:
     reason = skip_reason_from_log(
         "Not writing persistent cache entry for '%s' because it took < %.2f seconds to "
-        "compile (%.2fs)", ("jit_f", 1.0, 0.25),
+        "compile (%.2fs)",
+        ("jit_f", 1.0, 0.25),
     )
     assert reason is not None
     assert "0.250 s" in reason.detail and "= 1 s" in reason.detail

@@ -25,7 +25,10 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
 
 
@@ -54,8 +57,12 @@ def test_parse_git_status() -> None:
 
 
 def test_the_ci_environment_wins_and_git_adds_what_it_lacks(tmp_path: Path) -> None:
-    environ = {"GITHUB_SHA": "f" * 40, "GITHUB_REF": "refs/pull/7/merge",
-               "GITHUB_HEAD_REF": "feature", "GITHUB_BASE_REF": "main"}
+    environ = {
+        "GITHUB_SHA": "f" * 40,
+        "GITHUB_REF": "refs/pull/7/merge",
+        "GITHUB_HEAD_REF": "feature",
+        "GITHUB_BASE_REF": "main",
+    }
     calls: list[Path] = []
 
     def git_status(cwd: Path) -> str | None:
@@ -63,15 +70,27 @@ def test_the_ci_environment_wins_and_git_adds_what_it_lacks(tmp_path: Path) -> N
         return "# branch.oid 0123\n# branch.head (detached)\n1 .M N... 100644 a b c d.py\n"
 
     commit = session_commit(tmp_path, environ, git_status)
-    assert commit == {"sha": "f" * 40, "ref": "refs/pull/7/merge", "head_ref": "feature",
-                      "base_ref": "main", "dirty": True}
+    assert commit == {
+        "sha": "f" * 40,
+        "ref": "refs/pull/7/merge",
+        "head_ref": "feature",
+        "base_ref": "main",
+        "dirty": True,
+    }
     assert calls == [tmp_path]
     assert commit_label(commit) == "ffffffffffff on feature, dirty"
     # A push: GitHub sets the pull-request refs empty.
-    push = {"GITHUB_SHA": "e" * 40, "GITHUB_REF": "refs/heads/main", "GITHUB_HEAD_REF": "",
-            "GITHUB_BASE_REF": ""}
+    push = {
+        "GITHUB_SHA": "e" * 40,
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_HEAD_REF": "",
+        "GITHUB_BASE_REF": "",
+    }
     assert session_commit(tmp_path, push, lambda cwd: None) == {
-        "sha": "e" * 40, "ref": "refs/heads/main", "head_ref": None, "base_ref": None,
+        "sha": "e" * 40,
+        "ref": "refs/heads/main",
+        "head_ref": None,
+        "base_ref": None,
         "dirty": None,
     }
     assert session_commit(tmp_path, {}, lambda cwd: None) is None
@@ -83,8 +102,13 @@ def test_git_gives_commit_branch_and_dirty_tracked_files_only(tmp_path: Path) ->
     (tmp_path / "repo" / "sub").mkdir()
     (tmp_path / "repo" / "results.jsonl").write_text("{}\n")  # untracked: not dirty
     commit = session_commit(tmp_path / "repo" / "sub", {})
-    assert commit == {"sha": sha, "ref": "refs/heads/trunk", "head_ref": None, "base_ref": None,
-                      "dirty": False}
+    assert commit == {
+        "sha": sha,
+        "ref": "refs/heads/trunk",
+        "head_ref": None,
+        "base_ref": None,
+        "dirty": False,
+    }
     (tmp_path / "repo" / "tracked.txt").write_text("two\n")
     commit = session_commit(tmp_path / "repo", {})
     assert commit is not None and commit["dirty"] is True
@@ -133,11 +157,14 @@ def test_sessions_that_write_records_call_git_once_and_stamp_every_row(
 
     result = project.run("-p", "no:benchmark", "--compile-record-dir=records")
     assert result.ret == pytest.ExitCode.OK
-    assert log.read_text().splitlines() == [
-        "status --porcelain=v2 --branch --untracked-files=no"
-    ]
-    expected = {"sha": sha, "ref": "refs/heads/trunk", "head_ref": None, "base_ref": None,
-                "dirty": False}
+    assert log.read_text().splitlines() == ["status --porcelain=v2 --branch --untracked-files=no"]
+    expected = {
+        "sha": sha,
+        "ref": "refs/heads/trunk",
+        "head_ref": None,
+        "base_ref": None,
+        "dirty": False,
+    }
     (written,) = (project.path / "records").glob("*.jsonl")
     rows = [json.loads(line) for line in written.read_text().splitlines()]
     assert len(rows) == 2 and all(row["commit"] == expected for row in rows)

@@ -63,10 +63,15 @@ def test_reads_json_lines_lists_and_reports_and_passes_over_other_kinds(
     corpus = Corpus([tmp_path / "tree"])
     rows = list(corpus.rows())
     assert [(r.cell.split("::")[-1], r.transform) for r in rows] == [
-        ("test_mlp", "vag"), ("test_mlp", "jit"), ("test_c", "vag"), ("test_b", "vag"),
+        ("test_mlp", "vag"),
+        ("test_mlp", "jit"),
+        ("test_c", "vag"),
+        ("test_b", "vag"),
     ]
     assert (corpus.stats.files, corpus.stats.compile_records, corpus.stats.other_records) == (
-        3, 4, 2,
+        3,
+        4,
+        2,
     )
     assert "2 record(s) of other kinds passed over" in corpus.describe()
 
@@ -88,18 +93,20 @@ def test_records_without_a_kind_are_ours_only_with_a_compile_timing(tmp_path: Pa
 def test_the_latest_row_per_cell_transform_and_key_wins_by_timestamp(tmp_path: Path) -> None:
     # Files are read in name order; the newest row is in the first file.
     write_lines(tmp_path / "1.jsonl", [row(9, compile_s=9.0), row(1, compile_s=1.0)])
-    write_lines(tmp_path / "2.jsonl", [
-        row(5, compile_s=5.0),
-        row(2, compile_s=2.0, cache_state="warm"),  # another key: its own latest
-        row(3, 23, compile_s=3.0, jax_version="0.11.0"),
-        row(3, 1, compile_s=3.5, jax_version="0.11.0"),
-    ])
+    write_lines(
+        tmp_path / "2.jsonl",
+        [
+            row(5, compile_s=5.0),
+            row(2, compile_s=2.0, cache_state="warm"),  # another key: its own latest
+            row(3, 23, compile_s=3.0, jax_version="0.11.0"),
+            row(3, 1, compile_s=3.5, jax_version="0.11.0"),
+        ],
+    )
     latest = latest_rows(Corpus([tmp_path]))
     figures = {
         (r.key.cache_state, r.key.framework_version): r.compile_s for r in latest.sorted_rows()
     }
-    assert figures == {("cold", "0.10.2"): 9.0, ("warm", "0.10.2"): 2.0,
-                       ("cold", "0.11.0"): 3.0}
+    assert figures == {("cold", "0.10.2"): 9.0, ("warm", "0.10.2"): 2.0, ("cold", "0.11.0"): 3.0}
 
 
 def test_equal_timestamps_the_row_read_last_wins(tmp_path: Path) -> None:
@@ -115,9 +122,16 @@ def test_timestamps_with_offsets_and_z_are_compared_as_times() -> None:
 
 
 def test_cell_fields_build_the_cell_from_descriptive_fields(tmp_path: Path) -> None:
-    old = {"compile_s": 1.5, "cache_state": "cold", "transform": "vag", "hardware": "h",
-           "jax_version": "0.4.30", "model": "mb_homo", "dataset": {"name": "hst"},
-           "backend": "gpu"}
+    old = {
+        "compile_s": 1.5,
+        "cache_state": "cold",
+        "transform": "vag",
+        "hardware": "h",
+        "jax_version": "0.4.30",
+        "model": "mb_homo",
+        "dataset": {"name": "hst"},
+        "backend": "gpu",
+    }
     new = row(1)
     path = write_lines(tmp_path / "a.jsonl", [old, new])
     cells = [r.cell for r in Corpus([path], ("model", "dataset.name", "backend")).rows()]
@@ -125,9 +139,19 @@ def test_cell_fields_build_the_cell_from_descriptive_fields(tmp_path: Path) -> N
 
 
 def test_records_missing_a_cell_field_and_a_cell_are_an_error(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "a.jsonl", [{"compile_s": 1.0, "cache_state": "cold",
-                                               "transform": "t", "hardware": "h",
-                                               "jax_version": "1", "model": "m"}])
+    path = write_lines(
+        tmp_path / "a.jsonl",
+        [
+            {
+                "compile_s": 1.0,
+                "cache_state": "cold",
+                "transform": "t",
+                "hardware": "h",
+                "jax_version": "1",
+                "model": "m",
+            }
+        ],
+    )
     with pytest.raises(CorpusError, match=r"a\.jsonl:1: .*'backend' \(from --cell-fields\)"):
         list(Corpus([path], ("model", "backend")).rows())
 
@@ -136,13 +160,17 @@ def test_records_missing_a_cell_field_and_a_cell_are_an_error(tmp_path: Path) ->
     ("content", "message"),
     [
         ('{"record_kind": "other"}\n{"oops"\n', r"b\.jsonl:2: not valid JSON"),
-        (json.dumps(row(1) | {"cache_state": None}) + "\n",
-         r"b\.jsonl:1: compile record has no cache_state .*backfill"),
+        (
+            json.dumps(row(1) | {"cache_state": None}) + "\n",
+            r"b\.jsonl:1: compile record has no cache_state .*backfill",
+        ),
         (json.dumps(row(1) | {"cache_state": "hot"}) + "\n", r"b\.jsonl:1: cache_state 'hot'"),
         (json.dumps(row(1) | {"compile_s": "fast"}) + "\n", r"b\.jsonl:1: 'compile_s' must be"),
         (json.dumps(row(1) | {"timestamp": "yesterday"}) + "\n", r"b\.jsonl:1: 'timestamp'"),
-        (json.dumps({k: v for k, v in row(1).items() if k != "hardware"}) + "\n",
-         r"b\.jsonl:1: compile record has no 'hardware'"),
+        (
+            json.dumps({k: v for k, v in row(1).items() if k != "hardware"}) + "\n",
+            r"b\.jsonl:1: compile record has no 'hardware'",
+        ),
     ],
 )
 def test_bad_records_are_errors_naming_file_and_line(
@@ -158,8 +186,10 @@ def test_bad_records_are_errors_naming_file_and_line(
     ("field", "message"),
     [
         ({"op_count": "70"}, r"'op_count' must be a whole number >= 0 or null, got '70'"),
-        ({"host_state": {"load_per_core": "high"}},
-         r"'host_state\.load_per_core' must be a finite number >= 0"),
+        (
+            {"host_state": {"load_per_core": "high"}},
+            r"'host_state\.load_per_core' must be a finite number >= 0",
+        ),
         ({"compile_cpu_s": -1}, r"'compile_cpu_s' must be a finite number >= 0"),
     ],
 )

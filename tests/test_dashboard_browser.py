@@ -50,8 +50,13 @@ def browser() -> Iterator[Any]:
         _missing("chromedriver (Debian: chromium-driver)")
     options = Options()
     options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1280,900"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
@@ -69,14 +74,21 @@ def _page(root: Path) -> Path:
     """Ten daily sessions: CREEP rises 10 % a session, FLAT wanders, DRIFT is over its pin,
     GONE is pinned and never measured; cold and warm rows, pins of day 9."""
     for day in range(1, 11):
-        write_lines(root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl", [
-            row(day, cell=CREEP, compile_s=1.1 ** (day - 1),
-                commit={"sha": f"{day:02d}" * 20, "ref": "refs/heads/main"}),
-            row(day, cell=FLAT, compile_s=WANDER[day - 1]),
-            row(day, cell=DRIFT, compile_s=2.0),
-            row(day, 11, cell=CREEP, compile_s=0.05, cache_state="warm"),
-            row(day, 11, cell=FLAT, compile_s=0.04, cache_state="warm"),
-        ])
+        write_lines(
+            root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl",
+            [
+                row(
+                    day,
+                    cell=CREEP,
+                    compile_s=1.1 ** (day - 1),
+                    commit={"sha": f"{day:02d}" * 20, "ref": "refs/heads/main"},
+                ),
+                row(day, cell=FLAT, compile_s=WANDER[day - 1]),
+                row(day, cell=DRIFT, compile_s=2.0),
+                row(day, 11, cell=CREEP, compile_s=0.05, cache_state="warm"),
+                row(day, 11, cell=FLAT, compile_s=0.04, cache_state="warm"),
+            ],
+        )
         if day == 9:
             assert main(["pin", "records"]) == 0
     store = PinStore(root / "pins")
@@ -86,7 +98,9 @@ def _page(root: Path) -> Path:
 
 
 def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
-    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    browser: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from selenium.webdriver.common.by import By
@@ -106,7 +120,10 @@ def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
     # First on the page: what needs attention.
     headings = [h.text for h in browser.find_elements(By.TAG_NAME, "h2")]
     assert headings == [
-        "Needs attention", "Cold to warm", "Latest figures against the pins", "Trends"
+        "Needs attention",
+        "Cold to warm",
+        "Latest figures against the pins",
+        "Trends",
     ]
     attention = browser.find_element(By.ID, "attention")
     rising = attention.find_elements(By.CSS_SELECTOR, "table.rising tr[data-test]")
@@ -129,7 +146,8 @@ def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
     # Cold to warm: from the pins of day 9 (creep 1.1**8 s cold, 0.05 s warm).
     speedup = browser.find_element(By.CSS_SELECTOR, "table.speedup")
     (creep_row,) = [
-        r for r in speedup.find_elements(By.CSS_SELECTOR, "tr[data-test]")
+        r
+        for r in speedup.find_elements(By.CSS_SELECTOR, "tr[data-test]")
         if r.get_attribute("data-test") == CREEP
     ]
     assert "42.9x" in creep_row.text and "pins" in creep_row.text

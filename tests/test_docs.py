@@ -29,15 +29,22 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     assert any(use.startswith("actions/cache/save@") for use in uses)
     assert any(use.startswith("actions/upload-artifact@") for use in uses)
     key_step = next(step for step in steps if step.get("id") == "cache-key")["run"]
-    for part in ("RUNNER_OS", "RUNNER_ARCH", "host_cpu_model()", "jax.__version__",
-                 "jaxlib.__version__"):
+    for part in (
+        "RUNNER_OS",
+        "RUNNER_ARCH",
+        "host_cpu_model()",
+        "jax.__version__",
+        "jaxlib.__version__",
+    ):
         assert part in key_step
     test_step = next(step for step in steps if step.get("name") == "Tests")["run"]
     assert "--compile-report=reports/jaxcompile.json" in test_step
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload"))
     assert "--compile-artifacts-dir=reports/modules" in test_step
     assert upload["with"]["path"].split() == [
-        "reports/jaxcompile.json", "reports/comment.md", "reports/modules/"
+        "reports/jaxcompile.json",
+        "reports/comment.md",
+        "reports/modules/",
     ]
     assert upload["if"] == "always()"
 
@@ -65,8 +72,9 @@ def test_report_schema_documents_every_field(tmp_path: Path) -> None:
 
     record = make_record(location=("tests/t.py", 3))
     store = PinStore.load(tmp_path)
-    outcome = SessionOutcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(),
-                             pin_update=False)
+    outcome = SessionOutcome(
+        rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(), pin_update=False
+    )
     outcome.verdicts = judge_all([record], store, outcome.thresholds)
     outcome.stale = [StalePin(record.key, record.cell, "gone", tmp_path / "p.toml")]
     outcome.environments = [(record.hardware, record.jax_version)]
@@ -153,17 +161,18 @@ def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path
     store.update([make_record(cell=cell, hardware=laptop) for cell in cells])
     store = PinStore.load(tmp_path)
     cells += ["tests/test_new.py::test_0", "tests/test_new.py::test_1"]
-    rows = [make_record(cell=cell, hardware="gha-ubuntu-latest", hardware_detail=cpu)
-            for cell in cells]
-    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(),
-                      pin_update=False)
+    rows = [
+        make_record(cell=cell, hardware="gha-ubuntu-latest", hardware_detail=cpu) for cell in cells
+    ]
+    outcome = Outcome(
+        rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(), pin_update=False
+    )
     outcome.verdicts = judge_all(rows, store, outcome.thresholds)
     outcome.coverage = coverage(outcome.verdicts, store)
     text = coverage_text(outcome)
     warning = None if text is None else f"warning: {text}."  # as the terminal says it
     assert warning is not None and "(new runner)" in warning
     assert f"  {warning}\n" in (REPO / "docs" / "verdicts.md").read_text()
-
 
 
 def test_the_always_cold_summary_in_the_docs_is_what_the_code_prints(tmp_path: Path) -> None:
@@ -179,29 +188,42 @@ def test_the_always_cold_summary_in_the_docs_is_what_the_code_prints(tmp_path: P
     from pytest_jaxcompile.records import CacheDetails
 
     fresh = {"cell": "test_models.py::test_fresh", "transform": "jit(<lambda>)"}
-    PinStore.load(tmp_path).update([
-        make_record(**fresh, cache_key_parts={"computation": "aa"}),
-        make_record(cell="test_models.py::test_plain", cache_state="warm"),
-    ])
+    PinStore.load(tmp_path).update(
+        [
+            make_record(**fresh, cache_key_parts={"computation": "aa"}),
+            make_record(cell="test_models.py::test_plain", cache_state="warm"),
+        ]
+    )
     rows = [
         make_record(**fresh, cache_key_parts={"computation": "bb"}),
-        make_record(cell="test_models.py::test_print", transform="jit(show)",
-                    cache=CacheDetails(persisted=False, reason="host_callbacks")),
+        make_record(
+            cell="test_models.py::test_print",
+            transform="jit(show)",
+            cache=CacheDetails(persisted=False, reason="host_callbacks"),
+        ),
     ]
-    outcome = conclude(rows, [row.cell for row in rows], [], PinStore.load(tmp_path),
-                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path)
+    outcome = conclude(
+        rows,
+        [row.cell for row in rows],
+        [],
+        PinStore.load(tmp_path),
+        GateSettings(Thresholds(), pin_update=False),
+        rootdir=tmp_path,
+    )
     view = session_view(outcome)
     (block,) = view.blocks_of(BlockKind.ALWAYS_COLD)
     text = "\n".join(line for line, _ in block_lines(block, view, verbose=False))
     assert f"```\n{text}\n```" in (REPO / "docs" / "cache-state.md").read_text()
+
 
 PIN_FILE_NAME = re.compile(
     r"[a-z0-9.-]+--(jax|torch)-([0-9][0-9a-z.+]*)--(full|mixed)--"
     r"(cold|warm|none|memory|unknown)--[0-9a-f]{8}\.toml"
 )
 HARDWARE_NAMED = (
-    re.compile(r"^(?:\S+ )?(\S[^|`]*?) \| (?:jax|torch) \S+ \| (?:full|mixed) precision \|",
-               re.MULTILINE),
+    re.compile(
+        r"^(?:\S+ )?(\S[^|`]*?) \| (?:jax|torch) \S+ \| (?:full|mixed) precision \|", re.MULTILINE
+    ),
     re.compile(r'hardware = "([^"]+)"'),
     re.compile(r"--compile-hardware[ =]([\w.:-]+)"),
     re.compile(r"JAXCOMPILE_HARDWARE[=:] ?([\w.:-]+)"),
@@ -220,7 +242,9 @@ def test_every_documented_pin_file_name_is_the_one_the_code_writes_for_its_key()
 
     texts = {path: path.read_text() for path in _documents() if path.suffix in (".md", ".yml")}
     hardware = {
-        match.strip() for text in texts.values() for pattern in HARDWARE_NAMED
+        match.strip()
+        for text in texts.values()
+        for pattern in HARDWARE_NAMED
         for match in pattern.findall(text)
     }
     checked = 0
@@ -229,11 +253,15 @@ def test_every_documented_pin_file_name_is_the_one_the_code_writes_for_its_key()
             name = found.group(0)
             framework, version, precision, state = found.groups()
             written = {
-                pin_file_name(ComparabilityKey(
-                    hardware=candidate, framework_version=version,
-                    mixed_precision=precision == "mixed", cache_state=state,
-                    framework=framework,
-                ))
+                pin_file_name(
+                    ComparabilityKey(
+                        hardware=candidate,
+                        framework_version=version,
+                        mixed_precision=precision == "mixed",
+                        cache_state=state,
+                        framework=framework,
+                    )
+                )
                 for candidate in hardware
             }
             slug = name.rsplit("--", 1)[0]
@@ -277,20 +305,24 @@ def test_ini_settings_shown_in_the_docs_are_ini_keys_and_defaults_are_the_codes(
     ini_keys = {option.name for option in OPTIONS if option.in_ini}
     pin_fields = {"compile_s", "compile_cpu_s"}  # pin files, not ini files
     shown = {
-        match for path in _documents() if path.suffix == ".md"
+        match
+        for path in _documents()
+        if path.suffix == ".md"
         for match in re.findall(r"^\s*(compile_[a-z_]+) ?=", path.read_text(), re.MULTILINE)
     }
     assert len(shown) > 10
     assert shown - pin_fields <= ini_keys, shown - pin_fields - ini_keys
     readme = " ".join((REPO / "README.md").read_text().split())
-    assert (f"by more than {DEFAULT_TOLERANCE:.0%}".replace("%", " %")
-            + f" *and* more than {DEFAULT_FLOOR_S} s, by default") in readme
+    assert (
+        f"by more than {DEFAULT_TOLERANCE:.0%}".replace("%", " %")
+        + f" *and* more than {DEFAULT_FLOOR_S} s, by default"
+    ) in readme
 
 
 def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives() -> None:
     """README's way to CI pins: the re-pin workflow, and the command its summary prints."""
     readme = (REPO / "README.md").read_text()
-    quickstart = readme[readme.index("## Quickstart"):readme.index("## Try it here")]
+    quickstart = readme[readme.index("## Quickstart") : readme.index("## Try it here")]
     assert "docs/examples/jaxcompile-repin.yml" in quickstart
     repin = (REPO / "docs" / "examples" / "jaxcompile-repin.yml").read_text()
     (printed,) = re.findall(r'echo "(gh run download [^"]+)"', repin)
@@ -311,11 +343,11 @@ def fenced_block(page: str, after: str) -> list[str]:
     docs/ path), without its fences and the fence's indentation."""
     text = (REPO / page).read_text()
     assert after in text, f"{page}: no {after!r}"
-    rest = text[text.index(after) + len(after):]
+    rest = text[text.index(after) + len(after) :]
     start = rest.index("```")
     indent = len(rest[:start]) - len(rest[:start].rstrip(" "))
-    body = rest[rest.index("\n", start) + 1:]
-    lines = body[:body.index("```")].rstrip(" ").rstrip("\n").split("\n")
+    body = rest[rest.index("\n", start) + 1 :]
+    lines = body[: body.index("```")].rstrip(" ").rstrip("\n").split("\n")
     return [line[indent:] if line.startswith(" " * indent) else line for line in lines]
 
 
@@ -338,8 +370,9 @@ def assert_shown(page: str, after: str, printed: list[str]) -> None:
     pattern, text = _shown_pattern(block), "".join(f"{line}\n" for line in printed)
     whole = block[0] == section_header() or block[0].startswith("## ")
     found = re.fullmatch(pattern, text) if whole else re.search("(?m)^" + pattern, text)
-    assert found, (f"{page} after {after!r}:\n" + "\n".join(block)
-                   + "\nis not what the code prints:\n" + text)
+    assert found, (
+        f"{page} after {after!r}:\n" + "\n".join(block) + "\nis not what the code prints:\n" + text
+    )
 
 
 def section_header(title: str = "jax compile times", width: int = 80) -> str:
@@ -364,10 +397,19 @@ MLP_OPS = {
     "vmap": ops(broadcast_in_dim=8, add=6, dot_general=6, tanh=5),
 }
 MLP_GROWN = {
-    transform: added(MLP_OPS[transform], growth) for transform, growth in {
+    transform: added(MLP_OPS[transform], growth)
+    for transform, growth in {
         "jit": ops(broadcast_in_dim=1020, add=510, dot_general=510, tanh=510),
-        "vag": ops(add=2040, broadcast_in_dim=1530, constant=1530, dot_general=1530,
-                   multiply=1020, subtract=1020, tanh=1020, transpose=1020),
+        "vag": ops(
+            add=2040,
+            broadcast_in_dim=1530,
+            constant=1530,
+            dot_general=1530,
+            multiply=1020,
+            subtract=1020,
+            tanh=1020,
+            transpose=1020,
+        ),
         "vmap": ops(broadcast_in_dim=1530, add=510, dot_general=510, tanh=510),
     }.items()
 }
@@ -376,8 +418,11 @@ MLP_GROWN = {
 LAPTOP = "cpu:cpu @ AMD EPYC x2"
 
 
-def pin(tmp_path: Path, pinned: list[CompileRecord], compiles: dict[str, int] | None = None,
-        ) -> Path:
+def pin(
+    tmp_path: Path,
+    pinned: list[CompileRecord],
+    compiles: dict[str, int] | None = None,
+) -> Path:
     """`pinned` (and census'd tests' `compiles`) written as pins under `tmp_path/pins`, as
     `--compile-pin-update` writes them."""
     from pytest_jaxcompile.gate.pins import PinStore
@@ -387,9 +432,14 @@ def pin(tmp_path: Path, pinned: list[CompileRecord], compiles: dict[str, int] | 
     return pins
 
 
-def gate_outcome(tmp_path: Path, pinned: list[CompileRecord], rows: list[CompileRecord],
-                 session_s: float | None = None, thresholds: Thresholds | None = None,
-                 ledgers: tuple[CallLedger, ...] = ()) -> Outcome:
+def gate_outcome(
+    tmp_path: Path,
+    pinned: list[CompileRecord],
+    rows: list[CompileRecord],
+    session_s: float | None = None,
+    thresholds: Thresholds | None = None,
+    ledgers: tuple[CallLedger, ...] = (),
+) -> Outcome:
     """The gate's conclusion on `rows` (and census'd tests' `ledgers`) against `pinned`
     (pinned first), pins in `pins/`."""
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
@@ -399,8 +449,9 @@ def gate_outcome(tmp_path: Path, pinned: list[CompileRecord], rows: list[Compile
     pins = pin(tmp_path, pinned)
     settings = GateSettings(thresholds or Thresholds(), pin_update=False)
     cells = sorted({row.cell for row in rows} | {ledger.cell for ledger in ledgers})
-    outcome = conclude(rows, cells, [], PinStore.load(pins), settings, rootdir=tmp_path,
-                       ledgers=ledgers)
+    outcome = conclude(
+        rows, cells, [], PinStore.load(pins), settings, rootdir=tmp_path, ledgers=ledgers
+    )
     outcome.session_s = session_s  # the session's wall seconds: the plugin measures them
     return outcome
 
@@ -409,20 +460,31 @@ def terminal(outcome: Outcome, verbose: bool = False, durations: int = 5) -> lis
     """The plugin's section of the terminal summary, header first."""
     from pytest_jaxcompile.output.terminal import summary_lines
 
-    return [section_header()] + [
-        text for text, _ in summary_lines(outcome, verbose, durations)
-    ]
+    return [section_header()] + [text for text, _ in summary_lines(outcome, verbose, durations)]
 
 
-def row(cell: str, transform: str, compile_s: float, state: str = "cold",
-        histogram: dict[str, int] | None = None, **fields: Any) -> CompileRecord:
+def row(
+    cell: str,
+    transform: str,
+    compile_s: float,
+    state: str = "cold",
+    histogram: dict[str, int] | None = None,
+    **fields: Any,
+) -> CompileRecord:
     """A row on the laptop of the docs' examples; `histogram` gives its op count too."""
     from records_factory import make_record
 
     counted = sum(histogram.values()) if histogram else None
-    return make_record(cell=cell, transform=transform, hardware=fields.pop("hardware", LAPTOP),
-                       compile_s=compile_s, cache_state=state, op_histogram=histogram,
-                       op_count=fields.pop("op_count", counted), **fields)
+    return make_record(
+        cell=cell,
+        transform=transform,
+        hardware=fields.pop("hardware", LAPTOP),
+        compile_s=compile_s,
+        cache_state=state,
+        op_histogram=histogram,
+        op_count=fields.pop("op_count", counted),
+        **fields,
+    )
 
 
 def test_the_readme_drift_summary_is_what_the_code_prints(tmp_path: Path) -> None:
@@ -454,8 +516,11 @@ def test_the_loaded_session_in_verdicts_md_is_what_the_code_prints(tmp_path: Pat
     from pytest_jaxcompile.records import HostState
 
     mlp, attention = "test_models.py::test_mlp", "test_models.py::test_attention"
-    loaded = {"host_state": HostState(cpu_count=2, load_avg_1m=5.22, load_per_core=2.61,
-                                      process_cpu_s=1.0)}
+    loaded = {
+        "host_state": HostState(
+            cpu_count=2, load_avg_1m=5.22, load_per_core=2.61, process_cpu_s=1.0
+        )
+    }
     pinned = [
         row(mlp, "jit", 0.301, "cold", MLP_OPS["jit"], compile_cpu_s=0.140),
         row(mlp, "vag", 0.267, "cold", MLP_OPS["vag"], compile_cpu_s=0.190),
@@ -485,43 +550,69 @@ def test_the_sessions_in_verdicts_md_are_what_the_code_prints(tmp_path: Path) ->
     regression = gate_outcome(
         tmp_path / "regression",
         [row(mlp, "vag", 0.10013), row(lowered, "jit", 0.0408)],
-        [row(mlp, "vag", 0.750, trace_s=0.4, lower_s=0.1, **changed),
-         row(lowered, "jit", 0.202, trace_s=0.05, lower_s=0.03)],
+        [
+            row(mlp, "vag", 0.750, trace_s=0.4, lower_s=0.1, **changed),
+            row(lowered, "jit", 0.202, trace_s=0.05, lower_s=0.03),
+        ],
         session_s=4.1,
     )
-    assert_shown("docs/verdicts.md", "A session with a regression, run with `-v`",
-                 terminal(regression, verbose=True))
+    assert_shown(
+        "docs/verdicts.md",
+        "A session with a regression, run with `-v`",
+        terminal(regression, verbose=True),
+    )
     warm = gate_outcome(
         tmp_path / "warm",
         [row(mlp, "vag", 0.004, "warm"), row(lowered, "jit", 0.005, "warm")],
-        [row(mlp, "vag", 0.00476, "warm", trace_s=0.4, lower_s=0.1),
-         row(lowered, "jit", 0.0039, "warm", trace_s=0.05, lower_s=0.03)],
+        [
+            row(mlp, "vag", 0.00476, "warm", trace_s=0.4, lower_s=0.1),
+            row(lowered, "jit", 0.0039, "warm", trace_s=0.05, lower_s=0.03),
+        ],
         session_s=2.2,
     )
     assert_shown("docs/verdicts.md", "With `-v` they are listed", terminal(warm, verbose=True))
     pins = pin(tmp_path / "improved", [row(mlp, "vag", 0.714), row(lowered, "jit", 0.041)])
     (cold,) = pins.glob("*--cold--*.toml")
-    cold.write_text(cold.read_text().replace("compile_s = 0.714\n",
-                                             "compile_s = 0.714\ntolerance = 0.8\n"))
+    cold.write_text(
+        cold.read_text().replace("compile_s = 0.714\n", "compile_s = 0.714\ntolerance = 0.8\n")
+    )
     improved = gate_outcome(
-        tmp_path / "improved", [],
-        [row(mlp, "vag", 0.116, trace_s=0.4, lower_s=0.1, **changed),
-         row(lowered, "jit", 0.043, trace_s=0.05, lower_s=0.03)],
+        tmp_path / "improved",
+        [],
+        [
+            row(mlp, "vag", 0.116, trace_s=0.4, lower_s=0.1, **changed),
+            row(lowered, "jit", 0.043, trace_s=0.05, lower_s=0.03),
+        ],
         session_s=3.0,
     )
-    assert_shown("docs/verdicts.md", "An improvement (this pin has a hand-set tolerance",
-                 terminal(improved))
+    assert_shown(
+        "docs/verdicts.md", "An improvement (this pin has a hand-set tolerance", terminal(improved)
+    )
     states = "tests/test_states.py::test_"
     unpinned = gate_outcome(
-        tmp_path / "unpinned", [],
-        [row(f"{states}budget", "grad", 0.027), row(f"{states}callback", "with_callback", 0.021),
-         row(f"{states}memory", "again", 0.0, "memory", cache=CacheDetails(
-             reason_detail="served from JAX's in-process cache: nothing was compiled")),
-         row(f"{states}bf16", "sq", 0.023, mixed_precision=True)],
+        tmp_path / "unpinned",
+        [],
+        [
+            row(f"{states}budget", "grad", 0.027),
+            row(f"{states}callback", "with_callback", 0.021),
+            row(
+                f"{states}memory",
+                "again",
+                0.0,
+                "memory",
+                cache=CacheDetails(
+                    reason_detail="served from JAX's in-process cache: nothing was compiled"
+                ),
+            ),
+            row(f"{states}bf16", "sq", 0.023, mixed_precision=True),
+        ],
         session_s=3.4,
     )
-    assert_shown("docs/verdicts.md", "Unpinned and not-judged rows, each under its own key",
-                 terminal(unpinned, verbose=True))
+    assert_shown(
+        "docs/verdicts.md",
+        "Unpinned and not-judged rows, each under its own key",
+        terminal(unpinned, verbose=True),
+    )
 
 
 def test_the_verdict_excerpts_in_verdicts_md_are_what_the_code_prints(tmp_path: Path) -> None:
@@ -530,25 +621,32 @@ def test_the_verdict_excerpts_in_verdicts_md_are_what_the_code_prints(tmp_path: 
     from pytest_jaxcompile.records import HostState
 
     page, mlp = "docs/verdicts.md", "tests/test_model.py::test_mlp"
-    other_state = gate_outcome(tmp_path / "state", [row(mlp, "vag", 0.3)],
-                               [row(mlp, "vag", 0.004, "warm")])
-    assert_shown(page, "that the row is compared only with pins of its own cache_state",
-                 terminal(other_state, verbose=True))
+    other_state = gate_outcome(
+        tmp_path / "state", [row(mlp, "vag", 0.3)], [row(mlp, "vag", 0.004, "warm")]
+    )
+    assert_shown(
+        page,
+        "that the row is compared only with pins of its own cache_state",
+        terminal(other_state, verbose=True),
+    )
 
     loaded = {"host_state": HostState(cpu_count=2, load_per_core=2.2)}
     several = "test_models.py::test_several"
     noisy = gate_outcome(
         tmp_path / "noisy",
         [row(several, f"jit(<lambda>)#{n}", 0.2, compile_cpu_s=0.2) for n in (1, 2, 3)],
-        [row(several, "jit(<lambda>)#1", 0.3, compile_cpu_s=0.204, **loaded),
-         row(several, "jit(<lambda>)#2", 0.3, compile_cpu_s=0.212, **loaded),
-         row(several, "jit(<lambda>)#3", 0.3, compile_cpu_s=0.21, **loaded)],
+        [
+            row(several, "jit(<lambda>)#1", 0.3, compile_cpu_s=0.204, **loaded),
+            row(several, "jit(<lambda>)#2", 0.3, compile_cpu_s=0.212, **loaded),
+            row(several, "jit(<lambda>)#3", 0.3, compile_cpu_s=0.21, **loaded),
+        ],
     )
     assert_shown(page, "pull-request comment fold the same rows", terminal(noisy))
 
     models = "test_models.py::test_mlp"
     traced = gate_outcome(
-        tmp_path / "traced", [row(models, "jit", 0.004, "warm", trace_s=0.052)],
+        tmp_path / "traced",
+        [row(models, "jit", 0.004, "warm", trace_s=0.052)],
         [row(models, "jit", 0.004, "warm", trace_s=0.650)],
     )
     assert_shown(page, "charged to whichever test happens to run first", terminal(traced))
@@ -564,12 +662,12 @@ def test_the_verdict_excerpts_in_verdicts_md_are_what_the_code_prints(tmp_path: 
         [row(cell, "jit", 1.08, **upgrade) for cell in cells]
         + [row(attention, "vag", 0.421, **upgrade)],
     )
-    assert_shown(page, "the summary prints one block instead of a note per row",
-                 terminal(upgraded))
+    assert_shown(page, "the summary prints one block instead of a note per row", terminal(upgraded))
 
     warm = [row(f"tests/test_model.py::test_{n}", "jit", 0.004, "warm") for n in range(3)]
-    lost = gate_outcome(tmp_path / "lost", warm,
-                        [row(pinned.cell, "jit", 0.3, "cold") for pinned in warm])
+    lost = gate_outcome(
+        tmp_path / "lost", warm, [row(pinned.cell, "jit", 0.3, "cold") for pinned in warm]
+    )
     assert_shown(page, "## A lost cache", terminal(lost))
 
 
@@ -587,13 +685,23 @@ def test_the_github_outputs_in_the_docs_are_what_the_code_writes(tmp_path: Path)
     pinned = [row(f"{model}mlp", "vag", 0.100)] + [
         row(f"{model}{name}", "jit", 0.2) for name in ("attention", "conv", "norm")
     ]
-    rows = [row(f"{model}mlp", "vag", 0.750, trace_s=0.3, lower_s=0.1,
-                fingerprint="sha256:def", location=("tests/test_model.py", 27))] + [
+    rows = [
+        row(
+            f"{model}mlp",
+            "vag",
+            0.750,
+            trace_s=0.3,
+            lower_s=0.1,
+            fingerprint="sha256:def",
+            location=("tests/test_model.py", 27),
+        )
+    ] + [
         row(f"{model}{name}", "jit", 0.21, trace_s=0.1, lower_s=0.1)
         for name in ("attention", "conv", "norm")
     ]
-    outcome = gate_outcome(tmp_path, pinned, rows, session_s=6.1,
-                           thresholds=Thresholds(tolerance=0.5))
+    outcome = gate_outcome(
+        tmp_path, pinned, rows, session_s=6.1, thresholds=Thresholds(tolerance=0.5)
+    )
     # The doc shows the re-pin command's fenced block indented (it sits in a fenced block).
     summary = re.sub(r"```bash\n(.*)\n```", r"    \1", step_summary(outcome))
     page = "docs/github-actions.md"
@@ -602,17 +710,31 @@ def test_the_github_outputs_in_the_docs_are_what_the_code_writes(tmp_path: Path)
     assert_shown(page, "| warnings, compile-count changes, jax upgrades |", commands[:1])
 
 
-def ledger(cell: str, compile_s: float, wall_s: float, phases: tuple[float, float, float],
-           compiles: int, **fields: Any) -> CallLedger:
+def ledger(
+    cell: str,
+    compile_s: float,
+    wall_s: float,
+    phases: tuple[float, float, float],
+    compiles: int,
+    **fields: Any,
+) -> CallLedger:
     """A census'd test's ledger: `phases` are its trace, lowering and backend seconds."""
     from pytest_jaxcompile.records import CallLedger
 
     trace_s, lower_s, backend_s = phases
-    return CallLedger(cell=cell, wall_s=wall_s, compile_s=compile_s, trace_s=trace_s,
-                      lower_s=lower_s, backend_compile_s=backend_s,
-                      execute_and_python_s=round(wall_s - compile_s, 6),
-                      compile_fraction=compile_s / wall_s, compiles=compiles,
-                      persistent_cache_hits=0, **fields)
+    return CallLedger(
+        cell=cell,
+        wall_s=wall_s,
+        compile_s=compile_s,
+        trace_s=trace_s,
+        lower_s=lower_s,
+        backend_compile_s=backend_s,
+        execute_and_python_s=round(wall_s - compile_s, 6),
+        compile_fraction=compile_s / wall_s,
+        compiles=compiles,
+        persistent_cache_hits=0,
+        **fields,
+    )
 
 
 def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path) -> None:
@@ -630,20 +752,37 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
 
     page, budget = "docs/census.md", "test_models.py::test_budget"
     eager = gate_outcome(
-        tmp_path / "eager", [], [row(budget, "jit(f)", 0.02)],
-        ledgers=(ledger(budget, 0.190, 0.219, (0.003, 0.063, 0.124), 1, eager_compiles=4,
-                        eager_compile_s=0.162),),
+        tmp_path / "eager",
+        [],
+        [row(budget, "jit(f)", 0.02)],
+        ledgers=(
+            ledger(
+                budget,
+                0.190,
+                0.219,
+                (0.003, 0.063, 0.124),
+                1,
+                eager_compiles=4,
+                eager_compile_s=0.162,
+            ),
+        ),
     )
-    assert_shown(page, "and `eager_modules` (compiles per JAX function name), and in the",
-                 terminal(eager))
+    assert_shown(
+        page, "and `eager_modules` (compiles per JAX function name), and in the", terminal(eager)
+    )
 
     alias = "optax/_src/alias_test.py::AliasTest::test_optimization"
     update = "jit(update_fn)"
     rows = [row(f"{alias}45", update, 1.204, "none"), row(f"{alias}12", update, 0.981, "none")]
-    rows += [row(f"{alias}{100 + n}", update, 65.909 / 1150, "cold" if n < 52 else "none")
-             for n in range(1150)]
+    rows += [
+        row(f"{alias}{100 + n}", update, 65.909 / 1150, "cold" if n < 52 else "none")
+        for n in range(1150)
+    ]
     session = gate_outcome(
-        tmp_path / "optax", [], rows, session_s=105.0,
+        tmp_path / "optax",
+        [],
+        rows,
+        session_s=105.0,
         ledgers=(ledger(f"{alias}45", 2.310, 2.771, (0.400, 0.310, 1.600), 6),),
     )
     assert_shown(page, "with its ledger:", terminal(session, durations=2))
@@ -651,46 +790,92 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
     shapes = "test_models.py::test_shapes"
     pinned = [row(shapes, "jit(f)", 0.02)]
     pins = pin(tmp_path / "count", pinned, compiles={shapes: 1})
-    recompiled = ledger(shapes, 0.05, 0.06, (0.01, 0.01, 0.03), 2, recompiles=[
-        "jit(f) compile 2: f (test_models.py:13): different input types: at x, now f32[4] "
-        "and before f32[3]"])
-    changed = conclude(pinned, [shapes], [], PinStore.load(pins),
-                       GateSettings(Thresholds(), pin_update=False), rootdir=tmp_path / "count",
-                       ledgers=[recompiled])
+    recompiled = ledger(
+        shapes,
+        0.05,
+        0.06,
+        (0.01, 0.01, 0.03),
+        2,
+        recompiles=[
+            "jit(f) compile 2: f (test_models.py:13): different input types: at x, now f32[4] "
+            "and before f32[3]"
+        ],
+    )
+    changed = conclude(
+        pinned,
+        [shapes],
+        [],
+        PinStore.load(pins),
+        GateSettings(Thresholds(), pin_update=False),
+        rootdir=tmp_path / "count",
+        ledgers=[recompiled],
+    )
     assert_shown(page, "[why each function compiled again]", terminal(changed))
 
     mlp = "test_models.py::test_mlp"
     grew = gate_outcome(
-        tmp_path / "grew", [row(mlp, "jit", 0.131, histogram=MLP_OPS["jit"])],
-        [row(mlp, "jit", 0.512, histogram=added(MLP_OPS["jit"], ops(add=36, dot_general=36,
-                                                                     tanh=36)))],
+        tmp_path / "grew",
+        [row(mlp, "jit", 0.131, histogram=MLP_OPS["jit"])],
+        [
+            row(
+                mlp,
+                "jit",
+                0.512,
+                histogram=added(MLP_OPS["jit"], ops(add=36, dot_general=36, tanh=36)),
+            )
+        ],
         thresholds=Thresholds(max_ops_growth=0.1),
     )
     assert_shown(page, "### What grew", terminal(grew))
 
-    files = {"jax/_src/interpreters/partial_eval.py": 0.31, "jax/_src/pjit.py": 0.19,
-             "models/mlp.py": 0.09, "<builtins>": 0.08}
-    profiled = gate_outcome(tmp_path / "profile", [], [
-        row(mlp, "mlp", 0.1, trace_s=0.027, trace_files=files, trace_profile={
-            "jax": 0.72, "stdlib_numpy": 0.18, "project": 0.09, "other": 0.01}),
-        row("test_models.py::test_profiled", "heavy", 0.1, trace_s=0.004, trace_files=files,
-            trace_profile={"jax": 0.58, "stdlib_numpy": 0.34, "project": 0.07, "other": 0.01}),
-    ])
+    files = {
+        "jax/_src/interpreters/partial_eval.py": 0.31,
+        "jax/_src/pjit.py": 0.19,
+        "models/mlp.py": 0.09,
+        "<builtins>": 0.08,
+    }
+    profiled = gate_outcome(
+        tmp_path / "profile",
+        [],
+        [
+            row(
+                mlp,
+                "mlp",
+                0.1,
+                trace_s=0.027,
+                trace_files=files,
+                trace_profile={"jax": 0.72, "stdlib_numpy": 0.18, "project": 0.09, "other": 0.01},
+            ),
+            row(
+                "test_models.py::test_profiled",
+                "heavy",
+                0.1,
+                trace_s=0.004,
+                trace_files=files,
+                trace_profile={"jax": 0.58, "stdlib_numpy": 0.34, "project": 0.07, "other": 0.01},
+            ),
+        ],
+    )
     assert_shown(page, "attributes its self time to package groups", terminal(profiled))
 
-    budgets = [ledger(f"test_models.py::test_{name}", 0.1, 0.2, (0.03, 0.03, 0.04), count)
-               for name, count in (("once", 1), ("factors", 2))]
-    assert_shown(page, "--compile-suggest-budgets",
-                 [SUGGESTED_BUDGETS, *suggested_budgets(budgets)])
+    budgets = [
+        ledger(f"test_models.py::test_{name}", 0.1, 0.2, (0.03, 0.03, 0.04), count)
+        for name, count in (("once", 1), ("factors", 2))
+    ]
+    assert_shown(
+        page, "--compile-suggest-budgets", [SUGGESTED_BUDGETS, *suggested_budgets(budgets)]
+    )
 
     # `pytest-jaxcompile budgets` on the session's report: the same lines (docs/corpus.md)
     reported = gate_outcome(tmp_path / "budgets", [], [], ledgers=tuple(budgets))
-    write_report(tmp_path / "budgets" / "report.json",
-                 build_report(reported, [], budgets, __version__))
+    write_report(
+        tmp_path / "budgets" / "report.json", build_report(reported, [], budgets, __version__)
+    )
     printed = cli(tmp_path / "budgets", "budgets", "report.json")
     assert printed.returncode == 0, printed.stderr
-    assert_shown("docs/corpus.md", "Exit\nstatus 2 when a report is unreadable",
-                 printed.stdout.split("\n"))
+    assert_shown(
+        "docs/corpus.md", "Exit\nstatus 2 when a report is unreadable", printed.stdout.split("\n")
+    )
 
 
 def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Path) -> None:
@@ -703,8 +888,7 @@ def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Pat
     grew = gate_outcome(
         tmp_path / "temp",
         [row(train, "vag", 0.3, compiled_temp_bytes=2048, **same_ops)],
-        [row(train, "vag", 0.31, compiled_temp_bytes=12288, fingerprint="sha256:def",
-             **same_ops)],
+        [row(train, "vag", 0.31, compiled_temp_bytes=12288, fingerprint="sha256:def", **same_ops)],
         thresholds=Thresholds(max_memory_growth=0.5),
     )
     assert_shown(page, "The note names the figure and its change", terminal(grew))
@@ -712,10 +896,27 @@ def test_the_memory_verdicts_in_memory_md_are_what_the_code_prints(tmp_path: Pat
     table, four = "test_model.py::test_table", {"op_count": 4}
     rss = gate_outcome(
         tmp_path / "rss",
-        [row(table, "lookup", 0.167, compile_rss_growth_mib=32.4, compile_rss_peak_mib=900.0,
-             **four)],
-        [row(table, "lookup", 2.741, compile_rss_growth_mib=256.5, compile_rss_peak_mib=1163.9,
-             fingerprint="sha256:def", **four)],
+        [
+            row(
+                table,
+                "lookup",
+                0.167,
+                compile_rss_growth_mib=32.4,
+                compile_rss_peak_mib=900.0,
+                **four,
+            )
+        ],
+        [
+            row(
+                table,
+                "lookup",
+                2.741,
+                compile_rss_growth_mib=256.5,
+                compile_rss_peak_mib=1163.9,
+                fingerprint="sha256:def",
+                **four,
+            )
+        ],
         thresholds=Thresholds(floor_s=10.0),
     )
     assert_shown(page, "the verdict's `phase` is `compile_rss_growth_mib`", terminal(rss))
@@ -733,27 +934,40 @@ def test_the_merged_summary_in_merge_md_is_what_merge_prints(
     from pytest_jaxcompile.records import CacheDetails
 
     test = "test_models.py::test_"
-    pin(tmp_path, [
-        row(f"{test}drift", "jit", 0.05, "none"),
-        row(f"{test}improved", "jit", 0.5, "none"),
-        row(f"{test}stale", "gone", 0.1, "none"),
-        *(row(f"{test}ok{n}", "jit", 0.15, "none") for n in range(4)),
-    ])
+    pin(
+        tmp_path,
+        [
+            row(f"{test}drift", "jit", 0.05, "none"),
+            row(f"{test}improved", "jit", 0.5, "none"),
+            row(f"{test}stale", "gone", 0.1, "none"),
+            *(row(f"{test}ok{n}", "jit", 0.15, "none") for n in range(4)),
+        ],
+    )
     served = CacheDetails(reason_detail="served from JAX's in-process cache: nothing was compiled")
     shards = [
-        [row(f"{test}drift", "jit", 0.149, "none"), row(f"{test}improved", "jit", 0.152, "none"),
-         row(f"{test}ok0", "jit", 0.14, "none"), row(f"{test}ok1", "jit", 0.16, "none")],
-        [row(f"{test}memory", "again", 0.0, "memory", cache=served),
-         row(f"{test}unpinned", "jit", 0.137, "none"),
-         row(f"{test}ok2", "jit", 0.15, "none"), row(f"{test}ok3", "jit", 0.13, "none")],
+        [
+            row(f"{test}drift", "jit", 0.149, "none"),
+            row(f"{test}improved", "jit", 0.152, "none"),
+            row(f"{test}ok0", "jit", 0.14, "none"),
+            row(f"{test}ok1", "jit", 0.16, "none"),
+        ],
+        [
+            row(f"{test}memory", "again", 0.0, "memory", cache=served),
+            row(f"{test}unpinned", "jit", 0.137, "none"),
+            row(f"{test}ok2", "jit", 0.15, "none"),
+            row(f"{test}ok3", "jit", 0.13, "none"),
+        ],
     ]
     thresholds = Thresholds(tolerance=0.5, floor_s=0.0)
     for number, rows in enumerate(shards, start=1):
-        outcome = gate_outcome(tmp_path / f"shard-{number}", [], rows, session_s=2.0 + number,
-                               thresholds=thresholds)
+        outcome = gate_outcome(
+            tmp_path / f"shard-{number}", [], rows, session_s=2.0 + number, thresholds=thresholds
+        )
         outcome.ran_cells += [f"{test}stale"] if number == 2 else []
-        write_report(tmp_path / "reports" / f"jaxcompile-shard-{number}.json",
-                     build_report(outcome, rows, [], __version__))
+        write_report(
+            tmp_path / "reports" / f"jaxcompile-shard-{number}.json",
+            build_report(outcome, rows, [], __version__),
+        )
     monkeypatch.chdir(tmp_path)
     status = main(["merge", "reports", "--pins-dir", "pins", "--github", "off"])
     printed = capsys.readouterr().out.rstrip("\n").split("\n")
@@ -769,17 +983,26 @@ def test_the_clobbered_settings_in_settings_guard_md_are_what_the_code_prints(
     from pytest_jaxcompile.backends.settings import Clobber
 
     page, at_start = "docs/settings-guard.md", "--xla_force_host_platform_device_count=1"
-    replaced = {"setting": "XLA_FLAGS", "at_start": at_start,
-                "at_compile": "--xla_dump_hlo_as_text", "first_cell": "test_models.py::test_b",
-                "discarded": ("--xla_force_host_platform_device_count",)}
-    for number, (after, clobber) in enumerate((
-        ("which flags set in the environment were discarded", Clobber(**replaced, fails=True)),
-        ("**After JAX's backend started**", Clobber(**replaced, at_backend_start=at_start)),
-        ("unsets its dir or turns it off is named",
-         Clobber("jax_enable_compilation_cache", True, False, "test_models.py::test_b")),
-    )):
-        outcome = gate_outcome(tmp_path / str(number), [],
-                               [row("test_models.py::test_a", "jit", 0.1)])
+    replaced = {
+        "setting": "XLA_FLAGS",
+        "at_start": at_start,
+        "at_compile": "--xla_dump_hlo_as_text",
+        "first_cell": "test_models.py::test_b",
+        "discarded": ("--xla_force_host_platform_device_count",),
+    }
+    for number, (after, clobber) in enumerate(
+        (
+            ("which flags set in the environment were discarded", Clobber(**replaced, fails=True)),
+            ("**After JAX's backend started**", Clobber(**replaced, at_backend_start=at_start)),
+            (
+                "unsets its dir or turns it off is named",
+                Clobber("jax_enable_compilation_cache", True, False, "test_models.py::test_b"),
+            ),
+        )
+    ):
+        outcome = gate_outcome(
+            tmp_path / str(number), [], [row("test_models.py::test_a", "jit", 0.1)]
+        )
         outcome.clobbers = [clobber]
         assert_shown(page, after, terminal(outcome))
 
@@ -803,21 +1026,52 @@ def test_the_instruction_drift_in_instructions_md_is_what_the_code_prints(
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.records import HostState
 
-    mlp, identity = "test_mlp.py::test_mlp", (
-        "callgrind 3.19.0, jaxlib 0.10.2, x86_64 avx2+f16c+rdrand+rdseed, glibc 2.36, "
-        "python 3.11.7, no XLA_FLAGS"
+    mlp, identity = (
+        "test_mlp.py::test_mlp",
+        (
+            "callgrind 3.19.0, jaxlib 0.10.2, x86_64 avx2+f16c+rdrand+rdseed, glibc 2.36, "
+            "python 3.11.7, no XLA_FLAGS"
+        ),
     )
     pinned_ops = ops(dot_general=60, multiply=40, add=41, broadcast_in_dim=40, constant=40)
     outcome = gate_outcome(
         tmp_path,
-        [row(mlp, "grad", 0.193, histogram=pinned_ops, compile_cpu_s=0.190,
-             compile_instructions=508_461_235, compile_instructions_identity=identity)],
-        [row(mlp, "grad", 0.202, fingerprint="sha256:def", compile_cpu_s=0.195,
-             histogram=added(pinned_ops, ops(dot_general=6, multiply=4, add=2,
-                                             broadcast_in_dim=2, constant=2, reshape=2,
-                                             select=2, transpose=2)),
-             compile_instructions=521_859_586, compile_instructions_identity=identity,
-             host_state=HostState(cpu_count=2, load_per_core=2.08))],
+        [
+            row(
+                mlp,
+                "grad",
+                0.193,
+                histogram=pinned_ops,
+                compile_cpu_s=0.190,
+                compile_instructions=508_461_235,
+                compile_instructions_identity=identity,
+            )
+        ],
+        [
+            row(
+                mlp,
+                "grad",
+                0.202,
+                fingerprint="sha256:def",
+                compile_cpu_s=0.195,
+                histogram=added(
+                    pinned_ops,
+                    ops(
+                        dot_general=6,
+                        multiply=4,
+                        add=2,
+                        broadcast_in_dim=2,
+                        constant=2,
+                        reshape=2,
+                        select=2,
+                        transpose=2,
+                    ),
+                ),
+                compile_instructions=521_859_586,
+                compile_instructions_identity=identity,
+                host_state=HostState(cpu_count=2, load_per_core=2.08),
+            )
+        ],
         thresholds=Thresholds(instructions_tolerance=0.01),
     )
     assert_shown("docs/instructions.md", "never `noisy`:", terminal(outcome))
@@ -842,8 +1096,7 @@ def test_the_trend_outputs_in_corpus_md_are_what_the_code_prints(
     capsys.readouterr()
     assert main(["check", "records", "--trend"]) == 1
     printed = capsys.readouterr().out.split("\n")
-    assert_shown("docs/corpus.md", "pytest-jaxcompile check results/compile --trend\n```",
-                 printed)
+    assert_shown("docs/corpus.md", "pytest-jaxcompile check results/compile --trend\n```", printed)
     assert main(["report", "records"]) == 0
     printed = capsys.readouterr().out.split("\n")
     assert_shown("docs/corpus.md", "or one sentence when none did:", printed)
@@ -857,36 +1110,58 @@ def _nightly_corpus(root: Path) -> None:
     from records_factory import make_record
 
     model = "tests/test_model.py::test_"
-    pin(root, [
-        row(f"{model}{name}", transform, seconds, state, timestamp="2026-11-19T09:00:00+00:00")
-        for name, transform, seconds, state in (
-            ("attention", "vag", 1.170, "cold"), ("mlp", "jit", 0.210, "cold"),
-            ("mlp", "vag", 0.855, "cold"), ("attention", "jit", 0.004, "warm"),
-            ("mlp", "jit", 0.005, "warm"), ("mlp", "vag", 0.012, "warm"),
-        )
-    ])
+    pin(
+        root,
+        [
+            row(f"{model}{name}", transform, seconds, state, timestamp="2026-11-19T09:00:00+00:00")
+            for name, transform, seconds, state in (
+                ("attention", "vag", 1.170, "cold"),
+                ("mlp", "jit", 0.210, "cold"),
+                ("mlp", "vag", 0.855, "cold"),
+                ("attention", "jit", 0.004, "warm"),
+                ("mlp", "jit", 0.005, "warm"),
+                ("mlp", "vag", 0.012, "warm"),
+            )
+        ],
+    )
     latest = {  # (name, transform, state, jax version): seconds on the series' last day
-        ("attention", "vag", "cold", "0.10.2"): 3.267, ("mlp", "jit", "cold", "0.10.2"): 0.210,
-        ("mlp", "vag", "cold", "0.10.2"): 0.865, ("attention", "jit", "warm", "0.10.2"): 0.004,
-        ("mlp", "jit", "warm", "0.10.2"): 0.005, ("mlp", "vag", "warm", "0.10.2"): 0.012,
-        ("attention", "vag", "cold", "0.11.0"): 1.183, ("mlp", "jit", "cold", "0.11.0"): 0.220,
-        ("mlp", "vag", "cold", "0.11.0"): 0.901, ("attention", "jit", "warm", "0.11.0"): 0.004,
-        ("mlp", "jit", "warm", "0.11.0"): 0.006, ("mlp", "vag", "warm", "0.11.0"): 0.013,
+        ("attention", "vag", "cold", "0.10.2"): 3.267,
+        ("mlp", "jit", "cold", "0.10.2"): 0.210,
+        ("mlp", "vag", "cold", "0.10.2"): 0.865,
+        ("attention", "jit", "warm", "0.10.2"): 0.004,
+        ("mlp", "jit", "warm", "0.10.2"): 0.005,
+        ("mlp", "vag", "warm", "0.10.2"): 0.012,
+        ("attention", "vag", "cold", "0.11.0"): 1.183,
+        ("mlp", "jit", "cold", "0.11.0"): 0.220,
+        ("mlp", "vag", "cold", "0.11.0"): 0.901,
+        ("attention", "jit", "warm", "0.11.0"): 0.004,
+        ("mlp", "jit", "warm", "0.11.0"): 0.006,
+        ("mlp", "vag", "warm", "0.11.0"): 0.013,
     }
-    last_day = {("cold", "0.10.2"): 23, ("warm", "0.10.2"): 22, ("cold", "0.11.0"): 25,
-                ("warm", "0.11.0"): 24}  # a cold row after the warm ones: judged, not passed
+    last_day = {
+        ("cold", "0.10.2"): 23,
+        ("warm", "0.10.2"): 22,
+        ("cold", "0.11.0"): 25,
+        ("warm", "0.11.0"): 24,
+    }  # a cold row after the warm ones: judged, not passed
     days: dict[int, list[Any]] = {}
     for (name, transform, state, version), seconds in latest.items():
         for before in (2, 1, 0):
             day = last_day[state, version] - before
             changed = name == "attention" and state == "cold" and version == "0.10.2"
-            days.setdefault(day, []).append(make_record(
-                cell=f"{model}{name}", transform=transform, hardware=LAPTOP,
-                cache_state=state, jax_version=version, jaxlib_version=version,
-                compile_s=seconds if before == 0 else round(seconds * 0.98, 4),
-                fingerprint="sha256:def" if changed and before == 0 else "sha256:abc",
-                timestamp=f"2026-11-{day}T09:00:00+00:00",
-            ).to_dict())
+            days.setdefault(day, []).append(
+                make_record(
+                    cell=f"{model}{name}",
+                    transform=transform,
+                    hardware=LAPTOP,
+                    cache_state=state,
+                    jax_version=version,
+                    jaxlib_version=version,
+                    compile_s=seconds if before == 0 else round(seconds * 0.98, 4),
+                    fingerprint="sha256:def" if changed and before == 0 else "sha256:abc",
+                    timestamp=f"2026-11-{day}T09:00:00+00:00",
+                ).to_dict()
+            )
     days[26] = [{"record_kind": "gpu_utilisation", "mean": 0.41}]  # a tree shared with others
     for day, values in days.items():
         write_lines(root / "nightly" / f"202611{day}T090000Z-1-abcdef.jsonl", values)
@@ -901,25 +1176,38 @@ def test_the_corpus_commands_in_corpus_md_print_what_the_code_prints(tmp_path: P
     _nightly_corpus(tmp_path)
     checked = cli(tmp_path, "check", "nightly", "--pins-dir", "pins")
     assert checked.returncode == 1, checked.stderr
-    assert_shown("docs/corpus.md", "(an excerpt: `...` marks left-out lines):",
-                 checked.stdout.split("\n"))
+    assert_shown(
+        "docs/corpus.md", "(an excerpt: `...` marks left-out lines):", checked.stdout.split("\n")
+    )
     reported = cli(tmp_path, "report", "nightly", "--pins-dir", "pins")
-    assert_shown("docs/corpus.md", "An excerpt (`...` marks left-out lines",
-                 reported.stdout.split("\n"))
+    assert_shown(
+        "docs/corpus.md", "An excerpt (`...` marks left-out lines", reported.stdout.split("\n")
+    )
 
     two_days = tmp_path / "two-days"
     for day in (1, 2):
-        write_lines(two_days / "results" / f"2026110{day}T090000Z-1-abcdef.jsonl", [
-            make_record(cell=f"tests/test_model.py::test_{name}", transform=transform,
-                        hardware=LAPTOP, cache_state=state, compile_s=0.1 * day,
-                        timestamp=f"2026-11-0{day}T09:00:00+00:00").to_dict()
-            for name, transform in (("attention", "vag"), ("mlp", "jit"), ("mlp", "vag"))
-            for state in ("cold", "warm")
-        ])
+        write_lines(
+            two_days / "results" / f"2026110{day}T090000Z-1-abcdef.jsonl",
+            [
+                make_record(
+                    cell=f"tests/test_model.py::test_{name}",
+                    transform=transform,
+                    hardware=LAPTOP,
+                    cache_state=state,
+                    compile_s=0.1 * day,
+                    timestamp=f"2026-11-0{day}T09:00:00+00:00",
+                ).to_dict()
+                for name, transform in (("attention", "vag"), ("mlp", "jit"), ("mlp", "vag"))
+                for state in ("cold", "warm")
+            ],
+        )
     pinned = cli(two_days, "pin", "results", "--pins-dir", "pins")
     assert pinned.returncode == 0, pinned.stderr
-    assert_shown("docs/corpus.md", "lists the rows that would be pinned and writes nothing.",
-                 pinned.stdout.split("\n"))
+    assert_shown(
+        "docs/corpus.md",
+        "lists the rows that would be pinned and writes nothing.",
+        pinned.stdout.split("\n"),
+    )
 
 
 def test_the_guard_failures_in_settings_guard_md_are_what_the_code_says() -> None:
@@ -934,18 +1222,27 @@ def test_the_guard_failures_in_settings_guard_md_are_what_the_code_says() -> Non
     from pytest_jaxcompile.records import CacheDetails
 
     page, count = "docs/settings-guard.md", "--xla_force_host_platform_device_count"
-    late = make_record(transform="jit", xla_flags=f"{count}=1 --xla_dump_hlo_as_text", settings={
-        BACKEND_START_KEY: {"flags": {count: "1"}, "captured_at": CAPTURED_AT_BACKEND_START}})
+    late = make_record(
+        transform="jit",
+        xla_flags=f"{count}=1 --xla_dump_hlo_as_text",
+        settings={
+            BACKEND_START_KEY: {"flags": {count: "1"}, "captured_at": CAPTURED_AT_BACKEND_START}
+        },
+    )
     problem = required_flags_problem(late, {"--xla_dump_hlo_as_text": None})
     assert problem is not None
     assert_shown(page, "(here a `conftest.py` created an array, then added the flag):", [problem])
 
     skipped = skip_reason_from_log(
         "Not writing persistent cache entry for '%s' because it uses host callbacks "
-        "(e.g. from jax.debug.print or breakpoint)", ("jit_cb",))
+        "(e.g. from jax.debug.print or breakpoint)",
+        ("jit_cb",),
+    )
     assert skipped is not None
-    callback = make_record(transform="cb", cache=CacheDetails(
-        persisted=False, reason=skipped.code, reason_detail=skipped.detail))
+    callback = make_record(
+        transform="cb",
+        cache=CacheDetails(persisted=False, reason=skipped.code, reason_detail=skipped.detail),
+    )
     problem = uncacheable_problem(callback)
     assert problem is not None
     assert_shown(page, "host callback makes a module uncacheable):", [problem])
@@ -964,22 +1261,43 @@ def test_the_recompile_budget_failures_in_census_md_are_what_the_code_says() -> 
     from pytest_jaxcompile.backends.jax.monitor import ModuleCompile
 
     def shape(now: int) -> list[Retrace]:
-        return [Retrace("f", "test_models.py:13",
-                        f"different input types: at x, now f32[{now}] and before f32[3]")]
+        return [
+            Retrace(
+                "f",
+                "test_models.py:13",
+                f"different input types: at x, now f32[{now}] and before f32[3]",
+            )
+        ]
 
-    compiles = [ModuleCompile("jit(f)", 0.01), ModuleCompile("jit(f)", 0.01, retraces=shape(4)),
-                ModuleCompile("jit(f)", 0.01, retraces=shape(5))]
-    eager = [ModuleCompile(name, 0.001, eager=True) for name in (
-        "jit(broadcast_in_dim)", "jit(broadcast_in_dim)", "jit(convert_element_type)")]
-    assert_shown("docs/census.md", "unless\n`count_eager`:",
-                 recompile_problems(1, compiles, eager, explained=True))
+    compiles = [
+        ModuleCompile("jit(f)", 0.01),
+        ModuleCompile("jit(f)", 0.01, retraces=shape(4)),
+        ModuleCompile("jit(f)", 0.01, retraces=shape(5)),
+    ]
+    eager = [
+        ModuleCompile(name, 0.001, eager=True)
+        for name in ("jit(broadcast_in_dim)", "jit(broadcast_in_dim)", "jit(convert_element_type)")
+    ]
+    assert_shown(
+        "docs/census.md",
+        "unless\n`count_eager`:",
+        recompile_problems(1, compiles, eager, explained=True),
+    )
 
     factor = "static argument 1 changed: now ...('factor', 3.0)... and before ...('factor', 2.0)..."
-    wrapped = [ModuleCompile("jit(fun_wrapped)", 0.01), ModuleCompile(
-        "jit(fun_wrapped)", 0.01,
-        retraces=[Retrace("fun_wrapped", "wrapper.py:21", factor, wrapped="scale")])]
-    assert_shown("docs/census.md", "holds it, with the wrapper beside it:",
-                 recompile_problems(1, wrapped, explained=True))
+    wrapped = [
+        ModuleCompile("jit(fun_wrapped)", 0.01),
+        ModuleCompile(
+            "jit(fun_wrapped)",
+            0.01,
+            retraces=[Retrace("fun_wrapped", "wrapper.py:21", factor, wrapped="scale")],
+        ),
+    ]
+    assert_shown(
+        "docs/census.md",
+        "holds it, with the wrapper beside it:",
+        recompile_problems(1, wrapped, explained=True),
+    )
 
 
 def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path) -> None:
@@ -989,14 +1307,26 @@ def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path
     from records_factory import make_record
     from test_backfill import old
 
-    census = [old(tag) for tag in ("census-warm", "census-warm2", "prodigy-census-warm-retry",
-                                   "mb_homo_cold", "idle-check", "mb_homo_cold_laxmap_gpu")]
+    census = [
+        old(tag)
+        for tag in (
+            "census-warm",
+            "census-warm2",
+            "prodigy-census-warm-retry",
+            "mb_homo_cold",
+            "idle-check",
+            "mb_homo_cold_laxmap_gpu",
+        )
+    ]
     census += [old("smoke", cache_dir=""), {"record_kind": "gpu_probe", "compile_s": 1.0}]
     write_lines(tmp_path / "old" / "census.jsonl", census)
     backfilled = cli(tmp_path, "backfill", "old", "--check")
     assert backfilled.returncode == 1, backfilled.stderr
-    assert_shown("docs/corpus.md", "exits 1 when\nsome record needs migrating (0 when none does):",
-                 backfilled.stdout.split("\n"))
+    assert_shown(
+        "docs/corpus.md",
+        "exits 1 when\nsome record needs migrating (0 when none does):",
+        backfilled.stdout.split("\n"),
+    )
 
     recorded = [make_record(cell=f"tests/t.py::test_{n}").to_dict() for n in range(12)]
     del recorded[11]["cache_state"]
@@ -1004,12 +1334,18 @@ def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path
     pin(tmp_path, [row("tests/t.py::test_0", "vag", 1.0)])
     refused = cli(tmp_path, "check", "results")
     assert refused.returncode == 2
-    assert_shown("docs/corpus.md", "naming the file and the line (or list item); nothing is "
-                 "written:", refused.stderr.split("\n"))
+    assert_shown(
+        "docs/corpus.md",
+        "naming the file and the line (or list item); nothing is written:",
+        refused.stderr.split("\n"),
+    )
 
     write_lines(tmp_path / "results" / "old.jsonl", recorded[:11])
     (tmp_path / "README.md").write_text("# A project\n\nNo compile-time table yet.\n")
     unmarked = cli(tmp_path, "report", "results", "--readme", "README.md")
     assert unmarked.returncode == 2
-    assert_shown("docs/corpus.md", "that order) is an error naming the file, and is left as it "
-                 "is:", unmarked.stderr.split("\n"))
+    assert_shown(
+        "docs/corpus.md",
+        "that order) is an error naming the file, and is left as it is:",
+        unmarked.stderr.split("\n"),
+    )

@@ -49,8 +49,13 @@ def test_eager_operations_outside_jit_are_eager_dispatch(
     assert modules, "no compile seen: the capture or the cache clearing did not work"
     assert [m.fun_name for m in modules if not m.eager] == []
     names = {m.fun_name for m in modules}
-    assert {"jit(broadcast_in_dim)", "jit(add)", "jit(_reduce_sum)", "jit(allclose)",
-            "jit(scan)"} <= names
+    assert {
+        "jit(broadcast_in_dim)",
+        "jit(add)",
+        "jit(_reduce_sum)",
+        "jit(allclose)",
+        "jit(scan)",
+    } <= names
 
 
 def _jax_version() -> tuple[int, ...]:
@@ -108,7 +113,10 @@ def test_the_programs_compiles_are_its_own(
     assert [m.eager for m in modules] == [False] * 5
     # (jax 0.4.30 names the partial's module "jit(<unnamed wrapped function>)")
     assert [modules[i].fun_name for i in (0, 1, 3, 4)] == [
-        "jit(double)", "jit(loss)", "jit(double)", "jit(<lambda>)",
+        "jit(double)",
+        "jit(loss)",
+        "jit(double)",
+        "jit(<lambda>)",
     ]
 
 

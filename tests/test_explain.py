@@ -88,8 +88,7 @@ PyTreeDef(*)), (('factor', 2.0), ('mode', 'full'), ('names', ('alpha', 'beta', '
 'delta'))))), so the pytree node metadata does not match"""
 
 
-def test_a_wrappers_static_argument_shows_only_what_changed_and_names_the_users_function(
-) -> None:
+def test_a_wrappers_static_argument_shows_only_what_changed_and_names_the_users_function() -> None:
     retrace = parse_explanation(WRAPPED_STATIC)
     assert retrace is not None and retrace.wrapped == "scale"
     assert retrace.describe() == (
@@ -113,8 +112,10 @@ def test_other_messages_are_not_explanations() -> None:
 
 
 def test_recompiles_skip_each_functions_first_compile() -> None:
-    found = recompiles([("jit(f)", None), ("jit(g)", "x"), ("jit(f)", "new shape"),
-                        ("jit(f)", None)], "unexplained")
+    found = recompiles(
+        [("jit(f)", None), ("jit(g)", "x"), ("jit(f)", "new shape"), ("jit(f)", None)],
+        "unexplained",
+    )
     assert found == [Recompile("jit(f)", 2, "new shape"), Recompile("jit(f)", 3, "unexplained")]
     assert found[0].line() == "jit(f) compile 2: new shape"
 

@@ -120,10 +120,12 @@ def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.OK  # the upgrade is reported, not drift
     assert project.verdicts()[("test_mlp", "vag")] == "unpinned"
-    result.stdout.fnmatch_lines([
-        f"jax upgrade 0.0.1 -> {jax.__version__} on *: 1 row(s) compared with their 0.0.1 "
-        "pins, median *x (report only; compile_max_upgrade_slowdown makes it a gate).",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"jax upgrade 0.0.1 -> {jax.__version__} on *: 1 row(s) compared with their 0.0.1 "
+            "pins, median *x (report only; compile_max_upgrade_slowdown makes it a gate).",
+        ]
+    )
 
 
 def test_corrupt_pin_file_is_a_usage_error_and_stays_untouched(project: JaxProject) -> None:
@@ -269,8 +271,10 @@ def test_mixed_precision_and_hardware_override_go_into_the_key(
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "from-env")
     project.run("--compile-hardware", "ci-pool-a").assert_outcomes(passed=3)
     rows = project.rows()
-    assert [rows[(name, "jit")]["mixed_precision"] for name in
-            ("test_marked", "test_argument", "test_default")] == [True, True, False]
+    assert [
+        rows[(name, "jit")]["mixed_precision"]
+        for name in ("test_marked", "test_argument", "test_default")
+    ] == [True, True, False]
     assert {row["hardware"] for row in rows.values()} == {"ci-pool-a"}
     assert rows[("test_default", "jit")]["hardware_detail"]["platform"] == "cpu"
     project.run().assert_outcomes(passed=3)
@@ -296,14 +300,17 @@ def test_ini_options_are_read_and_cli_wins(project: JaxProject) -> None:
     assert project.report()["thresholds"]["tolerance"] == 0.1
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ("lots", "is not a number"),
-    ("nan", "must be a finite number >= 0"),  # nan would switch the comparison off
-    ("inf", "must be a finite number >= 0"),
-    ("1e999", "must be a finite number >= 0"),  # reads as inf
-    ("-0.5", "must be a finite number >= 0"),
-    ("True", "is not a number"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("lots", "is not a number"),
+        ("nan", "must be a finite number >= 0"),  # nan would switch the comparison off
+        ("inf", "must be a finite number >= 0"),
+        ("1e999", "must be a finite number >= 0"),  # reads as inf
+        ("-0.5", "must be a finite number >= 0"),
+        ("True", "is not a number"),
+    ],
+)
 def test_bad_ini_value_names_the_option(
     pytester: pytest.Pytester, value: str, message: str
 ) -> None:
@@ -314,8 +321,10 @@ def test_bad_ini_value_names_the_option(
     result.stderr.fnmatch_lines([f"*compile_tolerance = '{value}' {message}*"])
 
 
-@pytest.mark.parametrize("option", ["--compile-tolerance", "--compile-floor",
-                                    "--compile-max-load", "--compile-max-ops-growth"])
+@pytest.mark.parametrize(
+    "option",
+    ["--compile-tolerance", "--compile-floor", "--compile-max-load", "--compile-max-ops-growth"],
+)
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_bad_numbers_on_the_command_line_are_usage_errors(
     pytester: pytest.Pytester, option: str, value: str
@@ -338,17 +347,20 @@ def test_an_absurd_tolerance_is_a_warning_naming_the_option(
     else:
         result = pytester.runpytest_inprocess(f"--compile-tolerance={value}")
     assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines([
-        f"*PytestConfigWarning: --compile-tolerance (ini compile_tolerance) = {value} allows "
-        f"+{float(value):.0%} over the pin: *It is a fraction (0.75 = +75%); over 10 (+1000%) "
-        "it is most likely a percentage.",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"*PytestConfigWarning: --compile-tolerance (ini compile_tolerance) = {value} allows "
+            f"+{float(value):.0%} over the pin: *It is a fraction (0.75 = +75%); over 10 (+1000%) "
+            "it is most likely a percentage.",
+        ]
+    )
     quiet = pytester.runpytest_inprocess("--compile-tolerance=10")
     assert "PytestConfigWarning" not in quiet.stdout.str()
     # Under pytest-xdist the controller warns, once; its workers do not repeat it.
     if where == "option":
-        spread = pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2",
-                                               f"--compile-tolerance={value}")
+        spread = pytester.runpytest_subprocess(
+            "-p", "no:randomly", "-n", "2", f"--compile-tolerance={value}"
+        )
         assert spread.parseoutcomes()["warnings"] == 1
 
 
@@ -391,15 +403,33 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
     assert (report["report_kind"], report["schema_version"]) == ("jaxcompile_report", 2)
     (record,) = report["records"]
     for field in (
-        "record_kind", "schema_version", "cell", "transform", "hardware", "jax_version",
-        "jaxlib_version", "mixed_precision", "cache_state", "cache", "trace_s", "lower_s",
-        "compile_s", "host_state", "module_name", "fingerprint", "xla_flags", "timestamp",
+        "record_kind",
+        "schema_version",
+        "cell",
+        "transform",
+        "hardware",
+        "jax_version",
+        "jaxlib_version",
+        "mixed_precision",
+        "cache_state",
+        "cache",
+        "trace_s",
+        "lower_s",
+        "compile_s",
+        "host_state",
+        "module_name",
+        "fingerprint",
+        "xla_flags",
+        "timestamp",
         "outcome",
     ):
         assert field in record, field
     assert record["record_kind"] == "compile_probe"
     assert set(record["host_state"]) == {
-        "cpu_count", "load_avg_1m", "load_per_core", "process_cpu_s"
+        "cpu_count",
+        "load_avg_1m",
+        "load_per_core",
+        "process_cpu_s",
     }
     assert record["module_name"] == "jit_mlp_loss"
     assert record["fingerprint"].startswith("sha256:")
@@ -475,14 +505,18 @@ def test_what_the_fixture_cannot_measure_is_named_with_what_it_expects(
     )
     result = project.run()
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines([
-        "E * TypeError: jax_compile got a jax.stages.Compiled (what jax_compile returns): it is "
-        "compiled already, so there is no compile left to measure. *",
-    ])
-    result.stdout.fnmatch_lines([
-        "E * TypeError: jax_compile got NumPy's numpy.linalg.svd, which JAX cannot trace; it "
-        "expects a function JAX can trace *. Here: jax.numpy.linalg.svd, *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "E * TypeError: jax_compile got a jax.stages.Compiled (what jax_compile returns): "
+            "it is compiled already, so there is no compile left to measure. *",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "E * TypeError: jax_compile got NumPy's numpy.linalg.svd, which JAX cannot trace; it "
+            "expects a function JAX can trace *. Here: jax.numpy.linalg.svd, *",
+        ]
+    )
     result.stdout.fnmatch_lines(["E * TypeError: jax_compile got *Array*, which is not callable;*"])
     text = result.stdout.str()
     assert "Cannot apply JAX transformations" not in text

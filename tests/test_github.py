@@ -41,8 +41,7 @@ def test_escaping_follows_the_toolkit_rules() -> None:
 
 
 def test_targets_come_from_the_environment_and_off_wins() -> None:
-    env = {"GITHUB_STEP_SUMMARY": "/tmp/s.md", "GITHUB_ACTIONS": "true",
-           "GITHUB_WORKSPACE": "/w"}
+    env = {"GITHUB_STEP_SUMMARY": "/tmp/s.md", "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": "/w"}
     targets = GitHubTargets.from_environment(env)
     assert targets == GitHubTargets(Path("/tmp/s.md"), True, Path("/w"))
     assert GitHubTargets.from_environment(env, "off") == GitHubTargets(None, False, None)
@@ -77,8 +76,10 @@ def _outcome(tmp_path: Path, fail_on_improvement: bool = False) -> SessionOutcom
         make_record(cell="tests/t.py::test_new", location=("tests/t.py", 30)),
     ]
     outcome = SessionOutcome(
-        rootdir=tmp_path, pins_dir=store.directory,
-        thresholds=Thresholds(fail_on_improvement=fail_on_improvement), pin_update=False,
+        rootdir=tmp_path,
+        pins_dir=store.directory,
+        thresholds=Thresholds(fail_on_improvement=fail_on_improvement),
+        pin_update=False,
     )
     outcome.verdicts = judge_all(measured, store, outcome.thresholds)
     outcome.stale = [StalePin(key, "tests/t.py::test_ok", "vag", store.path_for(key))]
@@ -95,8 +96,10 @@ def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path
         "::error file=tests/t.py,line=10,title=jax compile DRIFT%3A test_drift [vag]::"
         "tests/t.py::test_drift [vag] compiled in 5.000 s, pin 1.000 s (5.00x, tolerance 75%25)"
     )
-    assert "%0AIf the slowdown is intended, re-pin and commit the pin files: pytest " \
-           "--compile-pin-update tests/t.py::test_drift" in drift
+    assert (
+        "%0AIf the slowdown is intended, re-pin and commit the pin files: pytest "
+        "--compile-pin-update tests/t.py::test_drift" in drift
+    )
     assert improved.startswith("::warning file=tests/t.py,line=20,")
     pin_file = outcome.stale[0].pin_file
     line = pin_file.read_text().splitlines().index('[pins."tests/t.py::test_ok".vag]') + 1
@@ -126,9 +129,7 @@ def test_step_summary_puts_the_verdict_first_and_groups_by_key(tmp_path: Path) -
     assert rows[1].startswith("| **DRIFT** | `tests/t.py::test_drift` | vag | 5.000 s | 1.000 s")
     assert rows[2].startswith("| improved | `tests/t.py::test_fast\\|x` | vag |")  # | escaped
     # Unpinned rows are folded (a count per file), their table in a details block.
-    assert "<details><summary>1 unpinned row(s): tests/t.py 1</summary>" in (
-        lines[cold:warm]
-    )
+    assert "<details><summary>1 unpinned row(s): tests/t.py 1</summary>" in (lines[cold:warm])
     assert rows[4].startswith("| unpinned | `tests/t.py::test_new` |")
     assert "<details><summary>1 row(s) within tolerance</summary>" in lines[cold:warm]
     assert "### Stale pins (1)" in lines
@@ -163,9 +164,11 @@ SUITE = """
 
 def _github_project(project: JaxProject) -> Path:
     project.conftest(cache=False)
-    project.tests(SUITE.replace(
-        "{gone}", 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
-    ))
+    project.tests(
+        SUITE.replace(
+            "{gone}", 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
+        )
+    )
     project.run("--compile-pin-update").assert_outcomes(passed=3)
     set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
     project.tests(SUITE.replace("{gone}", ""))
@@ -189,14 +192,16 @@ def test_summary_and_annotations_when_the_variables_are_set(
     result = project.run("-n", "2", "--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     folder = project.path.name
-    result.stdout.fnmatch_lines([
-        f"::error file={folder}/test_models.py,line={_def_line(project, 'test_drift')},"
-        "title=jax compile DRIFT%3A test_drift [[]jit[]]::test_models.py::test_drift [[]jit[]] "
-        "compiled in *",
-        f"::warning file={folder}/test_models.py,line={_def_line(project, 'test_improved')},*",
-        f"::warning file={folder}/pins/*.toml,line=*,title=stale jax compile pin%3A "
-        "test_stale [[]gone[]]::*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"::error file={folder}/test_models.py,line={_def_line(project, 'test_drift')},"
+            "title=jax compile DRIFT%3A test_drift [[]jit[]]::test_models.py::test_drift [[]jit[]] "
+            "compiled in *",
+            f"::warning file={folder}/test_models.py,line={_def_line(project, 'test_improved')},*",
+            f"::warning file={folder}/pins/*.toml,line=*,title=stale jax compile pin%3A "
+            "test_stale [[]gone[]]::*",
+        ]
+    )
     text = summary.read_text()
     assert text.startswith("# earlier step\n## jax compile times: FAIL (1 DRIFT)\n")
     assert text.count("## jax compile times") == 1  # the main process only, not the workers
@@ -273,7 +278,6 @@ def test_help_lists_the_github_option(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*--compile-github={auto,off}*", "*compile_github*"])
 
 
-
 EVERY_FAILING_KIND = """
     import jax
     from jaxmodels import mlp_example_args, mlp_loss
@@ -306,24 +310,32 @@ def test_a_busy_runner_with_every_failing_status_writes_its_summary(
     project.run("--compile-pin-update").assert_outcomes(passed=4)  # warm pins
     shutil.rmtree(project.cache_dir)  # the cache is lost: every row compiles cold again
     other = {"fingerprint": "sha256:changed"}  # expected recompiles, judged on time
-    edit_pins(project.pins_dir, "warm", {"test_noisy": other, "test_drift": other,
-                                         "test_grew": other})
-    edit_pins(project.pins_dir, "cold", {
-        "test_noisy": {"tolerance": 1000.0},
-        "test_drift": {"compile_s": 1e-6, "compile_cpu_s": 1e-6},
-        "test_grew": {"op_count": 1, "tolerance": 1000.0},
-    })
+    edit_pins(
+        project.pins_dir, "warm", {"test_noisy": other, "test_drift": other, "test_grew": other}
+    )
+    edit_pins(
+        project.pins_dir,
+        "cold",
+        {
+            "test_noisy": {"tolerance": 1000.0},
+            "test_drift": {"compile_s": 1e-6, "compile_cpu_s": 1e-6},
+            "test_grew": {"op_count": 1, "tolerance": 1000.0},
+        },
+    )
     summary = project.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3")
-    result = project.run("--compile-expect-warm", "--compile-max-ops-growth=0.1",
-                         "--compile-floor=0")
+    result = project.run(
+        "--compile-expect-warm", "--compile-max-ops-growth=0.1", "--compile-floor=0"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     assert project.verdicts() == {
-        ("test_noisy", "jit"): "noisy", ("test_drift", "jit"): "DRIFT",
-        ("test_grew", "jit"): "GREW", ("test_miss", "jit"): "MISS",
+        ("test_noisy", "jit"): "noisy",
+        ("test_drift", "jit"): "DRIFT",
+        ("test_grew", "jit"): "GREW",
+        ("test_miss", "jit"): "MISS",
     }
     text = summary.read_text()
     assert text.startswith("## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)\n")
@@ -343,16 +355,21 @@ def _upgrade_and_drift(tmp_path: Path) -> SessionOutcome:
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 
     store = PinStore(tmp_path / "pins")
-    store.update([
-        make_record(cell="tests/t.py::test_up", jax_version="0.10.1", jaxlib_version="0.10.1"),
-        make_record(cell="tests/t.py::test_drift", compile_s=0.222, compile_cpu_s=0.218),
-    ])
+    store.update(
+        [
+            make_record(cell="tests/t.py::test_up", jax_version="0.10.1", jaxlib_version="0.10.1"),
+            make_record(cell="tests/t.py::test_drift", compile_s=0.222, compile_cpu_s=0.218),
+        ]
+    )
     rows = [
         make_record(cell="tests/t.py::test_up", compile_s=1.5),
         make_record(cell="tests/t.py::test_drift", compile_s=0.622, compile_cpu_s=0.598),
     ]
     return conclude(
-        rows, (), (), PinStore.load(tmp_path / "pins"),
+        rows,
+        (),
+        (),
+        PinStore.load(tmp_path / "pins"),
         GateSettings(Thresholds(metric="cpu", floor_s=0.1), pin_update=False),
         rootdir=tmp_path,
     )

@@ -37,7 +37,8 @@ def test_missing_flags_names_absent_and_different_values() -> None:
     required = parse_xla_flags(f"{AUTOTUNE} --xla_dump_to")
     assert missing_flags(required, parse_xla_flags(f"{AUTOTUNE} --xla_dump_to=/tmp")) == []
     assert missing_flags(required, parse_xla_flags("--xla_gpu_autotune_level=4")) == [
-        "--xla_gpu_autotune_level=0 (in force: --xla_gpu_autotune_level=4)", "--xla_dump_to",
+        "--xla_gpu_autotune_level=0 (in force: --xla_gpu_autotune_level=4)",
+        "--xla_dump_to",
     ]
 
 
@@ -46,7 +47,8 @@ def test_settings_problems_name_the_missing_flag_and_cache() -> None:
     ok = make_record(xla_flags=AUTOTUNE)
     assert settings_problems(ok, requirements) == []
     bad = make_record(
-        xla_flags=None, cache_state="none",
+        xla_flags=None,
+        cache_state="none",
         cache=CacheDetails(reason="no_cache_configured", reason_detail="no cache configured"),
     )
     problems = settings_problems(bad, requirements)
@@ -55,17 +57,26 @@ def test_settings_problems_name_the_missing_flag_and_cache() -> None:
 
 
 def test_uncacheable_reason_only_for_known_reasons() -> None:
-    callback = make_record(cache=CacheDetails(persisted=False, reason="host_callbacks",
-                                              reason_detail="uses host callbacks"))
+    callback = make_record(
+        cache=CacheDetails(
+            persisted=False, reason="host_callbacks", reason_detail="uses host callbacks"
+        )
+    )
     assert uncacheable_reason(callback) == "uses host callbacks"
     assert uncacheable_reason(make_record()) is None  # persisted
     unexplained = make_record(cache=CacheDetails(persisted=False, reason="unexplained"))
     assert uncacheable_reason(unexplained) is None
 
 
-@pytest.mark.parametrize(("expected", "actual", "fails"), [
-    ("gpu", "cpu", True), ("gpu", "cuda", False), ("cpu", "cpu", False), (None, "cpu", False),
-])
+@pytest.mark.parametrize(
+    ("expected", "actual", "fails"),
+    [
+        ("gpu", "cpu", True),
+        ("gpu", "cuda", False),
+        ("cpu", "cpu", False),
+        (None, "cpu", False),
+    ],
+)
 def test_platform_problem(expected: str | None, actual: str, fails: bool) -> None:
     problem = platform_problem(expected, actual, "JAX's default backend")
     assert (problem is not None) == fails
@@ -101,7 +112,8 @@ def _started_with(flags: str | None, captured_at: str = "backend_start") -> dict
     return {
         "xla_flags": parse_xla_flags(AUTOTUNE),
         "xla_flags_at_backend_start": {
-            "flags": parse_xla_flags(flags), "captured_at": captured_at,
+            "flags": parse_xla_flags(flags),
+            "captured_at": captured_at,
         },
     }
 
@@ -119,8 +131,9 @@ def test_required_flags_are_judged_on_the_flags_xla_started_with() -> None:
     early = make_record(xla_flags=None, settings=_started_with(AUTOTUNE))  # removed later
     assert settings_problems(early, requirements) == []
     fallback = make_record(xla_flags=AUTOTUNE, settings=_started_with("", "session_start"))
-    assert "XLA_FLAGS at session start (JAX's backend had already started" in (
-        settings_problems(fallback, requirements)[0]
+    assert (
+        "XLA_FLAGS at session start (JAX's backend had already started"
+        in (settings_problems(fallback, requirements)[0])
     )
     unknown = make_record(xla_flags=AUTOTUNE, settings={"xla_flags": {}})  # older records
     assert settings_problems(unknown, requirements) == []
@@ -158,15 +171,23 @@ def test_expect_warm_fails_an_unchanged_module_and_passes_a_changed_one(tmp_path
 def test_cache_settings_unknown_at_start_are_compared_with_the_first_compile() -> None:
     """JAX not imported by session start: the first compile's cache settings are the
     baseline; the first test compiling under other ones is named."""
+
     def cached(cell: str, directory: str | None) -> CompileRecord:
         settings = {"xla_flags": {}, "cache": {"jax_compilation_cache_dir": directory}}
         return make_record(cell=cell, settings=settings)
 
-    records = [cached("t.py::test_a", "/c"), cached("t.py::test_b", "/c"),
-               cached("t.py::test_c", None), cached("t.py::test_d", "/d")]
+    records = [
+        cached("t.py::test_a", "/c"),
+        cached("t.py::test_b", "/c"),
+        cached("t.py::test_c", None),
+        cached("t.py::test_d", "/d"),
+    ]
     (clobber,) = find_clobbers({"xla_flags": {}}, records)
     assert (clobber.setting, clobber.at_start, clobber.at_compile, clobber.first_cell) == (
-        "jax_compilation_cache_dir", "/c", None, "t.py::test_c"
+        "jax_compilation_cache_dir",
+        "/c",
+        None,
+        "t.py::test_c",
     )
     assert clobber.describe().startswith(
         "jax_compilation_cache_dir changed during the session: '/c' at the session's first "

@@ -22,9 +22,10 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "comparability-key.md"
 
 
 def cpuinfo(*cores: str, trailer: str = "") -> str:
-    return "\n".join(
-        f"processor\t: {index}\n{core.strip()}\n" for index, core in enumerate(cores)
-    ) + trailer
+    return (
+        "\n".join(f"processor\t: {index}\n{core.strip()}\n" for index, core in enumerate(cores))
+        + trailer
+    )
 
 
 INTEL = """
@@ -85,11 +86,12 @@ CPU_MODELS = {
     "graviton2": (cpuinfo(arm("0xd0c"), arm("0xd0c")), "ARM Neoverse-N1"),
     "graviton3": (cpuinfo(arm("0xd40", "0x1")), "ARM Neoverse-V1"),
     "grace": (cpuinfo(arm("0xd4f", "0x0")), "ARM Neoverse-V2"),
-    "raspberry-pi-4": (cpuinfo(*[arm("0xd08", "0x0")] * 4, trailer=PI4_TRAILER),
-                       "ARM Cortex-A72"),
+    "raspberry-pi-4": (cpuinfo(*[arm("0xd08", "0x0")] * 4, trailer=PI4_TRAILER), "ARM Cortex-A72"),
     "raspberry-pi-4-32bit": (cpuinfo(PI4_32BIT, PI4_32BIT), "ARM Cortex-A72"),
-    "big-little": (cpuinfo(*[arm("0xd03", "0x0")] * 4, arm("0xd08", "0x0"), arm("0xd08")),
-                   "ARM Cortex-A53 + ARM Cortex-A72"),
+    "big-little": (
+        cpuinfo(*[arm("0xd03", "0x0")] * 4, arm("0xd08", "0x0"), arm("0xd08")),
+        "ARM Cortex-A53 + ARM Cortex-A72",
+    ),
     "ampere-one": (cpuinfo(AMPERE_ONE), "Ampere Ampere-1"),
     "unknown-arm": (cpuinfo(UNKNOWN_ARM), "implementer 0x6d part 0xd99"),
 }
@@ -118,10 +120,13 @@ def test_a_cpuinfo_naming_no_cpu_falls_back_to_the_machine_never_an_empty_name(
     assert host_cpu_model(Host(root=root, system="Linux", machine="")) == "unknown-cpu"
 
 
-@pytest.mark.parametrize(("brand", "expected"), [
-    ("Apple M2 Pro", "Apple M2 Pro"),
-    ("Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz\n", "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz"),
-])
+@pytest.mark.parametrize(
+    ("brand", "expected"),
+    [
+        ("Apple M2 Pro", "Apple M2 Pro"),
+        ("Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz\n", "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz"),
+    ],
+)
 def test_macos_cpu_model_from_sysctl_brand_string(
     tmp_path: Path, brand: str, expected: str
 ) -> None:
@@ -161,19 +166,26 @@ V1_CGROUP = "12:cpu,cpuacct:{path}\n11:memory:{path}\n1:name=systemd:{path}\n0::
 
 
 def v2_container(tmp_path: Path, cpu_max: str) -> Path:
-    return machine(tmp_path, {
-        "/proc/self/mountinfo": V2_MOUNT, "/proc/self/cgroup": "0::/\n",
-        "/sys/fs/cgroup/cpu.max": cpu_max,
-    })
+    return machine(
+        tmp_path,
+        {
+            "/proc/self/mountinfo": V2_MOUNT,
+            "/proc/self/cgroup": "0::/\n",
+            "/sys/fs/cgroup/cpu.max": cpu_max,
+        },
+    )
 
 
-@pytest.mark.parametrize(("cpu_max", "expected"), [
-    ("200000 100000\n", 2),
-    ("150000 100000\n", 2),  # 1.5 cores of quota: rounded up
-    ("50000 100000\n", 1),  # half a core is one core, never zero
-    ("max 100000\n", 64),  # no quota: the affinity mask
-    ("6400000 100000\n", 64),  # a quota over the mask: the mask
-])
+@pytest.mark.parametrize(
+    ("cpu_max", "expected"),
+    [
+        ("200000 100000\n", 2),
+        ("150000 100000\n", 2),  # 1.5 cores of quota: rounded up
+        ("50000 100000\n", 1),  # half a core is one core, never zero
+        ("max 100000\n", 64),  # no quota: the affinity mask
+        ("6400000 100000\n", 64),  # a quota over the mask: the mask
+    ],
+)
 def test_cgroup_v2_cpu_max_caps_the_cores(tmp_path: Path, cpu_max: str, expected: int) -> None:
     host = Host(root=v2_container(tmp_path, cpu_max), affinity=range(64))
     assert usable_cpu_count(host) == expected
@@ -181,48 +193,63 @@ def test_cgroup_v2_cpu_max_caps_the_cores(tmp_path: Path, cpu_max: str, expected
 
 def test_cgroup_v2_quota_on_an_ancestor_applies(tmp_path: Path) -> None:
     scope = "/user.slice/user-1000.slice/session-3.scope"
-    root = machine(tmp_path, {
-        "/proc/self/mountinfo": V2_MOUNT, "/proc/self/cgroup": f"0::{scope}\n",
-        f"/sys/fs/cgroup{scope}/cpu.max": "max 100000\n",
-        "/sys/fs/cgroup/user.slice/user-1000.slice/cpu.max": "400000 100000\n",
-        "/sys/fs/cgroup/user.slice/cpu.max": "800000 100000\n",
-    })
+    root = machine(
+        tmp_path,
+        {
+            "/proc/self/mountinfo": V2_MOUNT,
+            "/proc/self/cgroup": f"0::{scope}\n",
+            f"/sys/fs/cgroup{scope}/cpu.max": "max 100000\n",
+            "/sys/fs/cgroup/user.slice/user-1000.slice/cpu.max": "400000 100000\n",
+            "/sys/fs/cgroup/user.slice/cpu.max": "800000 100000\n",
+        },
+    )
     assert usable_cpu_count(Host(root=root, affinity=range(32))) == 4
 
 
 @pytest.mark.parametrize(("quota", "expected"), [("300000", 3), ("-1", 16), ("25000", 1)])
 def test_cgroup_v1_cfs_quota_caps_the_cores(tmp_path: Path, quota: str, expected: int) -> None:
     path = "/kubepods/burstable/pod8e1c/4b7d"
-    root = machine(tmp_path, {
-        "/proc/self/mountinfo": V1_MOUNTS, "/proc/self/cgroup": V1_CGROUP.format(path=path),
-        f"/sys/fs/cgroup/cpu,cpuacct{path}/cpu.cfs_quota_us": f"{quota}\n",
-        f"/sys/fs/cgroup/cpu,cpuacct{path}/cpu.cfs_period_us": "100000\n",
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-    })
+    root = machine(
+        tmp_path,
+        {
+            "/proc/self/mountinfo": V1_MOUNTS,
+            "/proc/self/cgroup": V1_CGROUP.format(path=path),
+            f"/sys/fs/cgroup/cpu,cpuacct{path}/cpu.cfs_quota_us": f"{quota}\n",
+            f"/sys/fs/cgroup/cpu,cpuacct{path}/cpu.cfs_period_us": "100000\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     assert usable_cpu_count(Host(root=root, affinity=range(16))) == expected
 
 
 def test_cgroup_v1_docker_without_a_cgroup_namespace(tmp_path: Path) -> None:
     """Docker mounts the container's own cgroup at the mount point: /proc/self/cgroup
     names /docker/ID, which is the mount's root."""
-    root = machine(tmp_path, {
-        "/proc/self/mountinfo": DOCKER_V1_MOUNT,
-        "/proc/self/cgroup": V1_CGROUP.format(path="/docker/3f2a9c"),
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "200000\n",
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-    })
+    root = machine(
+        tmp_path,
+        {
+            "/proc/self/mountinfo": DOCKER_V1_MOUNT,
+            "/proc/self/cgroup": V1_CGROUP.format(path="/docker/3f2a9c"),
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "200000\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     assert usable_cpu_count(Host(root=root, affinity=range(8))) == 2
 
 
 def test_the_affinity_mask_counts_without_a_quota(tmp_path: Path) -> None:
     """A process pinned to 4 of a machine's cores (taskset, a cpuset) compiles on 4."""
     assert usable_cpu_count(Host(root=tmp_path, affinity={2, 3, 6, 7})) == 4
-    mounts = machine(tmp_path / "v1", {
-        "/proc/self/mountinfo": V1_MOUNTS, "/proc/self/cgroup": V1_CGROUP.format(path="/"),
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "800000\n",
-        "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
-    })
+    mounts = machine(
+        tmp_path / "v1",
+        {
+            "/proc/self/mountinfo": V1_MOUNTS,
+            "/proc/self/cgroup": V1_CGROUP.format(path="/"),
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "800000\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     assert usable_cpu_count(Host(root=mounts, affinity={2, 3, 6, 7})) == 4
 
 
@@ -236,12 +263,15 @@ def test_this_machine_counts_its_own_mask() -> None:
         assert count <= expected
 
 
-@pytest.mark.parametrize(("case", "cores", "cpu_max", "expected"), [
-    ("intel", 4, "max 100000", "cpu:cpu @ Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz x4"),
-    ("amd", 64, "800000 100000", "cpu:cpu @ AMD EPYC 7B13 x8"),
-    ("graviton3", 16, "max 100000", "cpu:cpu @ ARM Neoverse-V1 x16"),
-    ("big-little", 6, "max 100000", "cpu:cpu @ ARM Cortex-A53 + ARM Cortex-A72 x6"),
-])
+@pytest.mark.parametrize(
+    ("case", "cores", "cpu_max", "expected"),
+    [
+        ("intel", 4, "max 100000", "cpu:cpu @ Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz x4"),
+        ("amd", 64, "800000 100000", "cpu:cpu @ AMD EPYC 7B13 x8"),
+        ("graviton3", 16, "max 100000", "cpu:cpu @ ARM Neoverse-V1 x16"),
+        ("big-little", 6, "max 100000", "cpu:cpu @ ARM Cortex-A53 + ARM Cortex-A72 x6"),
+    ],
+)
 def test_detect_hardware_names_the_key_from_jax_and_the_host(
     tmp_path: Path, case: str, cores: int, cpu_max: str, expected: str
 ) -> None:

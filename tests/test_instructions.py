@@ -101,9 +101,10 @@ def test_a_pin_of_another_hardware_key_with_an_equal_identity_judges_the_row(
     verdict = judge(runner, store, THRESHOLDS)
     assert verdict.status is Status.DRIFT
     assert verdict.pin is not None and verdict.pin.compile_instructions == 1_000_000
-    assert judge(
-        counted(1_000_000, hardware="cpu:cpu @ CI runner x4"), store, THRESHOLDS
-    ).status is Status.OK
+    assert (
+        judge(counted(1_000_000, hardware="cpu:cpu @ CI runner x4"), store, THRESHOLDS).status
+        is Status.OK
+    )
 
 
 def test_a_row_not_counted_says_why_and_keeps_its_seconds_verdict(store: PinStore) -> None:
@@ -119,9 +120,7 @@ def test_a_row_not_counted_says_why_and_keeps_its_seconds_verdict(store: PinStor
 def test_pins_keep_the_count_and_its_identity(tmp_path: Path, store: PinStore) -> None:
     (group,) = [read_pin_file(path) for path in tmp_path.glob("*.toml")]
     (pin,) = group.pins.values()
-    assert (pin.compile_instructions, pin.compile_instructions_identity) == (
-        1_000_000, IDENTITY
-    )
+    assert (pin.compile_instructions, pin.compile_instructions_identity) == (1_000_000, IDENTITY)
     # A re-pin without counting keeps the count while the module is unchanged.
     store.update([make_record(compile_s=2.0)])
     (pin,) = read_pin_file(next(tmp_path.glob("*.toml"))).pins.values()
@@ -131,9 +130,9 @@ def test_pins_keep_the_count_and_its_identity(tmp_path: Path, store: PinStore) -
 @pytest.mark.parametrize("bad", ["-1", "1.5", "nan", "inf", '"many"'])
 def test_a_pin_file_with_a_bad_count_is_refused(tmp_path: Path, store: PinStore, bad: str) -> None:
     path = next(tmp_path.glob("*.toml"))
-    path.write_text(path.read_text().replace(
-        "compile_instructions = 1000000", f"compile_instructions = {bad}"
-    ))
+    path.write_text(
+        path.read_text().replace("compile_instructions = 1000000", f"compile_instructions = {bad}")
+    )
     with pytest.raises(PinFileError, match="compile_instructions"):
         read_pin_file(path)
 
@@ -226,12 +225,14 @@ def test_pinned_at_depth_20_depth_30_drifts_and_a_busy_machine_does_not(
     monkeypatch.setenv("MLP_DEPTH", "30")
     grown = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
     assert grown.ret == pytest.ExitCode.TESTS_FAILED
-    grown.stdout.fnmatch_lines([
-        "*DRIFT*test_mlp.py::test_mlp [[]grad[]]* instructions, pin * instructions (*x, *",
-        "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 5.00%; callgrind 3.*",
-        "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 5.00%, "
-        "whatever the load; the session fails.",
-    ])
+    grown.stdout.fnmatch_lines(
+        [
+            "*DRIFT*test_mlp.py::test_mlp [[]grad[]]* instructions, pin * instructions (*x, *",
+            "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 5.00%; callgrind 3.*",
+            "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 5.00%, "
+            "whatever the load; the session fails.",
+        ]
+    )
 
     monkeypatch.setenv("MLP_DEPTH", "20")
     request.getfixturevalue("both_cores_busy")

@@ -97,7 +97,7 @@ def find_cycle(graph: Mapping[str, list[Import]]) -> list[Import] | None:
         on_path[module] = len(path)
         for edge in graph.get(module, []):
             if edge.target in on_path:
-                return [*path[on_path[edge.target]:], edge]
+                return [*path[on_path[edge.target] :], edge]
             if edge.target not in done:
                 path.append(edge)
                 found = visit(edge.target)
@@ -155,12 +155,12 @@ def test_the_package_has_no_import_circle() -> None:
         ({"a": ["b", "c"], "b": ["c"], "c": []}, None),
     ],
 )
-def test_find_cycle_names_the_circle(
-    edges: dict[str, list[str]], circle: list[str] | None
-) -> None:
+def test_find_cycle_names_the_circle(edges: dict[str, list[str]], circle: list[str] | None) -> None:
     graph = {
-        module: [Import(module, line, target, f"import {target}") for line, target in
-                 enumerate(targets, 1)]
+        module: [
+            Import(module, line, target, f"import {target}")
+            for line, target in enumerate(targets, 1)
+        ]
         for module, targets in edges.items()
     }
     found = find_cycle(graph)

@@ -22,8 +22,13 @@ from pytest_jaxcompile.records import HostState
 
 PIN = Pin(compile_s=1.0)
 OPTIONS = Thresholds(
-    tolerance=0.5, floor_s=0.1, max_ops_growth=0.2, max_memory_growth=0.3,
-    max_flops_growth=0.4, rss_floor_mib=64.0, loaded_accelerator_tolerance=2.0,
+    tolerance=0.5,
+    floor_s=0.1,
+    max_ops_growth=0.2,
+    max_memory_growth=0.3,
+    max_flops_growth=0.4,
+    rss_floor_mib=64.0,
+    loaded_accelerator_tolerance=2.0,
 )
 GPU = "gpu:NVIDIA H200 @ AMD EPYC x16"
 LOADED = HostState(load_per_core=3.0)
@@ -39,8 +44,13 @@ def test_most_specific_is_the_first_value_set_else_the_default() -> None:
 
 def test_without_pin_or_marker_every_limit_is_the_options() -> None:
     assert limits_for(make_record(), None, OPTIONS) == Limits(
-        tolerance=0.5, floor_s=0.1, max_ops_growth=0.2, max_memory_growth=0.3,
-        max_flops_growth=0.4, rss_floor_mib=64.0, loaded_accelerator_tolerance=2.0,
+        tolerance=0.5,
+        floor_s=0.1,
+        max_ops_growth=0.2,
+        max_memory_growth=0.3,
+        max_flops_growth=0.4,
+        rss_floor_mib=64.0,
+        loaded_accelerator_tolerance=2.0,
         instructions_tolerance=0.05,
     )
     assert limits_for(make_record(), PIN, OPTIONS) == limits_for(make_record(), None, OPTIONS)
@@ -51,8 +61,9 @@ def test_tolerance_pin_then_marker_then_option() -> None:
     assert limits_for(make_record(), PIN, OPTIONS).tolerance == 0.5
     assert limits_for(marked, PIN, OPTIONS).tolerance == 0.9
     assert limits_for(marked, dataclasses.replace(PIN, tolerance=0.05), OPTIONS).tolerance == 0.05
-    assert limits_for(make_record(), dataclasses.replace(PIN, tolerance=0.0), OPTIONS).tolerance \
-        == 0.0
+    assert (
+        limits_for(make_record(), dataclasses.replace(PIN, tolerance=0.0), OPTIONS).tolerance == 0.0
+    )
 
 
 @pytest.mark.parametrize("name", ["max_ops_growth", "max_memory_growth", "max_flops_growth"])
@@ -66,25 +77,30 @@ def test_growth_limits_marker_then_option(name: str) -> None:
 
 
 def test_floors_are_the_options_only() -> None:
-    limits = limits_for(make_record(tolerance=0.9), dataclasses.replace(PIN, tolerance=3.0),
-                        OPTIONS)
+    limits = limits_for(
+        make_record(tolerance=0.9), dataclasses.replace(PIN, tolerance=3.0), OPTIONS
+    )
     assert (limits.floor_s, limits.rss_floor_mib) == (0.1, 64.0)
 
 
-@pytest.mark.parametrize(("pin", "marker", "option", "expected"), [
-    (None, None, 0.5, 2.0),  # the loaded-accelerator tolerance: larger than the row's
-    (3.0, None, 0.5, 3.0),  # a pin's larger tolerance still holds under load
-    (0.1, None, 0.5, 2.0),  # a pin's tight tolerance does not make load noise fail
-    (None, 4.0, 0.5, 4.0),  # the marker's, likewise
-    (None, 0.2, 0.5, 2.0),
-    (3.0, 4.0, 0.5, 3.0),  # the pin wins over the marker, as for the tolerance itself
-    (None, None, 2.5, 2.5),  # the session's tolerance too
-])
+@pytest.mark.parametrize(
+    ("pin", "marker", "option", "expected"),
+    [
+        (None, None, 0.5, 2.0),  # the loaded-accelerator tolerance: larger than the row's
+        (3.0, None, 0.5, 3.0),  # a pin's larger tolerance still holds under load
+        (0.1, None, 0.5, 2.0),  # a pin's tight tolerance does not make load noise fail
+        (None, 4.0, 0.5, 4.0),  # the marker's, likewise
+        (None, 0.2, 0.5, 2.0),
+        (3.0, 4.0, 0.5, 3.0),  # the pin wins over the marker, as for the tolerance itself
+        (None, None, 2.5, 2.5),  # the session's tolerance too
+    ],
+)
 def test_loaded_accelerator_tolerance_is_the_larger_of_it_and_the_rows_tolerance(
     pin: float | None, marker: float | None, option: float, expected: float
 ) -> None:
     limits = limits_for(
-        make_record(tolerance=marker), dataclasses.replace(PIN, tolerance=pin),
+        make_record(tolerance=marker),
+        dataclasses.replace(PIN, tolerance=pin),
         dataclasses.replace(OPTIONS, tolerance=option),
     )
     assert limits.loaded_accelerator_tolerance == expected
@@ -105,9 +121,9 @@ def _store(tmp_path: Path, tolerance: float | None = None, **record: object) -> 
     store = PinStore.load(tmp_path)
     (path,) = store.update([make_record(**record)])
     if tolerance is not None:
-        path.write_text(path.read_text().replace(
-            "compile_s = ", f"tolerance = {tolerance}\ncompile_s = ", 1
-        ))
+        path.write_text(
+            path.read_text().replace("compile_s = ", f"tolerance = {tolerance}\ncompile_s = ", 1)
+        )
     return PinStore.load(tmp_path)
 
 
@@ -147,8 +163,10 @@ def test_a_noisy_row_is_judged_on_cpu_seconds_with_the_pins_tolerance(tmp_path: 
     loaded = make_record(compile_s=9.0, compile_cpu_s=3.5, host_state=LOADED)
     verdict = judge(loaded, store, OPTIONS)
     assert (verdict.status, verdict.tolerance) == (Status.NOISY, 3.0)
-    assert judge(loaded, _store(tmp_path / "b", compile_s=1.0, compile_cpu_s=1.0),
-                 OPTIONS).status is Status.DRIFT
+    assert (
+        judge(loaded, _store(tmp_path / "b", compile_s=1.0, compile_cpu_s=1.0), OPTIONS).status
+        is Status.DRIFT
+    )
 
 
 def test_memory_growth_takes_the_markers_limit_over_the_option(tmp_path: Path) -> None:
@@ -164,6 +182,7 @@ def test_rss_drift_takes_the_pins_tolerance(tmp_path: Path) -> None:
     grown = make_record(compile_rss_growth_mib=400.0, compile_rss_scope="compile")  # 4x
     verdict = judge(grown, store, OPTIONS)
     assert (verdict.status, verdict.phase) == (Status.DRIFT, "compile_rss_growth_mib")
-    loose = _store(tmp_path / "b", tolerance=4.0, compile_rss_growth_mib=100.0,
-                   compile_rss_scope="compile")
+    loose = _store(
+        tmp_path / "b", tolerance=4.0, compile_rss_growth_mib=100.0, compile_rss_scope="compile"
+    )
     assert judge(grown, loose, OPTIONS).status is Status.OK

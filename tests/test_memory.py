@@ -22,8 +22,13 @@ from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.records import RecordDataError, check_record_data
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25, rss_floor_mib=100.0)
-PINNED = dict(compiled_temp_bytes=2048, flops=93824.0, compile_rss_growth_mib=40.0,
-              compile_rss_peak_mib=300.0, compile_rss_scope="compile")
+PINNED = dict(
+    compiled_temp_bytes=2048,
+    flops=93824.0,
+    compile_rss_growth_mib=40.0,
+    compile_rss_peak_mib=300.0,
+    compile_rss_scope="compile",
+)
 
 
 @pytest.fixture
@@ -47,8 +52,14 @@ def test_a_persistent_cache_hit_reports_what_the_miss_did(project: JaxProject) -
     project.run().assert_outcomes(passed=2)
     warm = project.rows()[("test_model", "vag")]
     assert (cold["cache_state"], warm["cache_state"]) == ("cold", "warm")
-    names = ("compiled_temp_bytes", "compiled_argument_bytes", "compiled_output_bytes",
-             "compiled_code_bytes", "flops", "bytes_accessed")
+    names = (
+        "compiled_temp_bytes",
+        "compiled_argument_bytes",
+        "compiled_output_bytes",
+        "compiled_code_bytes",
+        "flops",
+        "bytes_accessed",
+    )
     assert [warm[name] for name in names] == [cold[name] for name in names]
     assert cold["compiled_temp_bytes"] > 0 and cold["flops"] > 0 and cold["bytes_accessed"] > 0
     assert cold["compiled_argument_bytes"] > cold["compiled_output_bytes"] > 0
@@ -83,8 +94,12 @@ def test_cost_analysis_as_a_list_of_dicts_a_dict_or_nothing() -> None:
     from pytest_jaxcompile.backends.jax.measure import compiled_figures
 
     # jax 0.4.30: a list, one dict per HLO module of the executable; summed.
-    old = compiled_figures(_Fake(_Stats(), [{"flops": 10.0, "bytes accessed": 4.0},
-                                            {"flops": 5.0, "bytes accessed": 1.0}]))
+    old = compiled_figures(
+        _Fake(
+            _Stats(),
+            [{"flops": 10.0, "bytes accessed": 4.0}, {"flops": 5.0, "bytes accessed": 1.0}],
+        )
+    )
     assert (old["flops"], old["bytes_accessed"], old["compiled_temp_bytes"]) == (15.0, 5.0, 100)
     new = compiled_figures(_Fake(_Stats(), {"flops": 7.0}))
     assert (new["flops"], new["bytes_accessed"]) == (7.0, None)
@@ -121,8 +136,9 @@ def test_a_spike_between_samples_is_caught_by_the_kernels_high_water_mark() -> N
         result = sampler.result
         print(result.exact, result.samples, result.growth_mib)
     """)
-    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            check=True).stdout.split()
+    output = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
     exact, samples, growth = output[0], int(output[1]), float(output[2])
     assert exact == "True"
     assert samples == 2  # before and after the block: nothing in between
@@ -135,15 +151,25 @@ def test_a_spike_between_samples_is_caught_by_the_kernels_high_water_mark() -> N
 def test_records_validate_the_memory_fields() -> None:
     data = _row().to_dict()
     check_record_data(data)
-    for name, bad in (("compiled_temp_bytes", 1.5), ("flops", -1), ("compile_rss_peak_mib",
-                      "big"), ("compile_rss_scope", 3), ("max_memory_growth", float("nan"))):
+    for name, bad in (
+        ("compiled_temp_bytes", 1.5),
+        ("flops", -1),
+        ("compile_rss_peak_mib", "big"),
+        ("compile_rss_scope", 3),
+        ("max_memory_growth", float("nan")),
+    ):
         with pytest.raises(RecordDataError, match=name):
             check_record_data({**data, name: bad})
 
 
 def test_pins_keep_the_judged_figures_and_a_census_row_keeps_no_rss(tmp_path: Path) -> None:
-    census = make_record(transform="jit(f)", source="census", compile_rss_scope="test",
-                         compile_rss_growth_mib=12.0, compiled_temp_bytes=None)
+    census = make_record(
+        transform="jit(f)",
+        source="census",
+        compile_rss_scope="test",
+        compile_rss_growth_mib=12.0,
+        compiled_temp_bytes=None,
+    )
     (path,) = PinStore.load(tmp_path).update([_row(), census])
     text = path.read_text()
     assert "compiled_temp_bytes = 2048\nflops = 93824.0\ncompile_rss_growth_mib = 40.0\n" in text
@@ -154,10 +180,12 @@ def test_pins_keep_the_judged_figures_and_a_census_row_keeps_no_rss(tmp_path: Pa
 
 def test_a_bad_memory_field_in_a_pin_names_it_and_its_line(tmp_path: Path) -> None:
     (path,) = PinStore.load(tmp_path).update([_row()])
-    path.write_text(path.read_text().replace("compiled_temp_bytes = 2048",
-                                             "compiled_temp_bytes = 2.5"))
-    with pytest.raises(PinFileError, match="'compiled_temp_bytes' must be a whole "
-                       "number >= 0") as error:
+    path.write_text(
+        path.read_text().replace("compiled_temp_bytes = 2048", "compiled_temp_bytes = 2.5")
+    )
+    with pytest.raises(
+        PinFileError, match="'compiled_temp_bytes' must be a whole number >= 0"
+    ) as error:
         PinStore.load(tmp_path)
     assert error.value.line is not None
     assert "compiled_temp_bytes" in path.read_text().splitlines()[error.value.line - 1]
@@ -177,8 +205,10 @@ def test_temp_bytes_over_the_limit_is_grew_naming_the_figure(store: PinStore) ->
     assert judge(_row(compiled_temp_bytes=3072), store, limit).status is Status.OK  # +50%
     # No gate unless asked; deterministic, so judged whatever the load.
     assert judge(_row(compiled_temp_bytes=12288), store, THRESHOLDS).status is Status.OK
-    loaded = _row(compiled_temp_bytes=12288, host_state=dataclasses.replace(
-        make_record().host_state, load_per_core=5.0))
+    loaded = _row(
+        compiled_temp_bytes=12288,
+        host_state=dataclasses.replace(make_record().host_state, load_per_core=5.0),
+    )
     assert judge(loaded, store, limit).status is Status.GREW
     # A time DRIFT that also grew in temp bytes is GREW: deterministic beats measured.
     slow = judge(_row(compile_s=5.0, compiled_temp_bytes=12288), store, limit)
@@ -192,8 +222,10 @@ def test_flops_over_the_limit_is_grew_and_the_marker_wins(store: PinStore) -> No
     assert grew.note is not None and grew.note.startswith("flops grew: 93,824 -> 200,000")
     # The test's marker value wins over the session's, both ways.
     assert judge(_row(flops=200000.0, max_flops_growth=2.0), store, limit).status is Status.OK
-    assert judge(_row(compiled_temp_bytes=4096, max_memory_growth=0.5), store,
-                 THRESHOLDS).status is Status.GREW
+    assert (
+        judge(_row(compiled_temp_bytes=4096, max_memory_growth=0.5), store, THRESHOLDS).status
+        is Status.GREW
+    )
 
 
 def test_an_op_count_growth_keeps_its_own_note(tmp_path: Path) -> None:
@@ -207,8 +239,7 @@ def test_an_op_count_growth_keeps_its_own_note(tmp_path: Path) -> None:
 
 def test_rss_growth_is_judged_like_time_with_its_own_floor(store: PinStore) -> None:
     # Pinned +40 MiB; tolerance 50 %, floor 100 MiB: drifts above 140 MiB (both rules).
-    drift = judge(_row(compile_rss_growth_mib=150.0, compile_rss_peak_mib=500.0), store,
-                  THRESHOLDS)
+    drift = judge(_row(compile_rss_growth_mib=150.0, compile_rss_peak_mib=500.0), store, THRESHOLDS)
     assert (drift.status, drift.phase) == (Status.DRIFT, "compile_rss_growth_mib")
     assert drift.note is not None and drift.note.startswith(
         "RSS growth during the compile drifted: 150.0 MiB, pin 40.0 MiB (peak 500.0 MiB"
@@ -218,9 +249,7 @@ def test_rss_growth_is_judged_like_time_with_its_own_floor(store: PinStore) -> N
     small_pin_floor = dataclasses.replace(THRESHOLDS, rss_floor_mib=10.0)
     # 59 MiB is within the tolerance (40 x 1.5), 61 MiB is over it and over the floor.
     assert judge(_row(compile_rss_growth_mib=59.0), store, small_pin_floor).status is Status.OK
-    assert judge(_row(compile_rss_growth_mib=61.0), store, small_pin_floor).status is (
-        Status.DRIFT
-    )
+    assert judge(_row(compile_rss_growth_mib=61.0), store, small_pin_floor).status is (Status.DRIFT)
     # A census row's figure covers its whole test: shown, never judged.
     census = _row(compile_rss_growth_mib=900.0, compile_rss_scope="test")
     assert judge(census, store, THRESHOLDS).status is Status.OK
@@ -232,8 +261,9 @@ def test_pins_of_the_current_release_keep_loading_and_judging(tmp_path: Path) ->
     store = PinStore.load(tmp_path)
     pin = store.get(make_record().key, make_record().cell, "vag")
     assert pin is not None and pin.compiled_temp_bytes is None and pin.flops is None
-    strict = dataclasses.replace(THRESHOLDS, max_memory_growth=0.0, max_flops_growth=0.0,
-                                 rss_floor_mib=0.0)
+    strict = dataclasses.replace(
+        THRESHOLDS, max_memory_growth=0.0, max_flops_growth=0.0, rss_floor_mib=0.0
+    )
     assert judge(_row(compile_s=1.0), store, strict).status is Status.OK
     assert judge(_row(compile_s=3.0), store, strict).status is Status.DRIFT
 
@@ -297,11 +327,13 @@ def test_a_4x_batch_fails_on_temp_bytes_and_the_unchanged_model_passes(
     assert grown["op_count"] == pinned["op_count"]  # the same program, on more data
     assert 4 <= grown["compiled_temp_bytes"] / pinned["compiled_temp_bytes"] <= 6
     assert project.verdicts()[("test_model", "vag")] == "GREW"
-    result.stdout.fnmatch_lines([
-        "  GREW       test_models.py::test_model [[]vag[]] * B memory, pin * B memory "
-        "(*x, limit +*%)",
-        "      compiled temp bytes grew: * -> * (+*%, limit +50%)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  GREW       test_models.py::test_model [[]vag[]] * B memory, pin * B memory "
+            "(*x, limit +*%)",
+            "      compiled temp bytes grew: * -> * (+*%, limit +50%)*",
+        ]
+    )
     verdict = next(v for v in project.report()["verdicts"] if v["transform"] == "vag")
     assert verdict["phase"] == "compiled_temp_bytes"
     assert verdict["pin_compiled_temp_bytes"] == pinned["compiled_temp_bytes"]
@@ -365,8 +397,13 @@ def test_the_dashboard_shows_temp_bytes_and_rss_growth(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     records = [
         _row(compiled_temp_bytes=12288, compile_rss_growth_mib=3.2),
-        _row(transform="jit(f)", source="census", compiled_temp_bytes=None,
-             compile_rss_scope="test", compile_rss_growth_mib=7.5),
+        _row(
+            transform="jit(f)",
+            source="census",
+            compiled_temp_bytes=None,
+            compile_rss_scope="test",
+            compile_rss_growth_mib=7.5,
+        ),
     ]
     rows = table_rows(records, store, THRESHOLDS)
     text = markdown(rows, THRESHOLDS)

@@ -45,7 +45,9 @@ def write_shard(path: Path, records: list[CompileRecord], **outcome: Any) -> Pat
             thresholds, fail_on_improvement=outcome.pop("fail_on_improvement")
         )
     session = SessionOutcome(
-        rootdir=path.parent, pins_dir=path.parent / "pins", thresholds=thresholds,
+        rootdir=path.parent,
+        pins_dir=path.parent / "pins",
+        thresholds=thresholds,
         pin_update=False,
     )
     for name, value in outcome.items():
@@ -56,8 +58,13 @@ def write_shard(path: Path, records: list[CompileRecord], **outcome: Any) -> Pat
 
 def test_a_report_written_by_the_plugin_reads_back(tmp_path: Path) -> None:
     record = make_record(location=("tests/t.py", 4), trace_s=0.5)
-    path = write_shard(tmp_path / "r.json", [record], ran_cells=[record.cell],
-                       environments=[("hw", "0.1")], lost=["gw1 went down"])
+    path = write_shard(
+        tmp_path / "r.json",
+        [record],
+        ran_cells=[record.cell],
+        environments=[("hw", "0.1")],
+        lost=["gw1 went down"],
+    )
     report = load_report(path)
     assert report.records == [record]
     assert report.ran_cells == [record.cell]
@@ -84,14 +91,22 @@ def _report_with(tmp_path: Path, **changes: Any) -> Path:
     ("changes", "message"),
     [
         ({"report_kind": "other"}, "not a pytest-jaxcompile report (report_kind is 'other'"),
-        ({"schema_version": 3}, "report schema_version 3 was written by a newer "
-                                "pytest-jaxcompile (this one reads up to 2)"),
+        (
+            {"schema_version": 3},
+            "report schema_version 3 was written by a newer "
+            "pytest-jaxcompile (this one reads up to 2)",
+        ),
         ({"schema_version": "1"}, "report schema_version must be a positive integer"),
         ({"records": {}}, "'records' must be a list of records"),
-        ({"record_compile_s": -1}, "records[0] (tests/test_models.py::test_mlp [vag]): "
-                                   "'compile_s' must be a finite number >= 0, got -1"),
-        ({"record_cache_state": "tepid"}, "records[0] (tests/test_models.py::test_mlp [vag]): "
-                                          "cache_state 'tepid' is not one of"),
+        (
+            {"record_compile_s": -1},
+            "records[0] (tests/test_models.py::test_mlp [vag]): "
+            "'compile_s' must be a finite number >= 0, got -1",
+        ),
+        (
+            {"record_cache_state": "tepid"},
+            "records[0] (tests/test_models.py::test_mlp [vag]): cache_state 'tepid' is not one of",
+        ),
         ({"record_mixed_precision": 1}, "'mixed_precision' must be true or false, got 1"),
         ({"record_location": ["t.py"]}, "'location' must be [file, line]"),
         ({"record_record_kind": "census"}, "record_kind 'census' is not 'compile_probe'"),
@@ -134,7 +149,9 @@ def test_a_directory_stands_for_its_json_files(tmp_path: Path) -> None:
     (tmp_path / "a" / "notes.txt").write_text("")
     (tmp_path / "empty").mkdir()
     assert report_paths([tmp_path / "a", tmp_path / "z.json"]) == [
-        tmp_path / "a" / "1.json", tmp_path / "a" / "x" / "2.json", tmp_path / "z.json"
+        tmp_path / "a" / "1.json",
+        tmp_path / "a" / "x" / "2.json",
+        tmp_path / "z.json",
     ]
     with pytest.raises(ReportError, match="holds no"):
         report_paths([tmp_path / "empty"])
@@ -151,8 +168,10 @@ def shards(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]
     b = make_record(cell="tests/test_b.py::test_b", compile_s=1.0)
     PinStore.load(tmp_path / "pins").update([a, b])
     slow = make_record(cell=a.cell, compile_s=5.0, location=a.location)
-    return (write_shard(tmp_path / "a.json", [slow], ran_cells=[a.cell]),
-            write_shard(tmp_path / "b.json", [b], ran_cells=[b.cell, "tests/test_b.py::x"]))
+    return (
+        write_shard(tmp_path / "a.json", [slow], ran_cells=[a.cell]),
+        write_shard(tmp_path / "b.json", [b], ran_cells=[b.cell, "tests/test_b.py::x"]),
+    )
 
 
 def test_merge_judges_all_rows_and_fails_on_drift(
@@ -162,12 +181,16 @@ def test_merge_judges_all_rows_and_fails_on_drift(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == " jax compile times (merged from 2 reports) ".center(80, "=")
     assert out[1:3] == [f"  {shards[0]}: 1 row(s)", f"  {shards[1]}: 1 row(s)"]
-    assert "  DRIFT      tests/test_a.py::test_a [vag] 5.000 s, pin 1.000 s (5.00x, " \
-           "tolerance 75%)" in out
+    assert (
+        "  DRIFT      tests/test_a.py::test_a [vag] 5.000 s, pin 1.000 s (5.00x, "
+        "tolerance 75%)" in out
+    )
     assert "  ok         1 row(s) within tolerance (-v lists them)" in out
     assert "compile rows: 1 DRIFT, 1 ok" in out
-    assert out[-1] == ("If the slowdown is intended, re-pin and commit the pin files: "
-                       "pytest --compile-pin-update tests/test_a.py::test_a")
+    assert out[-1] == (
+        "If the slowdown is intended, re-pin and commit the pin files: "
+        "pytest --compile-pin-update tests/test_a.py::test_a"
+    )
     # Raising the tolerance on the command line passes it.
     assert main(["merge", "--tolerance", "10", *map(str, shards)]) == 0
 
@@ -179,10 +202,15 @@ def test_merge_writes_a_report_that_merges_again_to_the_same_verdicts(
     assert main(["merge", "--write-report", str(merged), *map(str, shards)]) == 1
     report = json.loads(merged.read_text())
     assert report["gate"] == "fail"
-    assert report["ran_cells"] == ["tests/test_a.py::test_a", "tests/test_b.py::test_b",
-                                   "tests/test_b.py::x"]
+    assert report["ran_cells"] == [
+        "tests/test_a.py::test_a",
+        "tests/test_b.py::test_b",
+        "tests/test_b.py::x",
+    ]
     assert [(v["cell"], v["status"]) for v in report["verdicts"]] == [
-        ("tests/test_a.py::test_a", "DRIFT"), ("tests/test_b.py::test_b", "ok")]
+        ("tests/test_a.py::test_a", "DRIFT"),
+        ("tests/test_b.py::test_b", "ok"),
+    ]
     again = tmp_path / "again.json"
     assert main(["merge", "--write-report", str(again), str(merged)]) == 1
     assert json.loads(again.read_text())["verdicts"] == report["verdicts"]
@@ -208,8 +236,9 @@ def test_improvement_fails_only_with_the_flag_or_when_the_reports_say_so(
     fast = write_shard(tmp_path / "fast.json", [make_record(compile_s=1.0)])
     assert main(["merge", str(fast)]) == 0
     assert main(["merge", "--fail-on-improvement", str(fast)]) == 1
-    strict = write_shard(tmp_path / "strict.json", [make_record(compile_s=1.0)],
-                         fail_on_improvement=True)
+    strict = write_shard(
+        tmp_path / "strict.json", [make_record(compile_s=1.0)], fail_on_improvement=True
+    )
     assert main(["merge", str(strict)]) == 1
     assert main(["merge", "--no-fail-on-improvement", str(strict)]) == 0
 
@@ -217,12 +246,14 @@ def test_improvement_fails_only_with_the_flag_or_when_the_reports_say_so(
 def test_disagreeing_thresholds_and_bad_input_exit_2_naming_the_problem(
     shards: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = write_shard(tmp_path / "c.json", [make_record(cell="tests/test_c.py::test_c")],
-                        thresholds=Thresholds(tolerance=0.2))
+    other = write_shard(
+        tmp_path / "c.json",
+        [make_record(cell="tests/test_c.py::test_c")],
+        thresholds=Thresholds(tolerance=0.2),
+    )
     assert main(["merge", str(shards[0]), str(other)]) == 2
     assert "different thresholds" in capsys.readouterr().err
-    assert main(["merge", "--tolerance", "0.5", "--floor", "0.25",
-                 str(shards[0]), str(other)]) == 1
+    assert main(["merge", "--tolerance", "0.5", "--floor", "0.25", str(shards[0]), str(other)]) == 1
     capsys.readouterr()
 
     assert main(["merge", "--write-report", str(tmp_path), *map(str, shards)]) == 2
@@ -244,13 +275,17 @@ def test_the_same_row_in_two_reports_is_named(
     shards: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     main(["merge", str(shards[0]), str(shards[0])])
-    assert ("warning: 1 row(s) measured under the same key in more than one report: "
-            "tests/test_a.py::test_a [vag]") in capsys.readouterr().err
+    assert (
+        "warning: 1 row(s) measured under the same key in more than one report: "
+        "tests/test_a.py::test_a [vag]"
+    ) in capsys.readouterr().err
 
 
 def test_merge_in_github_actions_summarizes_and_annotates(
-    shards: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str]
+    shards: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -258,7 +293,8 @@ def test_merge_in_github_actions_summarizes_and_annotates(
     monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
     assert main(["merge", *map(str, shards)]) == 1
     assert summary.read_text().startswith(
-        "## jax compile times (merged from 2 reports): FAIL (1 DRIFT)\n")
+        "## jax compile times (merged from 2 reports): FAIL (1 DRIFT)\n"
+    )
     out = capsys.readouterr().out
     assert "::error file=tests/test_a.py,line=3,title=jax compile DRIFT%3A test_a [vag]::" in out
     assert main(["merge", "--github=off", *map(str, shards)]) == 1
@@ -272,14 +308,17 @@ def test_merge_does_not_import_jax(shards: tuple[Path, Path]) -> None:
         f"status = main(['merge', {str(shards[0])!r}]); "
         "print(status, 'jax' in sys.modules)"
     )
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert output.splitlines()[-1] == "1 False"
 
 
 def test_merge_is_a_registered_subcommand() -> None:
-    for command in ([sys.executable, "-m", "pytest_jaxcompile", "merge", "--help"],
-                    [str(Path(sys.executable).parent / "pytest-jaxcompile"), "merge", "--help"]):
+    for command in (
+        [sys.executable, "-m", "pytest_jaxcompile", "merge", "--help"],
+        [str(Path(sys.executable).parent / "pytest-jaxcompile"), "merge", "--help"],
+    ):
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         assert "combine the JSON reports of several CI jobs" in output
 
@@ -304,18 +343,26 @@ def test_two_shards_merged_give_the_unsharded_verdict(project: JaxProject) -> No
 
     merged_path = project.path / "merged.json"
     merge = subprocess.run(
-        [sys.executable, "-m", "pytest_jaxcompile", "merge", "-v",
-         f"--write-report={merged_path}", *map(str, shard_paths)],
-        cwd=project.path, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest_jaxcompile",
+            "merge",
+            "-v",
+            f"--write-report={merged_path}",
+            *map(str, shard_paths),
+        ],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
     )
     assert merge.returncode == 1, merge.stderr
     merged = json.loads(merged_path.read_text())
     statuses = {(v["cell"], v["transform"]): v["status"] for v in merged["verdicts"]}
-    assert statuses == {(v["cell"], v["transform"]): v["status"]
-                        for v in unsharded["verdicts"]}
+    assert statuses == {(v["cell"], v["transform"]): v["status"] for v in unsharded["verdicts"]}
     shape, expected = report_shape(merged), report_shape(unsharded)
     assert shape == expected  # records, verdicts, stale pins, ran cells, environments, gate
     # The same summary, line for line, as the unsharded session printed (the shards' wall
     # seconds add up to another share of the session than the unsharded one's).
-    merged_lines = merge.stdout.splitlines()[1 + len(shard_paths):]
+    merged_lines = merge.stdout.splitlines()[1 + len(shard_paths) :]
     assert mask_figures(merged_lines) == mask_figures(compile_summary(whole))

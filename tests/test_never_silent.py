@@ -28,9 +28,7 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    project.run("--compile-pin-update", "--compile-hardware=runner-a").assert_outcomes(
-        passed=1
-    )
+    project.run("--compile-pin-update", "--compile-hardware=runner-a").assert_outcomes(passed=1)
     result = project.run("--compile-hardware=runner-b")
     assert result.ret == pytest.ExitCode.OK  # an advisory, by default
     verdict = project.report()["verdicts"][0]
@@ -38,19 +36,23 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
     assert verdict["nearest"]["key"]["hardware"] == "runner-a"
     assert verdict["nearest"]["relation"] == "other hardware"
     summary = "\n".join(compile_summary(result))
-    assert "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other " \
+    assert (
+        "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other "
         "hardware (new runner)" in summary
+    )
     assert "1 compared with their nearest pin under another key: median" in summary
 
     project.pytester.makeini("[pytest]\ncompile_require_pinned = true\n")
     result = project.run("--compile-hardware=runner-b")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([
-        "  unpinned   test_models.py::test_mlp [[]jit[]] *",
-        "      nearest pin runner-a | jax * | full precision | none: * s (*x)",
-        "unpinned: 1 row(s) have no pin under their key; the session fails.",
-        "Pin them with: pytest --compile-pin-update test_models.py::test_mlp",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+            "      nearest pin runner-a | jax * | full precision | none: * s (*x)",
+            "unpinned: 1 row(s) have no pin under their key; the session fails.",
+            "Pin them with: pytest --compile-pin-update test_models.py::test_mlp",
+        ]
+    )
 
 
 def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
@@ -68,16 +70,19 @@ def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
     assert result.ret == pytest.ExitCode.OK
     nearest = project.report()["verdicts"][0]["nearest"]
     assert (nearest["key"]["hardware"], nearest["relation"]) == (local, "other hardware")
-    result.stdout.fnmatch_lines([
-        "  unpinned   test_models.py::test_mlp [[]jit[]] *",
-        f"      nearest pin {local} | jax * | full precision | none: * s (*x)",
-        "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other "
-        "hardware (new runner). * Pin this runner class and jax version (on CI: the re-pin "
-        "workflow, *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+            f"      nearest pin {local} | jax * | full precision | none: * s (*x)",
+            "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other "
+            "hardware (new runner). * Pin this runner class and jax version (on CI: the re-pin "
+            "workflow, *",
+        ]
+    )
 
-    result = project.run("--compile-hardware=gha-ubuntu-latest", "-o",
-                         "compile_require_pinned=true")
+    result = project.run(
+        "--compile-hardware=gha-ubuntu-latest", "-o", "compile_require_pinned=true"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["unpinned: 1 row(s) have no pin under their key; *"])
 
@@ -93,7 +98,8 @@ def test_a_new_test_file_in_a_pinned_project_is_no_runner_warning(project: JaxPr
     assert result.ret == pytest.ExitCode.OK
     verdicts = project.verdicts()
     assert (verdicts[("test_new_a", "jit")], verdicts[("test_new_b", "jit")]) == (
-        "unpinned", "unpinned"
+        "unpinned",
+        "unpinned",
     )
     assert verdicts[("test_mlp", "jit")] != "unpinned"
     summary = "\n".join(compile_summary(result))
@@ -112,10 +118,12 @@ def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
     assert project.rows()[("test_mlp", "jit")]["cache_state"] == "cold"
-    result.stdout.fnmatch_lines([
-        "warning: 1 row(s) compiled cold although their module is unchanged since its warm "
-        "pin: *compile_expect_warm makes this a MISS that fails*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "warning: 1 row(s) compiled cold although their module is unchanged since its warm "
+            "pin: *compile_expect_warm makes this a MISS that fails*",
+        ]
+    )
     assert project.report()["verdicts"][0]["cache_lost"] is True
 
     shutil.rmtree(project.cache_dir)
@@ -174,9 +182,19 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     if jax.__version__ == OLD_JAX:
         pytest.skip(f"this Python runs jax {OLD_JAX} itself")
     pinned = subprocess.run(
-        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--compile-pin-update",
-         "--compile-hardware=ci-runner"],
-        cwd=project.path, capture_output=True, text=True, check=False,
+        [
+            str(python),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--compile-pin-update",
+            "--compile-hardware=ci-runner",
+        ],
+        cwd=project.path,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
     assert pinned.returncode == 0, pinned.stdout[-3000:] + pinned.stderr[-3000:]
@@ -185,16 +203,20 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     result = project.run("--compile-hardware=ci-runner")
     assert result.ret == pytest.ExitCode.OK
 
-    result.stdout.fnmatch_lines([
-        "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under another jax "
-        "version (upgrade). *",
-    ])
-    result.stdout.fnmatch_lines([
-        f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
-        f"their {OLD_JAX} pins, median *x (report only; compile_max_upgrade_slowdown makes "
-        "it a gate).",
-        "  slowest: test_models.py::test_mlp [[]jit[]] *x",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under another jax "
+            "version (upgrade). *",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
+            f"their {OLD_JAX} pins, median *x (report only; compile_max_upgrade_slowdown makes "
+            "it a gate).",
+            "  slowest: test_models.py::test_mlp [[]jit[]] *x",
+        ]
+    )
     upgrade = project.report()["upgrades"][0]
     assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax.__version__, 1)
     gated = project.run("--compile-hardware=ci-runner", "--compile-max-upgrade-slowdown=0")

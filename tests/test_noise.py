@@ -81,10 +81,12 @@ def test_rows_under_load_are_judged_on_cpu_seconds(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     (verdict,) = project.report()["verdicts"]
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "cpu")
-    result.stdout.fnmatch_lines([
-        "*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*",
-        "*measured at load 3.50 per core, above compile_max_load = 1: judged on CPU seconds*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*DRIFT*[[]vag[]] * s cpu, pin 0.000 s cpu*",
+            "*measured at load 3.50 per core, above compile_max_load = 1: judged on CPU seconds*",
+        ]
+    )
 
 
 def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
@@ -170,12 +172,22 @@ def test_noisy_rows_are_folded_and_a_pin_update_lists_no_row_against_its_new_pin
     assert set(project.verdicts().values()) == {"noisy"}
     lines = result.stdout.lines
     assert not [line for line in lines if line.startswith("  noisy      test_models.py::")]
-    result.stdout.fnmatch_lines([
-        "  noisy      3 row(s) (-v lists them): test_models.py 3",
-        "      median *x of their pin (cpu seconds); highest: test_models.py::test_several *",
-        "noisy: 3 row(s) were measured above 1 load per core and stayed within tolerance on "
-        "CPU seconds; *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "  noisy      3 row(s) (-v lists them): test_models.py 3",
+            "      median *x of their pin (cpu seconds); highest: test_models.py::test_several *",
+            "noisy: 3 row(s) were measured above 1 load per core and stayed within tolerance on "
+            "CPU seconds; *",
+        ]
+    )
     verbose = project.run("-v")
-    assert len([line for line in verbose.stdout.lines
-                if line.startswith("  noisy      test_models.py::")]) == 3
+    assert (
+        len(
+            [
+                line
+                for line in verbose.stdout.lines
+                if line.startswith("  noisy      test_models.py::")
+            ]
+        )
+        == 3
+    )

@@ -67,9 +67,15 @@ def test_a_whole_number_is_an_int_not_a_bool_nor_a_float() -> None:
 # --- options and ini keys -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["compile_tolerance", "compile_floor",
-                                  "compile_loaded_accelerator_tolerance",
-                                  "compile_max_memory_growth"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "compile_tolerance",
+        "compile_floor",
+        "compile_loaded_accelerator_tolerance",
+        "compile_max_memory_growth",
+    ],
+)
 @pytest.mark.parametrize("text", BAD_TEXTS)
 def test_a_number_option_refuses_them_naming_the_option(name: str, text: str) -> None:
     option = BY_NAME[name]
@@ -117,9 +123,16 @@ def test_max_compiles_is_a_whole_number(value: object) -> None:
         parse_budget((), {"max_compiles": value})
 
 
-@pytest.mark.parametrize("argument", ['tolerance=float("nan")', 'tolerance=float("inf")',
-                                      "max_ops_growth=-1", "tolerance=1e999",
-                                      "max_flops_growth=True"])
+@pytest.mark.parametrize(
+    "argument",
+    [
+        'tolerance=float("nan")',
+        'tolerance=float("inf")',
+        "max_ops_growth=-1",
+        "tolerance=1e999",
+        "max_flops_growth=True",
+    ],
+)
 def test_a_bad_marker_argument_fails_its_test_naming_test_and_argument(
     pytester: pytest.Pytester, argument: str
 ) -> None:
@@ -139,8 +152,10 @@ def test_a_bad_marker_argument_fails_its_test_naming_test_and_argument(
     assert result.ret != pytest.ExitCode.OK
     name = argument.split("=")[0]
     result.stdout.fnmatch_lines(
-        [f"*test_marked.py::test_model: @pytest.mark.compile_budget: {name} must be a "
-         "finite number >= 0, got *"]
+        [
+            f"*test_marked.py::test_model: @pytest.mark.compile_budget: {name} must be a "
+            "finite number >= 0, got *"
+        ]
     )
 
 
@@ -152,9 +167,7 @@ def _pin_file(directory: Path, field: str, value: str) -> tuple[Path, int]:
     (path,) = PinStore.load(directory).update([make_record(compile_cpu_s=1.1)])
     lines = path.read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("[pins."))
-    existing = next(
-        (i for i, line in enumerate(lines) if line.startswith(f"{field} = ")), None
-    )
+    existing = next((i for i, line in enumerate(lines) if line.startswith(f"{field} = ")), None)
     if existing is None:
         lines.insert(header + 1, f"{field} = {value}")
         existing = header + 1
@@ -173,8 +186,10 @@ def test_a_pin_file_refuses_them_naming_file_and_line(
     with pytest.raises(PinFileError) as error:
         read_pin_file(path)
     assert (error.value.path, error.value.line) == (path, line)
-    assert f"{path}:{line}: pin tests/test_models.py::test_mlp [vag]: '{field}' must be a " \
+    assert (
+        f"{path}:{line}: pin tests/test_models.py::test_mlp [vag]: '{field}' must be a "
         "finite number >= 0, got " in str(error.value)
+    )
 
 
 @pytest.mark.parametrize("value", ["2.0", "true", "-1", "nan"])
@@ -193,17 +208,28 @@ def test_a_pin_file_with_a_bad_number_stops_the_session_naming_file_and_line(
     result = pytester.runpytest_inprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        [f"ERROR: pytest-jaxcompile: cannot read pin file {path}:{line}: pin "
-         "tests/test_models.py::test_mlp [[]vag[]]: 'tolerance' must be a finite number >= 0, "
-         "got nan"]
+        [
+            f"ERROR: pytest-jaxcompile: cannot read pin file {path}:{line}: pin "
+            "tests/test_models.py::test_mlp [[]vag[]]: 'tolerance' must be a finite number >= 0, "
+            "got nan"
+        ]
     )
 
 
 # --- records --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field", ["tolerance", "max_ops_growth", "max_memory_growth",
-                                   "max_flops_growth", "compile_s", "compile_cpu_s"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "tolerance",
+        "max_ops_growth",
+        "max_memory_growth",
+        "max_flops_growth",
+        "compile_s",
+        "compile_cpu_s",
+    ],
+)
 @pytest.mark.parametrize("value", BAD_VALUES)
 def test_a_record_refuses_them_naming_the_field(field: str, value: object) -> None:
     data = make_record().to_dict() | {field: value}
@@ -211,9 +237,16 @@ def test_a_record_refuses_them_naming_the_field(field: str, value: object) -> No
         check_record_data(data)
 
 
-@pytest.mark.parametrize(("field", "text"), [("tolerance", "NaN"), ("tolerance", "Infinity"),
-                                             ("max_ops_growth", "-1"),
-                                             ("tolerance", "1e999"), ("compile_s", "true")])
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("tolerance", "NaN"),
+        ("tolerance", "Infinity"),
+        ("max_ops_growth", "-1"),
+        ("tolerance", "1e999"),
+        ("compile_s", "true"),
+    ],
+)
 def test_check_refuses_a_record_file_naming_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, text: str
 ) -> None:
@@ -226,16 +259,18 @@ def test_check_refuses_a_record_file_naming_file_and_line(
     path.write_text("\n".join(lines) + "\n")
     assert main(["check", str(tmp_path / "records"), "--pins-dir", str(tmp_path / "pins")]) == 2
     err = capsys.readouterr().err
-    assert f"pytest-jaxcompile check: error: {path}:2: '{field}' must be a finite number >= 0" \
-        in err
+    assert (
+        f"pytest-jaxcompile check: error: {path}:2: '{field}' must be a finite number >= 0" in err
+    )
 
 
 # --- JSON reports given to merge ------------------------------------------------------
 
 
 def _report_data(tmp_path: Path) -> dict[str, Any]:
-    session = Outcome(rootdir=tmp_path, pins_dir=tmp_path / "pins", thresholds=Thresholds(),
-                      pin_update=False)
+    session = Outcome(
+        rootdir=tmp_path, pins_dir=tmp_path / "pins", thresholds=Thresholds(), pin_update=False
+    )
     return build_report(session, [make_record()], [], "0.1.0")
 
 
@@ -252,15 +287,20 @@ def _report(tmp_path: Path, change: str, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("field", "named"), [
-    ("thresholds.tolerance", "thresholds 'tolerance' must be "),
-    ("thresholds.floor_s", "thresholds 'floor_s' must be "),
-    ("thresholds.loaded_accelerator_tolerance",
-     "thresholds 'loaded_accelerator_tolerance' must be "),
-    ("records.0.tolerance", "records[0] (tests/test_models.py::test_mlp [vag]): 'tolerance' "),
-    ("records.0.compile_s", "records[0] (tests/test_models.py::test_mlp [vag]): 'compile_s' "),
-    ("session_s", "'session_s' must be"),
-])
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [
+        ("thresholds.tolerance", "thresholds 'tolerance' must be "),
+        ("thresholds.floor_s", "thresholds 'floor_s' must be "),
+        (
+            "thresholds.loaded_accelerator_tolerance",
+            "thresholds 'loaded_accelerator_tolerance' must be ",
+        ),
+        ("records.0.tolerance", "records[0] (tests/test_models.py::test_mlp [vag]): 'tolerance' "),
+        ("records.0.compile_s", "records[0] (tests/test_models.py::test_mlp [vag]): 'compile_s' "),
+        ("session_s", "'session_s' must be"),
+    ],
+)
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-1", "1e999", "true"])
 def test_a_report_refuses_them_naming_file_and_field(
     tmp_path: Path, field: str, named: str, text: str
@@ -274,18 +314,33 @@ def test_a_report_refuses_them_naming_file_and_field(
 def test_a_report_refuses_a_ledger_count_that_is_no_whole_number(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     data = _report_data(tmp_path)
-    data["ledgers"] = [{"cell": "c", "wall_s": 1.0, "compile_s": 0.5, "trace_s": None,
-                        "lower_s": None, "backend_compile_s": 0.5,
-                        "execute_and_python_s": 0.5, "compile_fraction": 0.5,
-                        "compiles": 2.5, "persistent_cache_hits": 0}]
+    data["ledgers"] = [
+        {
+            "cell": "c",
+            "wall_s": 1.0,
+            "compile_s": 0.5,
+            "trace_s": None,
+            "lower_s": None,
+            "backend_compile_s": 0.5,
+            "execute_and_python_s": 0.5,
+            "compile_fraction": 0.5,
+            "compiles": 2.5,
+            "persistent_cache_hits": 0,
+        }
+    ]
     write_report(path, data)
     with pytest.raises(ReportError, match=r"ledgers\[0\]: 'compiles' must be a whole number"):
         load_report(path)
 
 
-@pytest.mark.parametrize(("field", "text"), [("thresholds.tolerance", "NaN"),
-                                             ("records.0.tolerance", "Infinity"),
-                                             ("thresholds.max_ops_growth", "1e999")])
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("thresholds.tolerance", "NaN"),
+        ("records.0.tolerance", "Infinity"),
+        ("thresholds.max_ops_growth", "1e999"),
+    ],
+)
 def test_merge_refuses_a_bad_report_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, text: str
 ) -> None:

@@ -100,10 +100,7 @@ def _signature(project: JaxProject, result: pytest.RunResult) -> dict[str, Any]:
         name = ledger["cell"].split("::")[-1]
         # JAX's eager dispatch stays cached between tests that leave nothing behind, so
         # its count depends on order, except where it counts (count_eager).
-        eager = (
-            (ledger["eager_compiles"], ledger["eager_modules"]) if name in EAGER_COUNTED
-            else ()
-        )
+        eager = (ledger["eager_compiles"], ledger["eager_modules"]) if name in EAGER_COUNTED else ()
         ledgers[name] = (ledger["compiles"], ledger["modules"], *eager)
     rows = sorted(
         (record["cell"].split("::")[-1], record["transform"]) for record in report["records"]
@@ -123,11 +120,16 @@ def test_budget_verdicts_counts_and_rows_are_the_same_in_any_order(
     in_order = _run(project, "-p", "no:randomly")
     # The budget counts the test's own compile; a real recompile still fails.
     assert in_order["outcomes"] == {
-        "test_creates_the_array_first": "PASSED", "test_budget": "PASSED",
-        "test_new_shape_recompiles": "FAILED", "test_census_only": "PASSED",
-        "test_same_function_again": "PASSED", "test_module_level_step": "PASSED",
-        "test_module_level_step_again": "PASSED", "test_grad_of_a_module_level_jit": "PASSED",
-        "test_ahead_of_time": "PASSED", "test_partial_of_a_module_function": "PASSED",
+        "test_creates_the_array_first": "PASSED",
+        "test_budget": "PASSED",
+        "test_new_shape_recompiles": "FAILED",
+        "test_census_only": "PASSED",
+        "test_same_function_again": "PASSED",
+        "test_module_level_step": "PASSED",
+        "test_module_level_step_again": "PASSED",
+        "test_grad_of_a_module_level_jit": "PASSED",
+        "test_ahead_of_time": "PASSED",
+        "test_partial_of_a_module_function": "PASSED",
         "test_counts_its_eager_dispatch": "PASSED",
     }
     assert in_order["ledgers"]["test_budget"] == (1, {"jit(<lambda>)": 1})
@@ -139,14 +141,20 @@ def test_budget_verdicts_counts_and_rows_are_the_same_in_any_order(
     assert eager_counted[2] >= 2 and "jit(broadcast_in_dim)" in eager_counted[3]
     # No census row of an eager operation: only the tests' own functions.
     assert {transform for _, transform in in_order["rows"]} >= {
-        "jit(<lambda>)", "jit(<lambda>)#2", "jit(triple)",
+        "jit(<lambda>)",
+        "jit(<lambda>)#2",
+        "jit(triple)",
     }
     assert not any("broadcast_in_dim" in transform for _, transform in in_order["rows"])
 
     for name in (
-        "test_budget", "test_same_function_again", "test_module_level_step_again",
-        "test_grad_of_a_module_level_jit", "test_ahead_of_time",
-        "test_partial_of_a_module_function", "test_counts_its_eager_dispatch",
+        "test_budget",
+        "test_same_function_again",
+        "test_module_level_step_again",
+        "test_grad_of_a_module_level_jit",
+        "test_ahead_of_time",
+        "test_partial_of_a_module_function",
+        "test_counts_its_eager_dispatch",
     ):
         alone = _run(project, "-p", "no:randomly", f"test_models.py::{name}")
         assert alone["outcomes"] == {name: in_order["outcomes"][name]}
@@ -188,36 +196,45 @@ def test_compile_counts_are_pinned_without_eager_dispatch(project: JaxProject) -
 def test_eager_dispatch_is_listed_apart_in_the_summary(project: JaxProject) -> None:
     _project(project)
     result = project.run("-p", "no:randomly", "-v")
-    result.stdout.fnmatch_lines([
-        "*test_models.py::test_budget: wall * 1 compile(s), 0 from the persistent cache; "
-        "eager dispatch * (* s)",
-        "eager dispatch (operations outside jit): * compile(s) in * test(s), * s; inside the "
-        "ledgers' compile time, not census rows, not pinned, not counted by max_compiles "
-        "unless count_eager",
-    ])
-    result.stdout.fnmatch_lines([
-        "*over its compile_budget(max_compiles=1)*",
-        "  jit(<lambda>): 2x (2 compiled by XLA, 0 from the persistent cache)",
-        "  eager dispatch (operations outside jit): *x (not counted, "
-        "compile_budget(count_eager=True) counts them): *jit(broadcast_in_dim)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_models.py::test_budget: wall * 1 compile(s), 0 from the persistent cache; "
+            "eager dispatch * (* s)",
+            "eager dispatch (operations outside jit): * compile(s) in * test(s), * s; inside the "
+            "ledgers' compile time, not census rows, not pinned, not counted by max_compiles "
+            "unless count_eager",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*over its compile_budget(max_compiles=1)*",
+            "  jit(<lambda>): 2x (2 compiled by XLA, 0 from the persistent cache)",
+            "  eager dispatch (operations outside jit): *x (not counted, "
+            "compile_budget(count_eager=True) counts them): *jit(broadcast_in_dim)*",
+        ]
+    )
 
 
 def test_count_eager_counts_eager_dispatch_against_max_compiles(project: JaxProject) -> None:
     _project(project)
-    result = project.run("-p", "no:randomly", "--compile-count-eager",
-                         "test_models.py::test_budget")
+    result = project.run(
+        "-p", "no:randomly", "--compile-count-eager", "test_models.py::test_budget"
+    )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*backend compiles, eager dispatch included, in this test, over its "
-        "compile_budget(max_compiles=1)*",
-        "  eager dispatch (operations outside jit): *x (counted): *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*backend compiles, eager dispatch included, in this test, over its "
+            "compile_budget(max_compiles=1)*",
+            "  eager dispatch (operations outside jit): *x (counted): *",
+        ]
+    )
     # The marker's count_eager=False wins over the session's option.
-    project.tests(ORDER_SUITE.replace(
-        "@pytest.mark.compile_budget(max_compiles=1)\n    def test_budget",
-        "@pytest.mark.compile_budget(max_compiles=1, count_eager=False)\n    def test_budget",
-    ))
+    project.tests(
+        ORDER_SUITE.replace(
+            "@pytest.mark.compile_budget(max_compiles=1)\n    def test_budget",
+            "@pytest.mark.compile_budget(max_compiles=1, count_eager=False)\n    def test_budget",
+        )
+    )
     project.pytester.makeini("[pytest]\ncompile_count_eager = true\n")
     project.run("-p", "no:randomly", "test_models.py::test_budget").assert_outcomes(passed=1)
 
@@ -254,7 +271,8 @@ def test_clear_caches_never_lets_earlier_tests_change_the_count(project: JaxProj
     cleared = _run(project, "-p", "no:randomly", *names)
     kept = _run(project, "-p", "no:randomly", "--compile-clear-caches=never", *names)
     assert _cleared_because(project) == {
-        "test_census_only": None, "test_same_function_again": None,
+        "test_census_only": None,
+        "test_same_function_again": None,
     }
     assert cleared["ledgers"]["test_same_function_again"][0] == 1
     assert kept["ledgers"]["test_same_function_again"][0] == 0  # jit(triple) reused

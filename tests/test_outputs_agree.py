@@ -38,11 +38,15 @@ from pytest_jaxcompile.output.junit import junit_properties, verdict_properties
 from pytest_jaxcompile.output.terminal import summary_lines
 
 ROOT = Path("/nonexistent-root")
-HOSTILE = st.text(
-    alphabet=st.sampled_from(list("aZ09 _-|`\n\r<>&'\"%:,[]*#éΩ漢🙂\\")), max_size=12
+HOSTILE = st.text(alphabet=st.sampled_from(list("aZ09 _-|`\n\r<>&'\"%:,[]*#éΩ漢🙂\\")), max_size=12)
+PHASES = (
+    "compile_s",
+    "trace_s",
+    "lower_s",
+    "compiled_temp_bytes",
+    "flops",
+    "compile_rss_growth_mib",
 )
-PHASES = ("compile_s", "trace_s", "lower_s", "compiled_temp_bytes", "flops",
-          "compile_rss_growth_mib")
 FIGURE = st.floats(min_value=0.001, max_value=1000.0, allow_nan=False)
 
 
@@ -55,32 +59,47 @@ def verdicts(draw: st.DrawFn, index: int) -> Verdict:
         cell=f"tests/t{index}.py::test_{index}_{name}",
         transform=draw(st.sampled_from(["vag", "jit|x", "`t`"])),
         location=("tests/t.py", index + 1),
-        jax_version=jax, jaxlib_version=jax,
+        jax_version=jax,
+        jaxlib_version=jax,
         cache_state=draw(st.sampled_from(["cold", "warm", "none"])),
-        compile_s=draw(FIGURE), compile_cpu_s=draw(st.none() | FIGURE),
-        trace_s=draw(st.none() | FIGURE), lower_s=draw(st.none() | FIGURE),
+        compile_s=draw(FIGURE),
+        compile_cpu_s=draw(st.none() | FIGURE),
+        trace_s=draw(st.none() | FIGURE),
+        lower_s=draw(st.none() | FIGURE),
         op_count=draw(st.none() | st.integers(0, 10_000)),
         compiled_temp_bytes=draw(st.none() | st.integers(0, 1 << 30)),
     )
-    pin = None if status is Status.UNPINNED else Pin(
-        compile_s=draw(FIGURE), compile_cpu_s=draw(st.none() | FIGURE),
-        trace_s=draw(st.none() | FIGURE), op_count=draw(st.none() | st.integers(0, 10_000)),
-        compiled_temp_bytes=draw(st.none() | st.integers(0, 1 << 30)),
+    pin = (
+        None
+        if status is Status.UNPINNED
+        else Pin(
+            compile_s=draw(FIGURE),
+            compile_cpu_s=draw(st.none() | FIGURE),
+            trace_s=draw(st.none() | FIGURE),
+            op_count=draw(st.none() | st.integers(0, 10_000)),
+            compiled_temp_bytes=draw(st.none() | st.integers(0, 1 << 30)),
+        )
     )
     nearest = None
     if status is Status.UNPINNED and draw(st.booleans()):
         nearest_pin = Pin(compile_s=draw(FIGURE))
         key = record.key
         nearest = NearestPin(
-            type(key)(key.hardware, "0.9.0", key.mixed_precision, key.cache_state,
-                      key.framework),
-            nearest_pin, UPGRADE, record.compile_s / nearest_pin.compile_s,
+            type(key)(key.hardware, "0.9.0", key.mixed_precision, key.cache_state, key.framework),
+            nearest_pin,
+            UPGRADE,
+            record.compile_s / nearest_pin.compile_s,
         )
     return Verdict(
-        record, status, pin=pin, pin_file=ROOT / "pins" / "p.toml",
+        record,
+        status,
+        pin=pin,
+        pin_file=ROOT / "pins" / "p.toml",
         tolerance=draw(st.none() | st.floats(0.0, 5.0)),
-        note=draw(st.none() | HOSTILE), metric=draw(st.sampled_from(["wall", "cpu"])),
-        phase=draw(st.sampled_from(PHASES)), nearest=nearest,
+        note=draw(st.none() | HOSTILE),
+        metric=draw(st.sampled_from(["wall", "cpu"])),
+        phase=draw(st.sampled_from(PHASES)),
+        nearest=nearest,
         cache_lost=draw(st.booleans()),
     )
 
@@ -89,15 +108,22 @@ def verdicts(draw: st.DrawFn, index: int) -> Verdict:
 def outcomes(draw: st.DrawFn) -> Outcome:
     rows = [draw(verdicts(index)) for index in range(draw(st.integers(0, 8)))]
     thresholds = Thresholds(
-        time_advisory=draw(st.booleans()), require_pinned=draw(st.booleans()),
-        fail_on_improvement=draw(st.booleans()), metric=draw(st.sampled_from(["wall", "cpu"])),
+        time_advisory=draw(st.booleans()),
+        require_pinned=draw(st.booleans()),
+        fail_on_improvement=draw(st.booleans()),
+        metric=draw(st.sampled_from(["wall", "cpu"])),
         max_upgrade_slowdown=draw(st.none() | st.floats(0.0, 2.0)),
     )
     pin_update = draw(st.booleans())
     upgraded = tuple(v for v in rows if v.nearest is not None)
     upgrades = [
-        UpgradeReport("jax", "cpu:cpu @ Test CPU x2", "0.9.0", version,
-                      tuple(v for v in upgraded if v.record.framework_version == version))
+        UpgradeReport(
+            "jax",
+            "cpu:cpu @ Test CPU x2",
+            "0.9.0",
+            version,
+            tuple(v for v in upgraded if v.record.framework_version == version),
+        )
         for version in sorted({v.record.framework_version for v in upgraded})
     ]
     clobbers = [
@@ -105,22 +131,34 @@ def outcomes(draw: st.DrawFn) -> Outcome:
         for _ in range(draw(st.integers(0, 1)))
     ]
     outcome = Outcome(
-        rootdir=ROOT, pins_dir=ROOT / "pins", thresholds=thresholds, pin_update=pin_update,
-        verdicts=rows, upgrades=upgrades, clobbers=clobbers,
+        rootdir=ROOT,
+        pins_dir=ROOT / "pins",
+        thresholds=thresholds,
+        pin_update=pin_update,
+        verdicts=rows,
+        upgrades=upgrades,
+        clobbers=clobbers,
         lost=draw(st.lists(HOSTILE, max_size=2)),
-        pin_error=("the pin file is locked. Nothing was written; fix it and re-run."
-                   if pin_update and draw(st.booleans()) else None),
+        pin_error=(
+            "the pin file is locked. Nothing was written; fix it and re-run."
+            if pin_update and draw(st.booleans())
+            else None
+        ),
         coverage=Coverage(judged=len(rows), new_runner=draw(st.integers(0, len(rows)))),
         stale=[StalePin(rows[0].record.key, rows[0].record.cell, "gone", ROOT / "pins" / "p.toml")]
-        if rows and draw(st.booleans()) else [],
+        if rows and draw(st.booleans())
+        else [],
         compile_count_changes=[CompileCountChange("tests/t.py::test_c", 3, 1, ("why\n<b>",))]
-        if draw(st.booleans()) else [],
+        if draw(st.booleans())
+        else [],
     )
     outcome.failed = (
-        outcome.pin_error is not None or any(clobber.fails for clobber in clobbers)
-        or (not pin_update and (
-            session_failed(rows, thresholds) or any(u.fails(thresholds) for u in upgrades)
-        ))
+        outcome.pin_error is not None
+        or any(clobber.fails for clobber in clobbers)
+        or (
+            not pin_update
+            and (session_failed(rows, thresholds) or any(u.fails(thresholds) for u in upgrades))
+        )
     )
     return outcome
 
@@ -158,15 +196,24 @@ def test_every_output_over_random_outcomes(
     failing = view.failing()
     for row in failing:
         token = _token(row.cell)
-        for name, text in (("terminal", terminal), ("step summary", summary),
-                           ("comment", comment), ("annotations", "\n".join(annotations))):
+        for name, text in (
+            ("terminal", terminal),
+            ("step summary", summary),
+            ("comment", comment),
+            ("annotations", "\n".join(annotations)),
+        ):
             assert token in text, (name, row.cell)
     assert sum(1 for v in report["verdicts"] if v["fails"]) == len(failing)
     assert sum(1 for name, value in junit if name.endswith(".fails") and value == "true") == (
         len(failing)
     )
-    row_errors = [line for line in annotations if "title=jax compile " in line
-                  and line.startswith("::error") and "[" in line.split("::", 2)[1]]
+    row_errors = [
+        line
+        for line in annotations
+        if "title=jax compile " in line
+        and line.startswith("::error")
+        and "[" in line.split("::", 2)[1]
+    ]
     assert len(row_errors) == len(failing)
 
     # The session's failure sentence, each output in its own words.

@@ -50,8 +50,9 @@ def test_the_installed_plugin_pins_and_gates(pytester):
 
 def run(*argv: str | Path, cwd: Path | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    done = subprocess.run([str(arg) for arg in argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [str(arg) for arg in argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, f"{argv}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done.stdout
 
@@ -63,8 +64,10 @@ def test_the_built_wheel_installs_into_a_fresh_venv_and_gates_a_session(tmp_path
     # The sdist first, then the wheel built from the sdist: a file the sdist misses fails here.
     run(sys.executable, "-m", "build", "--outdir", dist, REPO)
     built = sorted(path.name for path in dist.iterdir())
-    assert built == [f"pytest_jaxcompile-{__version__}-py3-none-any.whl",
-                     f"pytest_jaxcompile-{__version__}.tar.gz"]
+    assert built == [
+        f"pytest_jaxcompile-{__version__}-py3-none-any.whl",
+        f"pytest_jaxcompile-{__version__}.tar.gz",
+    ]
     run(sys.executable, "-m", "twine", "check", "--strict", *sorted(dist.iterdir()))
 
     venv = tmp_path / "venv"
@@ -75,8 +78,18 @@ def test_the_built_wheel_installs_into_a_fresh_venv_and_gates_a_session(tmp_path
     project = tmp_path / "session"
     project.mkdir()
     (project / "test_installed.py").write_text(textwrap.dedent(INSTALLED_SESSION))
-    out = run(python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
-              "test_installed.py", cwd=project)
+    out = run(
+        python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-q",
+        "test_installed.py",
+        cwd=project,
+    )
     # The inner sessions name no plugin: the fixture came through the entry point.
     assert re.search(r"\b1 passed\b", out), out
 
@@ -95,5 +108,6 @@ def test_the_version_is_written_once_and_has_a_changelog_section() -> None:
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
         "attr": "pytest_jaxcompile._version.__version__"
     }
-    assert re.search(rf"^## {re.escape(__version__)}\b", (REPO / "CHANGELOG.md").read_text(),
-                     re.MULTILINE)
+    assert re.search(
+        rf"^## {re.escape(__version__)}\b", (REPO / "CHANGELOG.md").read_text(), re.MULTILINE
+    )

@@ -73,16 +73,31 @@ def test_update_leaves_other_pins_and_keeps_a_hand_set_tolerance(tmp_path: Path)
 @pytest.mark.parametrize(
     ("corruption", "line", "fragment"),
     [
-        (lambda text: text.replace('cache_state = "cold"', 'cache_state = "cold'), 8,
-         "not valid TOML"),
-        (lambda text: text.replace("compile_s = 1.0", 'compile_s = "fast"'), 11,
-         "'compile_s' must be a finite number >= 0"),
-        (lambda text: text.replace('jax_version = "0.10.2"', "jax_version = 10"), 6,
-         "'jax_version' must be a str"),
-        (lambda text: text.replace('cache_state = "cold"', 'cache_state = "memory"'), 8,
-         "cannot be pinned"),
-        (lambda text: text.replace("compile_s = 1.0", "compile_s = 1.0\nspeed = 3"), 12,
-         "unknown field(s) speed"),
+        (
+            lambda text: text.replace('cache_state = "cold"', 'cache_state = "cold'),
+            8,
+            "not valid TOML",
+        ),
+        (
+            lambda text: text.replace("compile_s = 1.0", 'compile_s = "fast"'),
+            11,
+            "'compile_s' must be a finite number >= 0",
+        ),
+        (
+            lambda text: text.replace('jax_version = "0.10.2"', "jax_version = 10"),
+            6,
+            "'jax_version' must be a str",
+        ),
+        (
+            lambda text: text.replace('cache_state = "cold"', 'cache_state = "memory"'),
+            8,
+            "cannot be pinned",
+        ),
+        (
+            lambda text: text.replace("compile_s = 1.0", "compile_s = 1.0\nspeed = 3"),
+            12,
+            "unknown field(s) speed",
+        ),
     ],
 )
 def test_a_broken_pin_file_names_file_and_line_and_is_left_untouched(
@@ -129,7 +144,8 @@ def test_keys_pinning_lists_every_key_of_a_row(tmp_path: Path) -> None:
     store.update([make_record(jax_version="0.9.0"), make_record(cache_state="warm")])
     keys = store.keys_pinning("tests/test_models.py::test_mlp", "vag")
     assert [(key.framework_version, key.cache_state) for key in keys] == [
-        ("0.10.2", "warm"), ("0.9.0", "cold"),
+        ("0.10.2", "warm"),
+        ("0.9.0", "cold"),
     ]
 
 
@@ -177,7 +193,7 @@ def test_atomic_writes_keep_the_files_mode_and_new_files_follow_the_umask(
     assert stat.S_IMODE(existing.stat().st_mode) == 0o640
 
 
-OLD_LAYOUT = '''
+OLD_LAYOUT = """
 [key]
 hardware = "cpu:cpu @ Test CPU x2"
 jax_version = "0.10.2"
@@ -198,7 +214,7 @@ key_flags = [
 [pins."tests/t.py::test_a".vag.key_parts]
 computation = "c1"
 flags = "f1"
-'''
+"""
 
 
 def test_a_pin_is_a_dozen_lines_with_ops_and_key_parts_inline_and_old_files_read(
@@ -207,16 +223,21 @@ def test_a_pin_is_a_dozen_lines_with_ops_and_key_parts_inline_and_old_files_read
     ops = {f"stablehlo.op_{index}": index + 1 for index in range(30)}
     parts = {f"part_{index}": "0" * 64 for index in range(8)}
     record = make_record(
-        cell="tests/t.py::test_a", op_histogram=ops, cache_key_parts=parts,
-        cache_key_flags=["--xla_cpu_x=1", 'a "quoted" flag'], compile_cpu_s=0.2,
+        cell="tests/t.py::test_a",
+        op_histogram=ops,
+        cache_key_parts=parts,
+        cache_key_flags=["--xla_cpu_x=1", 'a "quoted" flag'],
+        compile_cpu_s=0.2,
     )
     (path,) = PinStore(tmp_path / "new").update([record])
     text = path.read_text()
-    body = text[text.index("[pins."):].rstrip("\n").split("\n")
+    body = text[text.index("[pins.") :].rstrip("\n").split("\n")
     assert len(body) <= 12, text  # 30 ops and 8 key parts: one line each, not 40
     (pin,) = read_pin_file(path).pins.values()
     assert (pin.ops, pin.key_parts, pin.key_flags) == (
-        ops, parts, ["--xla_cpu_x=1", 'a "quoted" flag'],
+        ops,
+        parts,
+        ["--xla_cpu_x=1", 'a "quoted" flag'],
     )
     assert PinStore.load(tmp_path / "new").update([record]) == []  # same bytes again
 
@@ -225,5 +246,7 @@ def test_a_pin_is_a_dozen_lines_with_ops_and_key_parts_inline_and_old_files_read
     old.write_text(OLD_LAYOUT)
     (pin,) = read_pin_file(old).pins.values()
     assert pin.ops == {"stablehlo.add": 3, "stablehlo.dot_general": 2}
-    assert (pin.key_parts, pin.key_flags) == ({"computation": "c1", "flags": "f1"},
-                                              ["--xla_cpu_x=1"])
+    assert (pin.key_parts, pin.key_flags) == (
+        {"computation": "c1", "flags": "f1"},
+        ["--xla_cpu_x=1"],
+    )

@@ -34,8 +34,8 @@ def _edit_pins(pins_dir: Path) -> None:
     """slower: pinned far too fast; faster: far too slow; bumped: only under an older jax."""
     (path,) = pins_dir.glob("*.toml")
     text = path.read_text()
-    text = re.sub(r'(\.slower\]\ncompile_s = )[0-9.e-]+', r"\g<1>0.00001", text)
-    text = re.sub(r'(\.faster\]\ncompile_s = )[0-9.e-]+', r"\g<1>1000.0", text)
+    text = re.sub(r"(\.slower\]\ncompile_s = )[0-9.e-]+", r"\g<1>0.00001", text)
+    text = re.sub(r"(\.faster\]\ncompile_s = )[0-9.e-]+", r"\g<1>1000.0", text)
     text = re.sub(r"(?m)^(trace_s|lower_s) = .*\n", "", text)  # times under test: compile
     # The pin's table and its subtables ([pins."...".bumped.ops], ...), each with its lines.
     tables = re.findall(r'\[pins\."[^"]+"\.bumped(?:\.[a-z_]+)?\]\n(?:[^\[\n].*\n|\n)*', text)
@@ -66,7 +66,9 @@ def test_check_gives_the_plugins_verdicts_on_the_same_rows(project: JaxProject) 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     plugin = {(v["cell"], v["transform"]): v for v in project.report()["verdicts"]}
     assert {k[1]: v["status"] for k, v in plugin.items()} == {
-        "slower": "DRIFT", "faster": "improved", "bumped": "unpinned",
+        "slower": "DRIFT",
+        "faster": "improved",
+        "bumped": "unpinned",
     }
     records = _records(project.path / "records")
     assert records == project.report()["records"]  # the same rows, as JSON lines
@@ -81,12 +83,26 @@ def test_check_gives_the_plugins_verdicts_on_the_same_rows(project: JaxProject) 
     }
     assert offline.keys() == plugin.keys()
     for row_id, verdict in plugin.items():
-        for name in ("status", "compile_s", "pin_compile_s", "ratio", "tolerance", "note",
-                     "key", "pin_file", "metric", "compile_cpu_s", "pin_compile_cpu_s"):
+        for name in (
+            "status",
+            "compile_s",
+            "pin_compile_s",
+            "ratio",
+            "tolerance",
+            "note",
+            "key",
+            "pin_file",
+            "metric",
+            "compile_cpu_s",
+            "pin_compile_cpu_s",
+        ):
             assert offline[row_id][name] == verdict[name], (row_id, name)
-    assert [(v["nearest"] or {}).get("relation") == "upgrade"
-            for k, v in sorted(offline.items())] == [
-        True, False, False,  # bumped, faster, slower
+    assert [
+        (v["nearest"] or {}).get("relation") == "upgrade" for k, v in sorted(offline.items())
+    ] == [
+        True,
+        False,
+        False,  # bumped, faster, slower
     ]
     assert "jax upgrade 0.0.1 -> " in checked.stdout  # the bumped row, in one block
 

@@ -42,23 +42,39 @@ def outcome_with(statuses: list[Status], tmp_path: Path, failed: bool = True) ->
     verdicts = []
     for index, status in enumerate(statuses):
         record = make_record(
-            cell=f"tests/t.py::test_{index}", location=("tests/t.py", index + 1),
+            cell=f"tests/t.py::test_{index}",
+            location=("tests/t.py", index + 1),
             compile_s=2.0,
         )
         pin = None if status is Status.UNPINNED else Pin(compile_s=1.0)
-        verdicts.append(Verdict(record, status, pin=pin, pin_file=tmp_path / "p.toml",
-                                tolerance=0.75, note=f"note of {status.value}"))
+        verdicts.append(
+            Verdict(
+                record,
+                status,
+                pin=pin,
+                pin_file=tmp_path / "p.toml",
+                tolerance=0.75,
+                note=f"note of {status.value}",
+            )
+        )
     return Outcome(
-        rootdir=tmp_path, pins_dir=tmp_path, thresholds=Thresholds(), pin_update=False,
-        verdicts=verdicts, failed=failed,
+        rootdir=tmp_path,
+        pins_dir=tmp_path,
+        thresholds=Thresholds(),
+        pin_update=False,
+        verdicts=verdicts,
+        failed=failed,
     )
 
 
 @pytest.mark.parametrize("status", list(Status), ids=lambda status: status.name)
 def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> None:
     outcome = outcome_with([status], tmp_path, failed=row_fails(status, Thresholds()))
-    row = next(text for text, _ in summary_lines(outcome, verbose=True)
-               if text.strip().startswith(status.value))
+    row = next(
+        text
+        for text, _ in summary_lines(outcome, verbose=True)
+        if text.strip().startswith(status.value)
+    )
     assert "tests/t.py::test_0 [vag]" in row
 
     report = build_report(outcome, [v.record for v in outcome.verdicts], [], "0.1.0")
@@ -90,12 +106,17 @@ def test_every_renderer_shows_every_status(status: Status, tmp_path: Path) -> No
 
 def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> None:
     outcome = outcome_with(list(reversed(Status)), tmp_path)
-    rows = [text.split()[0] for text, _ in summary_lines(outcome, verbose=True)
-            if text.startswith("  ") and text.split()[0] in {s.value.split()[0] for s in Status}]
+    rows = [
+        text.split()[0]
+        for text, _ in summary_lines(outcome, verbose=True)
+        if text.startswith("  ") and text.split()[0] in {s.value.split()[0] for s in Status}
+    ]
     assert rows == ["MISS", "GREW", "DRIFT", "improved", "unpinned", "noisy", "not", "ok"]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
-    assert "compile rows: 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, " \
-           "1 not judged, 1 ok" in closing
+    assert (
+        "compile rows: 1 MISS, 1 GREW, 1 DRIFT, 1 improved, 1 unpinned, 1 noisy, "
+        "1 not judged, 1 ok" in closing
+    )
     assert step_summary(outcome).splitlines()[0] == (
         "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"
     )
@@ -135,21 +156,35 @@ def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
 ) -> None:
     def ledger(number: int, cleared_because: str | None) -> CallLedger:
         return CallLedger.partition(
-            f"tests/t.py::test_{number}", 2.0, 1.0, trace_s=0.2, lower_s=0.3,
-            backend_compile_s=0.5, compiles=1, persistent_cache_hits=1,
-            modules={"jit(f)": 1}, overlays={}, eager_compiles=40, eager_compile_s=0.4,
+            f"tests/t.py::test_{number}",
+            2.0,
+            1.0,
+            trace_s=0.2,
+            lower_s=0.3,
+            backend_compile_s=0.5,
+            compiles=1,
+            persistent_cache_hits=1,
+            modules={"jit(f)": 1},
+            overlays={},
+            eager_compiles=40,
+            eager_compile_s=0.4,
             caches_cleared_because=cleared_because,
         )
 
     still_there = "train_step (models) is still in memory"
     outcome = outcome_with([Status.OK], tmp_path, failed=False)
-    outcome.ledgers = [ledger(0, "the first census'd test"), ledger(1, still_there),
-                       ledger(2, still_there), ledger(3, None)]
+    outcome.ledgers = [
+        ledger(0, "the first census'd test"),
+        ledger(1, still_there),
+        ledger(2, still_there),
+        ledger(3, None),
+    ]
     outcome.session_s = 8.0
 
     def hint() -> list[str]:
-        return [text for text, _ in summary_lines(outcome, verbose=False)
-                if "caches cleared" in text]
+        return [
+            text for text, _ in summary_lines(outcome, verbose=False) if "caches cleared" in text
+        ]
 
     assert hint() == [
         "  15% of the session in 3 census'd test(s) that started with JAX's in-process "
@@ -197,15 +232,27 @@ def test_check_prints_the_terminals_verdict_lines(tmp_path: Path) -> None:
     """`check` renders with the terminal's own functions: the same rows, the same lines."""
     store = PinStore(tmp_path / "pins")
     before = "2026-10-31T10:00:00Z"  # pinned before the rows were measured
-    store.update([make_record(cell="t.py::test_a", compile_s=1.0, timestamp=before),
-                  make_record(cell="t.py::test_b", compile_s=1.0, timestamp=before)])
-    rows = [make_record(cell="t.py::test_a", compile_s=3.0, timestamp="2026-11-01T10:00:00Z"),
-            make_record(cell="t.py::test_b", compile_s=1.1, timestamp="2026-11-01T10:00:00Z")]
+    store.update(
+        [
+            make_record(cell="t.py::test_a", compile_s=1.0, timestamp=before),
+            make_record(cell="t.py::test_b", compile_s=1.0, timestamp=before),
+        ]
+    )
+    rows = [
+        make_record(cell="t.py::test_a", compile_s=3.0, timestamp="2026-11-01T10:00:00Z"),
+        make_record(cell="t.py::test_b", compile_s=1.1, timestamp="2026-11-01T10:00:00Z"),
+    ]
     write_lines(tmp_path / "r.jsonl", [r.to_dict() for r in rows])
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 
-    outcome = conclude(rows, (), (), PinStore.load(tmp_path / "pins"),
-                       GateSettings(Thresholds(), False), rootdir=tmp_path)
+    outcome = conclude(
+        rows,
+        (),
+        (),
+        PinStore.load(tmp_path / "pins"),
+        GateSettings(Thresholds(), False),
+        rootdir=tmp_path,
+    )
     terminal = [text for text, _ in summary_lines(outcome, verbose=True)]
     result = cli(tmp_path, "check", "r.jsonl", "-v")
     assert result.returncode == 1
@@ -222,15 +269,16 @@ def test_thresholds_in_a_report_are_validated_like_options(tmp_path: Path) -> No
     assert "thresholds 'tolerance' must be a finite number >= 0, got inf" in result.stderr
 
 
-@pytest.mark.parametrize("command", [
-    ["check", "r.jsonl", "--tolerance", "nan"],
-    ["report", "r.jsonl", "--floor", "-1"],
-    ["merge", "r.json", "--tolerance", "inf"],
-    ["check", "r.jsonl", "--max-load", "abc"],
-])
-def test_bad_numbers_are_usage_errors_naming_the_option(
-    command: list[str], tmp_path: Path
-) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "r.jsonl", "--tolerance", "nan"],
+        ["report", "r.jsonl", "--floor", "-1"],
+        ["merge", "r.json", "--tolerance", "inf"],
+        ["check", "r.jsonl", "--max-load", "abc"],
+    ],
+)
+def test_bad_numbers_are_usage_errors_naming_the_option(command: list[str], tmp_path: Path) -> None:
     result = cli(tmp_path, *command)
     assert result.returncode == 2
     option = command[2]
@@ -299,11 +347,13 @@ def test_the_dashboard_finds_failing_and_unpinned_rows_by_verdict_not_label(
     )
     store = PinStore.load(tmp_path / "pins")
     thresholds = Thresholds(require_pinned=True)
-    rows = table_rows([make_record(cell="t.py::test_up"), make_record(cell="t.py::test_new")],
-                      store, thresholds)
+    rows = table_rows(
+        [make_record(cell="t.py::test_up"), make_record(cell="t.py::test_new")], store, thresholds
+    )
     measured = [row for row in rows if row.key.framework_version == "0.10.2"]
     assert {row.cell: row.label for row in measured} == {
-        "t.py::test_new": "unpinned", "t.py::test_up": "unpinned (upgrade from jax 0.10.1)",
+        "t.py::test_new": "unpinned",
+        "t.py::test_up": "unpinned (upgrade from jax 0.10.1)",
     }
     (table,) = [item for item in coverage(rows) if item.key.framework_version == "0.10.2"]
     assert (table.unpinned, table.failing) == (2, 2)

@@ -42,21 +42,40 @@ def _corpus(root: Path) -> None:
     for day in range(1, 7):
         version = "0.10.2" if day < 4 else "0.11.0"
         for cell, transform in ((A, "vag"), (A, "jit"), (B, "vag")):
-            rows.append(row(day, cell=cell, transform=transform, jax_version=version,
-                            compile_s=1.0 + day / 10))
-            rows.append(row(day, 11, cell=cell, transform=transform, jax_version=version,
-                            compile_s=0.05, cache_state="warm"))
+            rows.append(
+                row(
+                    day,
+                    cell=cell,
+                    transform=transform,
+                    jax_version=version,
+                    compile_s=1.0 + day / 10,
+                )
+            )
+            rows.append(
+                row(
+                    day,
+                    11,
+                    cell=cell,
+                    transform=transform,
+                    jax_version=version,
+                    compile_s=0.05,
+                    cache_state="warm",
+                )
+            )
     rows.append({"record_kind": "energy_probe", "cell": A, "joules": 12})
     write_lines(root / "records" / "a.jsonl", rows[: len(rows) // 2])
     write_lines(root / "records" / "nested" / "b.jsonl", rows[len(rows) // 2 :])
     before = "2026-10-31T00:00:00+00:00"  # pinned before the first row
-    PinStore(root / "pins").update([
-        make_record(cell=A, transform="vag", compile_s=1.2, timestamp=before),
-        make_record(cell=A, transform="jit", compile_s=1.2, timestamp=before),
-        make_record(cell=B, transform="vag", compile_s=0.5, timestamp=before),
-        make_record(cell=A, transform="vag", compile_s=0.05, cache_state="warm",
-                    timestamp=before),
-    ])
+    PinStore(root / "pins").update(
+        [
+            make_record(cell=A, transform="vag", compile_s=1.2, timestamp=before),
+            make_record(cell=A, transform="jit", compile_s=1.2, timestamp=before),
+            make_record(cell=B, transform="vag", compile_s=0.5, timestamp=before),
+            make_record(
+                cell=A, transform="vag", compile_s=0.05, cache_state="warm", timestamp=before
+            ),
+        ]
+    )
 
 
 def test_readme_region_is_rewritten_idempotently_and_check_catches_a_stale_one(
@@ -145,8 +164,10 @@ def test_html_page_is_self_contained_with_one_chart_per_cell_and_transform(
 def test_markdown_is_sorted_escaped_and_deterministic(tmp_path: Path) -> None:
     store = PinStore(tmp_path)
     store.update([make_record(cell="t.py::test_gone", compile_s=3.0)])
-    records = [make_record(cell="t.py::test_p[a|b]", compile_s=1.0),
-               make_record(cell="t.py::test_a", compile_s=2.0, cache_state="unknown")]
+    records = [
+        make_record(cell="t.py::test_p[a|b]", compile_s=1.0),
+        make_record(cell="t.py::test_a", compile_s=2.0, cache_state="unknown"),
+    ]
     first = markdown(table_rows(records, store, Thresholds()), Thresholds())
     second = markdown(table_rows(list(reversed(records)), store, Thresholds()), Thresholds())
     assert first == second

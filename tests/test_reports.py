@@ -47,8 +47,10 @@ def test_rows_are_testcase_properties_also_of_a_failing_test(
     properties = _properties(xml)
     assert properties["test_measures_nothing"] == {}
     rows = project.rows()
-    for test, transforms in (("test_passes", ["jit"]),
-                             ("test_fails_after_measuring", ["jit", "vag"])):
+    for test, transforms in (
+        ("test_passes", ["jit"]),
+        ("test_fails_after_measuring", ["jit", "vag"]),
+    ):
         props = properties[test]
         assert sorted({name.split(".")[1] for name in props}) == transforms
         for transform in transforms:

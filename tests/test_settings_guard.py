@@ -74,8 +74,10 @@ def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_for
         ]
     )
     rows = project.rows()
-    at_start = {"flags": {"--xla_force_host_platform_device_count": "1"},
-                "captured_at": "backend_start"}
+    at_start = {
+        "flags": {"--xla_force_host_platform_device_count": "1"},
+        "captured_at": "backend_start",
+    }
     assert rows[("test_a", "jit")]["settings"]["xla_flags"] == at_start["flags"]
     assert rows[("test_b", "jit")]["xla_flags"] == "--xla_dump_hlo_as_text"
     assert rows[("test_b", "jit")]["settings"]["xla_flags_at_backend_start"] == at_start
@@ -129,9 +131,7 @@ def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
 
 
 LATE_FLAG = "--xla_dump_hlo_as_text"
-REQUIRE_BOTH = (
-    f"[pytest]\ncompile_required_xla_flags =\n    {START_FLAGS}\n    {LATE_FLAG}\n"
-)
+REQUIRE_BOTH = f"[pytest]\ncompile_required_xla_flags =\n    {START_FLAGS}\n    {LATE_FLAG}\n"
 
 
 @needs_backend_hooks()
@@ -202,8 +202,10 @@ def test_required_cache_missing_fails_naming_the_setting(project: JaxProject) ->
     result = project.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*compiled without a persistent compilation cache (no persistent compilation cache "
-         "is configured*; required by ini compile_require_cache)"]
+        [
+            "*compiled without a persistent compilation cache (no persistent compilation cache "
+            "is configured*; required by ini compile_require_cache)"
+        ]
     )
 
 
@@ -236,8 +238,10 @@ def test_host_callback_module_is_cacheable_exactly_where_jax_persists_it(
         return
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
-        ["*transform 'cb' can never be served from the persistent cache: the module uses "
-         "host callbacks*"]
+        [
+            "*transform 'cb' can never be served from the persistent cache: the module uses "
+            "host callbacks*"
+        ]
     )
     assert row["cache"]["reason"] == "host_callbacks"
 
@@ -249,8 +253,10 @@ def test_expected_platform_gpu_on_a_cpu_machine_fails_clearly(project: JaxProjec
     result = project.run()
     result.assert_outcomes(errors=1)  # the fixture refuses to measure: the test cannot run
     result.stdout.fnmatch_lines(
-        ["*compile_expected_platform = gpu, but JAX's default backend is cpu: the job "
-         "silently fell back*"]
+        [
+            "*compile_expected_platform = gpu, but JAX's default backend is cpu: the job "
+            "silently fell back*"
+        ]
     )
     assert project.report()["records"] == []
 
@@ -269,10 +275,13 @@ def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
     project: JaxProject,
 ) -> None:
     project.conftest()
-    depth_test = MEASURE + """
+    depth_test = (
+        MEASURE
+        + """
     def test_a(jax_compile):
         jax_compile(jax.jit(mlp_loss), *mlp_example_args(DEPTH), transform="jit")
     """
+    )
     project.tests(depth_test.replace("DEPTH", "2"))
     project.run("--compile-pin-update")  # cold
     project.run("--compile-pin-update")  # warm
@@ -285,9 +294,11 @@ def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_a", "jit")] == "MISS"
     result.stdout.fnmatch_lines(
-        ["  MISS       test_models.py::test_a [[]jit[]]*",
-         "      expected a persistent-cache hit: the module is unchanged since its warm pin*",
-         "MISS: 1 row(s) compiled cold*"]
+        [
+            "  MISS       test_models.py::test_a [[]jit[]]*",
+            "      expected a persistent-cache hit: the module is unchanged since its warm pin*",
+            "MISS: 1 row(s) compiled cold*",
+        ]
     )
 
     project.tests(depth_test.replace("DEPTH", "3"))  # a changed model recompiles by design
@@ -355,7 +366,9 @@ def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required
         assert f"warning: settings clobbered: {described}\n" in SETTINGS_GUARD_DOC.read_text()
     (clobber,) = project.report()["clobbers"]
     assert (clobber["setting"], clobber["at_start"], clobber["at_compile"]) == (
-        setting, at_start, later
+        setting,
+        at_start,
+        later,
     )
     assert (clobber["first_cell"], clobber["fails"]) == ("test_models.py::test_b", False)
 
@@ -367,5 +380,7 @@ def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required
     )
     (clobber,) = project.report()["clobbers"]
     assert (clobber["setting"], clobber["first_cell"], clobber["fails"]) == (
-        setting, "test_models.py::test_b", True
+        setting,
+        "test_models.py::test_b",
+        True,
     )

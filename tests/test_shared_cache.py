@@ -100,8 +100,7 @@ def test_a_neighbours_write_during_a_hit_does_not_make_it_cold(project: JaxProje
     rows = list(project.rows().values())
     assert rows and {row["cache_state"] for row in rows} == {"warm"}
     # The scenario really happened: entries appeared while a hit was being measured.
-    grown = [row for row in rows
-             if row["cache"]["entries_after"] > row["cache"]["entries_before"]]
+    grown = [row for row in rows if row["cache"]["entries_after"] > row["cache"]["entries_before"]]
     assert grown, "no write by the neighbour landed inside a measured hit"
     assert all(row["cache"]["notes"] == [] for row in grown)
 

@@ -28,7 +28,7 @@ def test_the_summary_leads_with_the_compile_spend_and_lists_durations(
     assert "of the session's" in lines[0] and "compile row(s):" in lines[0]
     assert " none" in lines[0]  # cache states counted
     start = lines.index("slowest 2 compile(s):")
-    assert all(line.startswith("  ") and " s  " in line for line in lines[start + 1:start + 3])
+    assert all(line.startswith("  ") and " s  " in line for line in lines[start + 1 : start + 3])
     assert "2 test(s) with the most compile time:" in lines
     assert "  ... 1 more (--compile-durations=0 lists all)" in lines
 
@@ -49,9 +49,11 @@ def test_census_pins_are_stale_only_to_a_census(project: JaxProject) -> None:
     assert "stale pins" not in without.stdout.str()
 
     # A census that no longer sees a module: that pin is stale, listed briefly.
-    project.tests(CENSUS_SUITE.replace(
-        "jax.jit(lambda x: jnp.tanh(x) * width)(jnp.ones(width))", "jnp.ones(width) * width"
-    ))
+    project.tests(
+        CENSUS_SUITE.replace(
+            "jax.jit(lambda x: jnp.tanh(x) * width)(jnp.ones(width))", "jnp.ones(width) * width"
+        )
+    )
     census = project.run("--compile-census")
     census.assert_outcomes(passed=3)
     census.stdout.fnmatch_lines(["stale pins: * pinned transform(s) of tests that ran but *"])

@@ -161,11 +161,21 @@ def test_cache_state_follows_the_fx_graph_cache() -> None:
 
     def frame(fx_hits: int, fx_misses: int, aot_hits: int, aot_misses: int) -> FrameCompile:
         return FrameCompile(
-            name="forward", location="m.py:1", compile_s=1.0, backend_compile_s=0.9,
-            inductor_s=0.7, code_gen_s=0.5, triton_s=0.0,
-            fx_cache_hits=fx_hits, fx_cache_misses=fx_misses, autograd_cache_hits=aot_hits,
-            autograd_cache_misses=aot_misses, graph_op_count=3, recompile_reason=None,
-            fail_reason=None, start_time_us=0,
+            name="forward",
+            location="m.py:1",
+            compile_s=1.0,
+            backend_compile_s=0.9,
+            inductor_s=0.7,
+            code_gen_s=0.5,
+            triton_s=0.0,
+            fx_cache_hits=fx_hits,
+            fx_cache_misses=fx_misses,
+            autograd_cache_hits=aot_hits,
+            autograd_cache_misses=aot_misses,
+            graph_op_count=3,
+            recompile_reason=None,
+            fail_reason=None,
+            start_time_us=0,
         )
 
     # A module's AOTAutograd lookup may miss while inductor's FX graph is served: warm.

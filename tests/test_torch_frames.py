@@ -40,56 +40,103 @@ from pytest_jaxcompile.records import (
 )
 
 NO_CACHE_LOOKUPS = {
-    "inductor_fx_local_cache_hit_count": 0, "inductor_fx_local_cache_miss_count": 0,
-    "inductor_fx_remote_cache_hit_count": 0, "inductor_fx_remote_cache_miss_count": 0,
-    "aotautograd_local_cache_hit_count": 0, "aotautograd_local_cache_miss_count": 0,
-    "aotautograd_remote_cache_hit_count": 0, "aotautograd_remote_cache_miss_count": 0,
+    "inductor_fx_local_cache_hit_count": 0,
+    "inductor_fx_local_cache_miss_count": 0,
+    "inductor_fx_remote_cache_hit_count": 0,
+    "inductor_fx_remote_cache_miss_count": 0,
+    "aotautograd_local_cache_hit_count": 0,
+    "aotautograd_local_cache_miss_count": 0,
+    "aotautograd_remote_cache_hit_count": 0,
+    "aotautograd_remote_cache_miss_count": 0,
 }
-COLD_LOOKUPS = {**NO_CACHE_LOOKUPS, "inductor_fx_local_cache_miss_count": 1,
-                "aotautograd_local_cache_miss_count": 1}
-WARM_LOOKUPS = {**NO_CACHE_LOOKUPS, "inductor_fx_local_cache_hit_count": 1,
-                "aotautograd_local_cache_hit_count": 1}
+COLD_LOOKUPS = {
+    **NO_CACHE_LOOKUPS,
+    "inductor_fx_local_cache_miss_count": 1,
+    "aotautograd_local_cache_miss_count": 1,
+}
+WARM_LOOKUPS = {
+    **NO_CACHE_LOOKUPS,
+    "inductor_fx_local_cache_hit_count": 1,
+    "aotautograd_local_cache_hit_count": 1,
+}
 
 
-def metrics(name: str, line: int, start_us: int, times: tuple[Any, ...],
-            lookups: dict[str, int], ops: int = 4, reason: str | None = None) -> dict[str, Any]:
+def metrics(
+    name: str,
+    line: int,
+    start_us: int,
+    times: tuple[Any, ...],
+    lookups: dict[str, int],
+    ops: int = 4,
+    reason: str | None = None,
+) -> dict[str, Any]:
     frame, backend, inductor, code_gen, triton_us = times
     return {
-        "co_name": name, "co_filename": "models.py", "co_firstlineno": line,
-        "entire_frame_compile_time_s": frame, "backend_compile_time_s": backend,
-        "inductor_compile_time_s": inductor, "code_gen_time_s": code_gen,
-        "triton_compile_time_us": triton_us, **lookups, "graph_op_count": ops,
-        "recompile_reason": reason, "fail_reason": None, "start_time_us": start_us,
+        "co_name": name,
+        "co_filename": "models.py",
+        "co_firstlineno": line,
+        "entire_frame_compile_time_s": frame,
+        "backend_compile_time_s": backend,
+        "inductor_compile_time_s": inductor,
+        "code_gen_time_s": code_gen,
+        "triton_compile_time_us": triton_us,
+        **lookups,
+        "graph_op_count": ops,
+        "recompile_reason": reason,
+        "fail_reason": None,
+        "start_time_us": start_us,
     }
 
 
 # (sin(x) * 2 + 1).sum() compiled cold, then again in a fresh dynamo (an FX-graph hit)
-COLD = metrics("scaled_sum", 9, 1796140924910725,
-               (35.903705, 35.652257, 34.360002, 34.271256, 2285508), COLD_LOOKUPS)
-WARM = metrics("scaled_sum", 9, 1796140960822981,
-               (0.102153, 0.029299, None, None, 110), WARM_LOOKUPS)
+COLD = metrics(
+    "scaled_sum",
+    9,
+    1796140924910725,
+    (35.903705, 35.652257, 34.360002, 34.271256, 2285508),
+    COLD_LOOKUPS,
+)
+WARM = metrics(
+    "scaled_sum", 9, 1796140960822981, (0.102153, 0.029299, None, None, 110), WARM_LOOKUPS
+)
 # a print() in the middle: two frames, the second dynamo's resume function
 BREAK = [
-    metrics("broken", 11, 1796140960932967,
-            (2.242676, 2.15677, 2.108311, 2.06136, 2008915), COLD_LOOKUPS, ops=2),
-    metrics("torch_dynamo_resume_in_broken_at_13", 13, 1796140963182614,
-            (1.612373, 1.538605, 1.4862, 1.453158, 1403625), COLD_LOOKUPS, ops=2),
+    metrics(
+        "broken",
+        11,
+        1796140960932967,
+        (2.242676, 2.15677, 2.108311, 2.06136, 2008915),
+        COLD_LOOKUPS,
+        ops=2,
+    ),
+    metrics(
+        "torch_dynamo_resume_in_broken_at_13",
+        13,
+        1796140963182614,
+        (1.612373, 1.538605, 1.4862, 1.453158, 1403625),
+        COLD_LOOKUPS,
+        ops=2,
+    ),
 ]
 # dynamic=False, called with a new shape: a guard failure recompiles
 RECOMPILE = [
-    metrics("scaled_sum", 9, 1796140964807326,
-            (0.063213, 0.006097, None, None, 85), WARM_LOOKUPS),
-    metrics("scaled_sum", 9, 1796140964875822,
-            (1.784705, 1.723505, 1.670403, 1.643643, 1603993), COLD_LOOKUPS,
-            reason="0/0: tensor 'x' size mismatch at index 0. expected 8, actual 9"),
+    metrics("scaled_sum", 9, 1796140964807326, (0.063213, 0.006097, None, None, 85), WARM_LOOKUPS),
+    metrics(
+        "scaled_sum",
+        9,
+        1796140964875822,
+        (1.784705, 1.723505, 1.670403, 1.643643, 1603993),
+        COLD_LOOKUPS,
+        reason="0/0: tensor 'x' size mismatch at index 0. expected 8, actual 9",
+    ),
 ]
-EAGER = metrics("scaled_sum", 9, 1796140966666824,
-                (0.06108, 0.000125, None, None, None), NO_CACHE_LOOKUPS)
+EAGER = metrics(
+    "scaled_sum", 9, 1796140966666824, (0.06108, 0.000125, None, None, None), NO_CACHE_LOOKUPS
+)
 MISSING_FRAME_TIME = {**COLD, "entire_frame_compile_time_s": None}
 # x.view(3) of 8 elements: dynamo fails before the backend runs
 FAILED = {
-    **metrics("broken", 6, 1796141321423640, (0.067403, None, None, None, None),
-              NO_CACHE_LOOKUPS),
+    **metrics("broken", 6, 1796141321423640, (0.067403, None, None, None, None), NO_CACHE_LOOKUPS),
     "graph_op_count": None,
     "fail_reason": "RuntimeError when making fake tensor call\n  Explanation: Dynamo failed "
     "to run FX node with fake tensors: call_method view(*(FakeTensor(..., size=(8,)), 3), "
@@ -101,10 +148,15 @@ def test_a_cold_frame_keeps_every_figure_torch_measured() -> None:
     frame = FrameCompile.from_metrics(COLD)
     assert (frame.name, frame.location, frame.graph_op_count) == ("scaled_sum", "models.py:9", 4)
     assert (frame.compile_s, frame.backend_compile_s) == (35.903705, 35.652257)
-    assert frame.phases == {"backend_compile_s": 35.652257,
-                            "compile_other_s": pytest.approx(0.251448)}
-    assert frame.overlays == {"inductor_s": 34.360002, "inductor_code_gen_s": 34.271256,
-                              "triton_s": 2.285508}
+    assert frame.phases == {
+        "backend_compile_s": 35.652257,
+        "compile_other_s": pytest.approx(0.251448),
+    }
+    assert frame.overlays == {
+        "inductor_s": 34.360002,
+        "inductor_code_gen_s": 34.271256,
+        "triton_s": 2.285508,
+    }
     assert frame.missing == () and frame.missing_note is None
     assert classify_frame(frame, caches_enabled=True).cache_state is CacheState.COLD
 
@@ -117,15 +169,16 @@ def test_a_cache_hit_leaves_inductors_spans_null_never_zero() -> None:
     assert frame.missing_note == (
         "torch reported no inductor_compile_time_s, code_gen_time_s: null, not 0"
     )
-    assert frame.phases == {"backend_compile_s": 0.029299,
-                            "compile_other_s": pytest.approx(0.072854)}
+    assert frame.phases == {
+        "backend_compile_s": 0.029299,
+        "compile_other_s": pytest.approx(0.072854),
+    }
     assert classify_frame(frame, caches_enabled=True).cache_state is CacheState.WARM
 
 
 def test_the_eager_backend_measures_no_inductor_span() -> None:
     frame = FrameCompile.from_metrics(EAGER)
-    assert frame.missing == ("inductor_compile_time_s", "code_gen_time_s",
-                             "triton_compile_time_us")
+    assert frame.missing == ("inductor_compile_time_s", "code_gen_time_s", "triton_compile_time_us")
     assert frame.overlays == {}
     assert classify_frame(frame, caches_enabled=True).cache_state is CacheState.UNKNOWN
 
@@ -135,20 +188,27 @@ def test_a_missing_frame_compile_time_is_null_and_leaves_no_partial_ledger() -> 
     assert (frame.compile_s, frame.compile_other_s, frame.phases) == (None, None, {})
     assert frame.missing == ("entire_frame_compile_time_s",)
     assert build_ledger([frame], "t.py::test_x", 40.0) is None
-    whole = FrameCompile.from_metrics({k: v for k, v in COLD.items()
-                                       if k != "entire_frame_compile_time_s"})
+    whole = FrameCompile.from_metrics(
+        {k: v for k, v in COLD.items() if k != "entire_frame_compile_time_s"}
+    )
     assert whole.missing == ("entire_frame_compile_time_s",)  # absent reads as missing too
 
 
 def test_a_compile_that_failed_before_its_backend_keeps_its_seconds_unsplit() -> None:
     frame = FrameCompile.from_metrics(FAILED)
-    assert frame.missing == ("backend_compile_time_s", "inductor_compile_time_s",
-                             "code_gen_time_s", "triton_compile_time_us")
+    assert frame.missing == (
+        "backend_compile_time_s",
+        "inductor_compile_time_s",
+        "code_gen_time_s",
+        "triton_compile_time_us",
+    )
     assert (frame.compile_s, frame.backend_compile_s, frame.phases) == (0.067403, None, {})
     ledger = build_ledger([frame], "t.py::test_raises", 0.5)
     assert ledger is not None  # the wall and the compile are known: the partition holds
     assert (ledger.compile_s, ledger.backend_compile_s, ledger.compile_other_s) == (
-        0.067403, None, None
+        0.067403,
+        None,
+        None,
     )
     assert ledger.execute_and_python_s == pytest.approx(0.5 - 0.067403)
     assert ledger.overlays == {}
@@ -185,8 +245,13 @@ def test_a_recompile_names_torchs_reason() -> None:
 
 def unmeasured_row() -> CompileRecord:
     return make_record(
-        framework="torch", jax_version="", jaxlib_version="", torch_version="2.13.0+cpu",
-        transform="scaled_sum", compile_s=None, fingerprint=None,
+        framework="torch",
+        jax_version="",
+        jaxlib_version="",
+        torch_version="2.13.0+cpu",
+        transform="scaled_sum",
+        compile_s=None,
+        fingerprint=None,
         missing_metrics=["entire_frame_compile_time_s"],
     )
 
@@ -194,8 +259,15 @@ def unmeasured_row() -> CompileRecord:
 def test_a_row_without_a_compile_time_is_not_judged_and_says_why(tmp_path: Path) -> None:
     record = unmeasured_row()
     store = PinStore.load(tmp_path / "pins")
-    pinned = make_record(**{**record.to_dict(), "compile_s": 0.5, "missing_metrics": None,
-                            "cache": record.cache, "host_state": record.host_state})
+    pinned = make_record(
+        **{
+            **record.to_dict(),
+            "compile_s": 0.5,
+            "missing_metrics": None,
+            "cache": record.cache,
+            "host_state": record.host_state,
+        }
+    )
     store.update([pinned])
     verdict = judge(record, PinStore.load(tmp_path / "pins"), Thresholds())
     assert verdict.status is Status.NOT_JUDGED  # not ok, not drift: nothing to compare
@@ -227,7 +299,10 @@ def test_every_output_renders_a_row_without_a_compile_time(tmp_path: Path) -> No
     thresholds = Thresholds()
     store = PinStore.load(tmp_path / "pins")
     outcome = Outcome(
-        rootdir=tmp_path, pins_dir=tmp_path, thresholds=thresholds, pin_update=False,
+        rootdir=tmp_path,
+        pins_dir=tmp_path,
+        thresholds=thresholds,
+        pin_update=False,
         verdicts=[judge(record, store, thresholds), judge(timed, store, thresholds)],
         failed=False,
     )

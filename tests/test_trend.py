@@ -32,16 +32,24 @@ WANDER = [1.00, 1.12, 0.90, 1.15, 0.86, 1.05, 0.95, 1.13, 0.88, 1.08]
 
 
 def _commit(day: int) -> dict[str, Any]:
-    return {"sha": f"{day:02d}" * 20, "ref": "refs/heads/main", "head_ref": None,
-            "base_ref": None, "dirty": False}
+    return {
+        "sha": f"{day:02d}" * 20,
+        "ref": "refs/heads/main",
+        "head_ref": None,
+        "base_ref": None,
+        "dirty": False,
+    }
 
 
 def _session(root: Path, day: int) -> Path:
     """Day `day` of the corpus: one session file holding both series' rows."""
-    return write_lines(root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl", [
-        row(day, cell=CREEP, compile_s=1.0 * 1.1 ** (day - 1), commit=_commit(day)),
-        row(day, cell=FLAT, compile_s=WANDER[day - 1], commit=_commit(day)),
-    ])
+    return write_lines(
+        root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl",
+        [
+            row(day, cell=CREEP, compile_s=1.0 * 1.1 ** (day - 1), commit=_commit(day)),
+            row(day, cell=FLAT, compile_s=WANDER[day - 1], commit=_commit(day)),
+        ],
+    )
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -97,7 +97,7 @@ def test_a_compile_option_is_a_variant_measured_pinned_and_judged_apart(
     assert shown.returncode == 0, shown.stderr
     page = (project.path / "compile.html").read_text()
     start = page.index('<h2 id="variants">Settings variants</h2>')
-    section = page[start:page.index("</table>", start)]
+    section = page[start : page.index("</table>", start)]
     assert "<code>default settings</code>" in section and f"<code>{OPTION}</code>" in section
     (line,) = [text for text in section.splitlines() if "test_ab" in text]
     assert line.count(" s</td>") == 4  # compile and execute of each variant
@@ -108,15 +108,17 @@ def test_variant_names_the_key_settings(monkeypatch: pytest.MonkeyPatch) -> None
     assert variant_of([]) == ""
     assert variant_of(["--xla_gpu_autotune_level=0"]) == "xla_gpu_autotune_level=0"
     assert variant_of(
-        ["--xla_cpu_enable_fast_math=true"], {"xla_backend_optimization_level": 0,
-                                               "xla_cpu_fast_math_honor_nans": False}
+        ["--xla_cpu_enable_fast_math=true"],
+        {"xla_backend_optimization_level": 0, "xla_cpu_fast_math_honor_nans": False},
     ) == (
         "xla_backend_optimization_level=0,xla_cpu_enable_fast_math=true,"
         "xla_cpu_fast_math_honor_nans=false"
     )
     # Flags JAX leaves out of the key (dumps, host device count) make no variant.
-    environ = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_dump_to=/tmp/d "
-                            "--xla_gpu_autotune_level=0"}
+    environ = {
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_dump_to=/tmp/d "
+        "--xla_gpu_autotune_level=0"
+    }
     assert flags_in_key(environ) == ["--xla_gpu_autotune_level=0"]
     assert flags_in_key({}) == []
 
@@ -133,7 +135,7 @@ def test_pins_of_variants_round_trip_and_old_files_read_as_the_default(tmp_path:
     assert PinStore.load(tmp_path).keys_pinning(default.cell, "vag", "other=1") == []
     # A file of an earlier release (no [variants]) is the default settings' pins.
     text = path.read_text()
-    old = text[:text.index("[variants")]
+    old = text[: text.index("[variants")]
     path.write_text(old)
     loaded = read_pin_file(path)
     assert loaded.variants == {} and loaded.get(default.cell, "vag") is not None
@@ -179,5 +181,7 @@ def test_an_unpinned_variant_is_compared_with_the_default_settings_pin(tmp_path:
     # The default settings' row is judged against its own pin, never the variant's.
     store.update([make_record(variant=OPTION, compile_s=5.0)])
     assert judge(make_record(compile_s=0.5), store, Thresholds()).status is Status.OK
-    assert judge(make_record(variant=OPTION, compile_s=0.5), store,
-                 Thresholds()).status is Status.IMPROVED
+    assert (
+        judge(make_record(variant=OPTION, compile_s=0.5), store, Thresholds()).status
+        is Status.IMPROVED
+    )

@@ -74,14 +74,16 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     tmp_path: Path,
 ) -> None:
     store = PinStore.load(tmp_path)
-    store.update([
-        make_record(compile_s=1.0, jax_version="0.9.2"),
-        make_record(compile_s=2.0, jax_version="0.10.0"),
-        make_record(compile_s=3.0, jax_version="0.10.0", hardware="cpu:cpu @ Other CPU x4"),
-        make_record(compile_s=4.0, jax_version="0.10.2", hardware="gpu:H200 @ Other CPU x4"),
-        make_record(compile_s=5.0, jax_version="0.10.2", hardware="runner-a"),
-        make_record(compile_s=6.0, jax_version="0.10.2", cache_state="warm"),
-    ])
+    store.update(
+        [
+            make_record(compile_s=1.0, jax_version="0.9.2"),
+            make_record(compile_s=2.0, jax_version="0.10.0"),
+            make_record(compile_s=3.0, jax_version="0.10.0", hardware="cpu:cpu @ Other CPU x4"),
+            make_record(compile_s=4.0, jax_version="0.10.2", hardware="gpu:H200 @ Other CPU x4"),
+            make_record(compile_s=5.0, jax_version="0.10.2", hardware="runner-a"),
+            make_record(compile_s=6.0, jax_version="0.10.2", cache_state="warm"),
+        ]
+    )
     store = PinStore.load(tmp_path)
     upgrade = nearest_pin(make_record(compile_s=4.0, jax_version="0.10.2"), store)
     assert upgrade is not None and upgrade.relation == UPGRADE
@@ -102,8 +104,11 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     assert hosted is not None and hosted.relation == OTHER_HARDWARE
     assert hosted.key.hardware == "cpu:cpu @ Test CPU x2"
     assert "nearest pin cpu:cpu @ Test CPU x2 | jax 0.10.0" in hosted.describe()
-    gpu_row = make_record(hardware="gha-gpu", jax_version="0.10.0",
-                          hardware_detail={"platform": "gpu", "device_kind": "H100"})
+    gpu_row = make_record(
+        hardware="gha-gpu",
+        jax_version="0.10.0",
+        hardware_detail={"platform": "gpu", "device_kind": "H100"},
+    )
     assert nearest_pin(gpu_row, store) is None
     # Other cache states and precisions are never compared.
     assert nearest_pin(make_record(cache_state="warm", hardware="x"), store) is None
@@ -112,11 +117,14 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
 
 def test_an_upgrade_report_gates_on_the_median_slowdown(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
-    store.update([make_record(cell=f"t.py::test_{n}", compile_s=1.0, jax_version="0.9.2")
-                  for n in range(3)])
+    store.update(
+        [make_record(cell=f"t.py::test_{n}", compile_s=1.0, jax_version="0.9.2") for n in range(3)]
+    )
     store = PinStore.load(tmp_path)
-    rows = [make_record(cell=f"t.py::test_{n}", compile_s=s, jax_version="0.10.2")
-            for n, s in enumerate((1.2, 1.5, 4.0))]
+    rows = [
+        make_record(cell=f"t.py::test_{n}", compile_s=s, jax_version="0.10.2")
+        for n, s in enumerate((1.2, 1.5, 4.0))
+    ]
     (report,) = upgrade_reports(judge_all(rows, store, THRESHOLDS))
     assert (report.old, report.new, len(report.verdicts)) == ("0.9.2", "0.10.2", 3)
     assert report.median_ratio == 1.5
@@ -130,27 +138,33 @@ def test_trace_and_lower_time_are_judged_like_compile_time(tmp_path: Path) -> No
     store = PinStore.load(tmp_path)
     store.update([make_record(compile_s=0.01, trace_s=0.05, lower_s=0.02)])
     store = PinStore.load(tmp_path)
-    slow_trace = judge(make_record(compile_s=0.01, trace_s=0.65, lower_s=0.02), store,
-                       THRESHOLDS)
+    slow_trace = judge(make_record(compile_s=0.01, trace_s=0.65, lower_s=0.02), store, THRESHOLDS)
     assert (slow_trace.status, slow_trace.phase) == (Status.DRIFT, "trace_s")
     assert slow_trace.note is not None and "trace time drifted: 0.650 s, pin 0.050 s" in (
         slow_trace.note
     )
     assert slow_trace.ratio == pytest.approx(13.0)
-    under_floor = judge(make_record(compile_s=0.01, trace_s=0.2, lower_s=0.02), store,
-                        THRESHOLDS)
+    under_floor = judge(make_record(compile_s=0.01, trace_s=0.2, lower_s=0.02), store, THRESHOLDS)
     assert under_floor.status is Status.OK
     # A pin of an earlier release has no trace figure: trace time is not judged.
     old = PinStore.load(tmp_path / "old")
     old.update([make_record(compile_s=0.01, trace_s=None, lower_s=None)])
-    assert judge(make_record(compile_s=0.01, trace_s=9.0), PinStore.load(tmp_path / "old"),
-                 THRESHOLDS).status is Status.OK
+    assert (
+        judge(
+            make_record(compile_s=0.01, trace_s=9.0), PinStore.load(tmp_path / "old"), THRESHOLDS
+        ).status
+        is Status.OK
+    )
 
 
 def test_a_cold_row_of_an_unchanged_module_is_never_silent(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
-    store.update([make_record(cache_state="warm", compile_s=0.01, fingerprint="sha256:m"),
-                  make_record(cache_state="cold", compile_s=1.0, fingerprint="sha256:m")])
+    store.update(
+        [
+            make_record(cache_state="warm", compile_s=0.01, fingerprint="sha256:m"),
+            make_record(cache_state="cold", compile_s=1.0, fingerprint="sha256:m"),
+        ]
+    )
     store = PinStore.load(tmp_path)
     cold = make_record(cache_state="cold", compile_s=1.0, fingerprint="sha256:m")
     warned = judge(cold, store, THRESHOLDS)
@@ -232,6 +246,8 @@ def test_torch_rows_are_never_compared_with_jax_pins(store: PinStore) -> None:
     assert verdict.status is Status.UNPINNED
     assert torch_row.key.framework == "torch"
     assert torch_row.key != make_record().key
+
+
 def test_op_count_gate_applies_to_rows_measured_under_load(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     store.update([make_record(compile_s=1.0, op_count=100)])
@@ -299,12 +315,14 @@ def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
 
     laptop = "cpu:cpu @ Laptop CPU x8"
     store = PinStore.load(tmp_path)
-    store.update([
-        make_record(cell="t.py::test_a", hardware=laptop),
-        make_record(cell="t.py::test_b", hardware=laptop, jax_version="0.9.2"),
-        make_record(cell="t.py::test_c", hardware=laptop, cache_state="warm"),
-        make_record(cell="t.py::test_d", hardware=laptop),
-    ])
+    store.update(
+        [
+            make_record(cell="t.py::test_a", hardware=laptop),
+            make_record(cell="t.py::test_b", hardware=laptop, jax_version="0.9.2"),
+            make_record(cell="t.py::test_c", hardware=laptop, cache_state="warm"),
+            make_record(cell="t.py::test_d", hardware=laptop),
+        ]
+    )
     store = PinStore.load(tmp_path)
     rows = [
         make_record(cell="t.py::test_a", hardware="gha-ubuntu-latest"),  # a new runner
@@ -313,13 +331,17 @@ def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
         make_record(cell="t.py::test_d", hardware=laptop),  # pinned: ok
         make_record(cell="t.py::test_new", hardware=laptop),  # a new test
     ]
-    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS,
-                      pin_update=False)
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS, pin_update=False)
     outcome.verdicts = judge_all(rows, store, THRESHOLDS)
     outcome.coverage = coverage(outcome.verdicts, store)
     counted = outcome.coverage
-    assert (counted.judged, counted.new_tests, counted.new_runner, counted.upgrade,
-            counted.other) == (5, 1, 1, 1, 1)
+    assert (
+        counted.judged,
+        counted.new_tests,
+        counted.new_runner,
+        counted.upgrade,
+        counted.other,
+    ) == (5, 1, 1, 1, 1)
     # 2 of the 4 rows that have pins anywhere are pinned only elsewhere: not most of them.
     assert not outcome.mostly_unpinned() and coverage_text(outcome) is None
 
@@ -330,10 +352,12 @@ def test_unpinned_rows_are_counted_by_what_they_are_pinned_under_instead(
     warning = None if text is None else f"warning: {text}."  # as the terminal says it
     assert warning is not None
     assert warning.startswith("warning: 5 of 5 row(s) have no pin under their key: ")
-    for cause in ("2 pinned only under other hardware (new runner)",
-                  "1 pinned only under another jax version (upgrade)",
-                  "1 not pinned under any key (new tests)",
-                  "1 pinned only under another precision or cache state"):
+    for cause in (
+        "2 pinned only under other hardware (new runner)",
+        "1 pinned only under another jax version (upgrade)",
+        "1 not pinned under any key (new tests)",
+        "1 pinned only under another precision or cache state",
+    ):
         assert cause in warning
 
 
@@ -346,8 +370,7 @@ def test_new_tests_alone_never_warn_of_a_runner(tmp_path: Path) -> None:
     rows = [make_record(cell="t.py::test_a")] + [
         make_record(cell=f"t_new.py::test_{n}") for n in range(5)
     ]
-    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS,
-                      pin_update=False)
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS, pin_update=False)
     outcome.verdicts = judge_all(rows, store, THRESHOLDS)
     outcome.coverage = coverage(outcome.verdicts, store)
     assert outcome.coverage.new_tests == 5

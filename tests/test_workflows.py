@@ -21,8 +21,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = [REPO / "docs" / "examples" / "jaxcompile.yml",
-            REPO / "docs" / "examples" / "jaxcompile-repin.yml"]
+EXAMPLES = [
+    REPO / "docs" / "examples" / "jaxcompile.yml",
+    REPO / "docs" / "examples" / "jaxcompile-repin.yml",
+]
 FAILING_SEVERITIES = {"medium", "high"}
 # An action pinned to a full commit SHA, its release named in a comment (as Dependabot keeps it).
 PINNED_USES = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w./-]+@[0-9a-f]{40}  # v\d+(?:\.\d+)*$")
@@ -51,9 +53,19 @@ def audit(paths: list[Path]) -> list[dict[str, Any]]:
     """zizmor's findings as JSON: offline (no GitHub API), no config file, regular persona."""
     assert ZIZMOR is not None
     done = subprocess.run(
-        [ZIZMOR, "--offline", "--no-config", "--no-progress", "--no-exit-codes",
-         "--format", "json", *map(str, paths)],
-        capture_output=True, text=True, timeout=120,
+        [
+            ZIZMOR,
+            "--offline",
+            "--no-config",
+            "--no-progress",
+            "--no-exit-codes",
+            "--format",
+            "json",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     findings: list[dict[str, Any]] = json.loads(done.stdout)
@@ -99,8 +111,9 @@ def test_the_documented_audit_command_exits_0_on_the_examples_as_copied(
     copies.mkdir(parents=True)
     for path in EXAMPLES:
         shutil.copy(path, copies / path.name)
-    done = subprocess.run([ZIZMOR, *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [ZIZMOR, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     for path in EXAMPLES:
         assert f"completed .github/workflows/{path.name}" in done.stderr
@@ -118,7 +131,8 @@ def test_every_action_is_pinned_to_a_commit_with_its_release_named() -> None:
 def test_the_audit_fails_an_injectable_workflow(tmp_path: Path) -> None:
     """The filter is not vacuous: the mistakes the examples avoid are reported."""
     bad = tmp_path / "bad.yml"
-    bad.write_text(textwrap.dedent("""
+    bad.write_text(
+        textwrap.dedent("""
         name: bad
         on:
           pull_request:
@@ -129,7 +143,8 @@ def test_the_audit_fails_an_injectable_workflow(tmp_path: Path) -> None:
             steps:
               - uses: actions/checkout@v4
               - run: echo "${{ github.event.pull_request.title }}"
-    """))
+    """)
+    )
     found = " ".join(failing(audit([bad])))
     for ident in ("template-injection", "artipacked", "excessive-permissions"):
         assert ident in found, found
@@ -175,8 +190,11 @@ def test_gate_expects_warm_exactly_when_a_cache_was_restored() -> None:
     assert job["env"] == workflow["jobs"]["tests"]["env"]
     runs = [step.get("run", "") for step in job["steps"]]
     assert sum("--compile-pin-update" in run and "-n 2" in run for run in runs) == 2
-    uploads = [step["with"]["path"] for step in job["steps"]
-               if str(step.get("uses", "")).startswith("actions/upload-artifact@")]
+    uploads = [
+        step["with"]["path"]
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("actions/upload-artifact@")
+    ]
     assert "pins/" in uploads
 
 
@@ -189,8 +207,9 @@ def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -
     assert build["permissions"] == {"contents": "read"}
     assert publish["permissions"] == {"id-token": "write"}  # trusted publishing, no token
     assert publish["needs"] == "build" and publish["environment"]["name"] == "pypi"
-    assert any(step.get("uses", "").startswith("pypa/gh-action-pypi-publish@")
-               for step in publish["steps"])
+    assert any(
+        step.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for step in publish["steps"]
+    )
     assert not any("with" in step and "password" in step["with"] for step in publish["steps"])
     runs = "\n".join(step.get("run", "") for step in build["steps"])
     for command in ("python -m build", "twine check --strict", "_version.py", "CHANGELOG.md"):

@@ -36,8 +36,9 @@ def test_xdist_gives_the_verdicts_summary_and_report_of_a_serial_session(
         outputs[workers] = (mask_figures(compile_summary(result)), report_shape(project.report()))
         spend = compile_summary(result)[0]
         if workers == "2":  # worker seconds add up past the wall: never a share of it
-            assert re.match(r"compile time: \S+ s summed over 2 workers, session \S+ s wall, ",
-                            spend), spend
+            assert re.match(
+                r"compile time: \S+ s summed over 2 workers, session \S+ s wall, ", spend
+            ), spend
             assert project.report()["workers"] == 2
         else:
             assert re.match(r"compile time: \S+ s of the session's \S+ s \(\d+%\), ", spend)
@@ -46,9 +47,11 @@ def test_xdist_gives_the_verdicts_summary_and_report_of_a_serial_session(
     assert parallel[1] == serial[1]
     assert [s["transform"] for s in serial[1]["stale"]] == ["gone"]  # type: ignore[index]
     summary = "\n".join(serial[0])
-    for fragment in ("DRIFT      test_models.py::test_drift [jit]",
-                     "stale pins: 1 ",
-                     "compile rows: 1 DRIFT, 1 improved, 1 unpinned, 1 not judged, 4 ok"):
+    for fragment in (
+        "DRIFT      test_models.py::test_drift [jit]",
+        "stale pins: 1 ",
+        "compile rows: 1 DRIFT, 1 improved, 1 unpinned, 1 not judged, 4 ok",
+    ):
         assert fragment in summary
 
 
@@ -84,8 +87,15 @@ MANY_TESTS = "".join(
 
 
 def _masked_pin_files(directory: Path) -> dict[str, list[str]]:
-    measured = ("compile_s = ", "compile_cpu_s = ", "pinned_at = ", "load_avg_1m = ",
-                "trace_s = ", "lower_s = ", "compile_rss_growth_mib = ")
+    measured = (
+        "compile_s = ",
+        "compile_cpu_s = ",
+        "pinned_at = ",
+        "load_avg_1m = ",
+        "trace_s = ",
+        "lower_s = ",
+        "compile_rss_growth_mib = ",
+    )
     return {
         path.name: [
             line.split("=")[0] + "= <measured>" if line.startswith(measured) else line
@@ -214,12 +224,11 @@ def test_two_sessions_repinning_one_pins_dir_at_once_lose_nothing(
     project: JaxProject,
 ) -> None:
     project.rendezvous()
-    project.pytester.makeconftest(
-        CONCURRENT_CONFTEST.format(barrier=str(project.path / "barrier"))
-    )
+    project.pytester.makeconftest(CONCURRENT_CONFTEST.format(barrier=str(project.path / "barrier")))
     for name in ("a", "b"):
         project.tests(
-            HEADER + "".join(
+            HEADER
+            + "".join(
                 f"""
     def test_{name}{index}(jax_compile):
         jax_compile(jax.jit(mlp_loss), *mlp_example_args(), transform="jit")
@@ -230,9 +239,20 @@ def test_two_sessions_repinning_one_pins_dir_at_once_lose_nothing(
         )
     sessions = [
         subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-             "--compile-pin-update", f"test_{name}.py"],
-            cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "--compile-pin-update",
+                f"test_{name}.py",
+            ],
+            cwd=project.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             env={**os.environ, "PYTHONPATH": str(project.path)},
         )
         for name in ("a", "b")
@@ -254,11 +274,13 @@ def test_a_worker_reported_down_twice_is_merged_once(pytestconfig: pytest.Config
     from pytest_jaxcompile.session import WORKER_OUTPUT_KEY, SessionCollector
 
     plugin = SessionCollector(pytestconfig, Settings.from_config(pytestconfig))
-    output = {WORKER_OUTPUT_KEY: {
-        "records": [make_record().to_dict()],
-        "ran_cells": ["tests/test_models.py::test_mlp"],
-        "identities": [["cpu:cpu @ Test CPU x2", "0.10.2"]],
-    }}
+    output = {
+        WORKER_OUTPUT_KEY: {
+            "records": [make_record().to_dict()],
+            "ran_cells": ["tests/test_models.py::test_mlp"],
+            "identities": [["cpu:cpu @ Test CPU x2", "0.10.2"]],
+        }
+    }
     plugin.merge_worker_output("gw0", output)
     plugin.merge_worker_output("gw0", output)
     plugin.worker_lost("gw0", "keyboard-interrupt")

@@ -90,116 +90,297 @@ class Option:
         elif self.default is None:
             default = "none"
         else:
-            default = f"{self.default:g}" if isinstance(self.default, float) else str(
-                self.default
-            )
+            default = f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
         text = f"{self.help} (default: {default})"
         return text.replace("%", "%%") if for_argparse else text
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("compile_pin_update", "flag", "write this session's measured compile rows into the "
-           "pins; never fails on drift", in_ini=False),
-    Option("compile_pins_dir", "path", "directory of pin files", default="pins",
-           metavar="DIR", default_text="pins in the rootdir"),
-    Option("compile_tolerance", "number", "relative slowdown over the pin that counts as DRIFT "
-           "(0.75 = +75%)", default=DEFAULT_TOLERANCE, metavar="FRACTION",
-           threshold="tolerance", implausible_above=10.0),  # +1000%: 50 meant 50%, not 51x
-    Option("compile_floor", "number", "absolute slowdown in seconds a row must also exceed to "
-           "be DRIFT or improved", default=DEFAULT_FLOOR_S, metavar="SECONDS",
-           threshold="floor_s"),
-    Option("compile_max_load", "number", "rows measured above this 1-minute load per core are "
-           "judged on CPU seconds, their wall seconds not judged", default=DEFAULT_MAX_LOAD,
-           metavar="LOAD", threshold="max_load"),
-    Option("compile_strict", "flag", "judge the wall seconds of rows measured above the max "
-           "load too", threshold="strict"),
-    Option("compile_metric", "choice", "what verdicts compare: wall seconds or process CPU "
-           "seconds", default="wall", choices=METRICS, threshold="metric"),
-    Option("compile_max_ops_growth", "number", "rows whose module grew beyond this fraction "
-           "over the pinned op count are GREW (deterministic; e.g. 0.1)", metavar="FRACTION",
-           threshold="max_ops_growth", default_text="no gate"),
-    Option("compile_max_memory_growth", "number", "rows whose compiled temp bytes "
-           "(memory_analysis()) grew beyond this fraction over the pin are GREW "
-           "(deterministic; e.g. 0.5)", metavar="FRACTION", threshold="max_memory_growth",
-           default_text="no gate"),
-    Option("compile_max_flops_growth", "number", "rows whose compiled flops (cost_analysis()) "
-           "grew beyond this fraction over the pin are GREW (deterministic)",
-           metavar="FRACTION", threshold="max_flops_growth", default_text="no gate"),
-    Option("compile_rss_floor_mib", "number", "growth of the process's resident memory during "
-           "a compile, in MiB, that a row must exceed beyond its pin (and the tolerance) to be "
-           "DRIFT on memory", default=DEFAULT_RSS_FLOOR_MIB, metavar="MIB",
-           threshold="rss_floor_mib", cli_name="compile_rss_floor"),
-    Option("compile_time_advisory", "flag", "time DRIFT (and improvement) is reported but does "
-           "not fail; GREW, MISS and budgets still do", threshold="time_advisory"),
-    Option("compile_expect_warm", "flag", "for jobs that restore a compilation cache: a cold row "
-           "of a module unchanged since its warm pin is a MISS and fails",
-           threshold="expect_warm"),
-    Option("compile_fail_on_improvement", "flag", "also fail when a row compiles faster than "
-           "its pin beyond the tolerance", threshold="fail_on_improvement"),
-    Option("compile_require_pinned", "flag", "an unpinned row fails the session (its nearest "
-           "pin under another key is named)", threshold="require_pinned"),
-    Option("compile_max_upgrade_slowdown", "number", "when rows under a new jax version are "
-           "compared with their pins under the previous one, fail if the median slowed down by "
-           "more than this fraction (0.5 = +50%)", metavar="FRACTION",
-           threshold="max_upgrade_slowdown", default_text="report only"),
-    Option("compile_loaded_accelerator_tolerance", "number", "GPU and TPU rows measured above "
-           "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
-           "the compiler's device work)", default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
-           metavar="FRACTION", threshold="loaded_accelerator_tolerance",
-           implausible_above=10.0),
-    Option("compile_instructions", "flag", "also count the XLA compiler's instructions for "
-           "each jax_compile row under valgrind (one child process per session; CPU "
-           "compiles; docs/instructions.md), pin them, and judge them: deterministic, "
-           "whatever the load"),
-    Option("compile_instructions_tolerance", "number", "relative growth of a row's compile "
-           "instructions over its pin that counts as DRIFT, whatever the load",
-           default=DEFAULT_INSTRUCTIONS_TOLERANCE, metavar="FRACTION",
-           threshold="instructions_tolerance"),
-    Option("compile_instructions_timeout", "number", "seconds the instruction-counting child "
-           "may run; rows it did not count by then say so, their seconds are still judged",
-           default=DEFAULT_INSTRUCTIONS_TIMEOUT_S, metavar="SECONDS"),
-    Option("compile_hardware", "text", "hardware name for the comparability key, for a pool "
-           "of identical runners", metavar="NAME", env="JAXCOMPILE_HARDWARE",
-           default_text="detected"),
-    Option("compile_report", "path", "write the session's compile records and verdicts as "
-           "JSON to PATH", metavar="PATH"),
-    Option("compile_artifacts_dir", "path", "save the lowered module text of every failing "
-           "row in DIR, named by test and transform, for diffing", metavar="DIR"),
-    Option("compile_record_dir", "path", "append this session's compile records to DIR as a "
-           "new JSON lines file (the results corpus)", metavar="DIR"),
-    Option("compile_durations", "count", "list the N most expensive compiles and the N tests "
-           "with the most compile time (0: all)", default=5, metavar="N", minimum=0),
-    Option("compile_census", "flag", "record every compile of every test (tests marked "
-           "compile_budget always are)"),
-    Option("compile_suggest_budgets", "flag", "at the end of the session, print each census'd "
-           "test's observed compile count as the compile_budget(max_compiles=N) marker line "
-           "to paste (see also: pytest-jaxcompile budgets REPORT.json)", in_ini=False),
-    Option("compile_count_eager", "flag", "JAX's eager dispatch of operations outside jit "
-           "(jnp.ones, x + 1) counts against compile_budget(max_compiles=N); a marker's "
-           "count_eager overrides"),
-    Option("compile_clear_caches", "choice", "when a census'd test starts with JAX's "
-           "in-process caches cleared: 'auto' when a function an earlier test traced or "
-           "compiled is still in memory, 'always', or 'never' (faster, but a test's compile "
-           "count then depends on the tests before it in the same process)",
-           default=CLEAR_AUTO, choices=CLEAR_MODES),
-    Option("compile_trace_profile", "flag", "attribute each measured function's trace time to "
-           "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
-           in_ini=False),
-    Option("compile_repeat", "count", "compile each measured transform N times, caches "
-           "cleared in between; the fastest is the figure", default=1, metavar="N"),
-    Option("compile_github", "choice", "GitHub Actions output: 'auto' writes the step summary "
-           "and annotations when $GITHUB_ACTIONS is 'true'; 'off' never", default="auto",
-           choices=GITHUB_MODES),
-    Option("compile_mixed_precision", "flag", "default mixed_precision of compile rows whose "
-           "test declares none", on_command_line=False),
-    Option("compile_required_xla_flags", "lines", "XLA flags every compile must run with, e.g. "
-           "--xla_gpu_autotune_level=0", on_command_line=False),
-    Option("compile_require_cache", "flag", "every compile must use a persistent cache",
-           on_command_line=False),
-    Option("compile_require_cacheable", "flag", "every compiled module must be "
-           "persistent-cacheable", on_command_line=False),
-    Option("compile_expected_platform", "choice", "gpu, tpu or cpu: fail on a silent fallback "
-           "to another backend", choices=tuple(PLATFORM_ALIASES), on_command_line=False),
+    Option(
+        "compile_pin_update",
+        "flag",
+        "write this session's measured compile rows into the pins; never fails on drift",
+        in_ini=False,
+    ),
+    Option(
+        "compile_pins_dir",
+        "path",
+        "directory of pin files",
+        default="pins",
+        metavar="DIR",
+        default_text="pins in the rootdir",
+    ),
+    Option(
+        "compile_tolerance",
+        "number",
+        "relative slowdown over the pin that counts as DRIFT (0.75 = +75%)",
+        default=DEFAULT_TOLERANCE,
+        metavar="FRACTION",
+        threshold="tolerance",
+        implausible_above=10.0,
+    ),  # +1000%: 50 meant 50%, not 51x
+    Option(
+        "compile_floor",
+        "number",
+        "absolute slowdown in seconds a row must also exceed to be DRIFT or improved",
+        default=DEFAULT_FLOOR_S,
+        metavar="SECONDS",
+        threshold="floor_s",
+    ),
+    Option(
+        "compile_max_load",
+        "number",
+        "rows measured above this 1-minute load per core are "
+        "judged on CPU seconds, their wall seconds not judged",
+        default=DEFAULT_MAX_LOAD,
+        metavar="LOAD",
+        threshold="max_load",
+    ),
+    Option(
+        "compile_strict",
+        "flag",
+        "judge the wall seconds of rows measured above the max load too",
+        threshold="strict",
+    ),
+    Option(
+        "compile_metric",
+        "choice",
+        "what verdicts compare: wall seconds or process CPU seconds",
+        default="wall",
+        choices=METRICS,
+        threshold="metric",
+    ),
+    Option(
+        "compile_max_ops_growth",
+        "number",
+        "rows whose module grew beyond this fraction "
+        "over the pinned op count are GREW (deterministic; e.g. 0.1)",
+        metavar="FRACTION",
+        threshold="max_ops_growth",
+        default_text="no gate",
+    ),
+    Option(
+        "compile_max_memory_growth",
+        "number",
+        "rows whose compiled temp bytes "
+        "(memory_analysis()) grew beyond this fraction over the pin are GREW "
+        "(deterministic; e.g. 0.5)",
+        metavar="FRACTION",
+        threshold="max_memory_growth",
+        default_text="no gate",
+    ),
+    Option(
+        "compile_max_flops_growth",
+        "number",
+        "rows whose compiled flops (cost_analysis()) "
+        "grew beyond this fraction over the pin are GREW (deterministic)",
+        metavar="FRACTION",
+        threshold="max_flops_growth",
+        default_text="no gate",
+    ),
+    Option(
+        "compile_rss_floor_mib",
+        "number",
+        "growth of the process's resident memory during "
+        "a compile, in MiB, that a row must exceed beyond its pin (and the tolerance) to be "
+        "DRIFT on memory",
+        default=DEFAULT_RSS_FLOOR_MIB,
+        metavar="MIB",
+        threshold="rss_floor_mib",
+        cli_name="compile_rss_floor",
+    ),
+    Option(
+        "compile_time_advisory",
+        "flag",
+        "time DRIFT (and improvement) is reported but does "
+        "not fail; GREW, MISS and budgets still do",
+        threshold="time_advisory",
+    ),
+    Option(
+        "compile_expect_warm",
+        "flag",
+        "for jobs that restore a compilation cache: a cold row "
+        "of a module unchanged since its warm pin is a MISS and fails",
+        threshold="expect_warm",
+    ),
+    Option(
+        "compile_fail_on_improvement",
+        "flag",
+        "also fail when a row compiles faster than its pin beyond the tolerance",
+        threshold="fail_on_improvement",
+    ),
+    Option(
+        "compile_require_pinned",
+        "flag",
+        "an unpinned row fails the session (its nearest pin under another key is named)",
+        threshold="require_pinned",
+    ),
+    Option(
+        "compile_max_upgrade_slowdown",
+        "number",
+        "when rows under a new jax version are "
+        "compared with their pins under the previous one, fail if the median slowed down by "
+        "more than this fraction (0.5 = +50%)",
+        metavar="FRACTION",
+        threshold="max_upgrade_slowdown",
+        default_text="report only",
+    ),
+    Option(
+        "compile_loaded_accelerator_tolerance",
+        "number",
+        "GPU and TPU rows measured above "
+        "the max load are judged on wall seconds with this tolerance (their CPU seconds miss "
+        "the compiler's device work)",
+        default=DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
+        metavar="FRACTION",
+        threshold="loaded_accelerator_tolerance",
+        implausible_above=10.0,
+    ),
+    Option(
+        "compile_instructions",
+        "flag",
+        "also count the XLA compiler's instructions for "
+        "each jax_compile row under valgrind (one child process per session; CPU "
+        "compiles; docs/instructions.md), pin them, and judge them: deterministic, "
+        "whatever the load",
+    ),
+    Option(
+        "compile_instructions_tolerance",
+        "number",
+        "relative growth of a row's compile "
+        "instructions over its pin that counts as DRIFT, whatever the load",
+        default=DEFAULT_INSTRUCTIONS_TOLERANCE,
+        metavar="FRACTION",
+        threshold="instructions_tolerance",
+    ),
+    Option(
+        "compile_instructions_timeout",
+        "number",
+        "seconds the instruction-counting child "
+        "may run; rows it did not count by then say so, their seconds are still judged",
+        default=DEFAULT_INSTRUCTIONS_TIMEOUT_S,
+        metavar="SECONDS",
+    ),
+    Option(
+        "compile_hardware",
+        "text",
+        "hardware name for the comparability key, for a pool of identical runners",
+        metavar="NAME",
+        env="JAXCOMPILE_HARDWARE",
+        default_text="detected",
+    ),
+    Option(
+        "compile_report",
+        "path",
+        "write the session's compile records and verdicts as JSON to PATH",
+        metavar="PATH",
+    ),
+    Option(
+        "compile_artifacts_dir",
+        "path",
+        "save the lowered module text of every failing "
+        "row in DIR, named by test and transform, for diffing",
+        metavar="DIR",
+    ),
+    Option(
+        "compile_record_dir",
+        "path",
+        "append this session's compile records to DIR as a "
+        "new JSON lines file (the results corpus)",
+        metavar="DIR",
+    ),
+    Option(
+        "compile_durations",
+        "count",
+        "list the N most expensive compiles and the N tests with the most compile time (0: all)",
+        default=5,
+        metavar="N",
+        minimum=0,
+    ),
+    Option(
+        "compile_census",
+        "flag",
+        "record every compile of every test (tests marked compile_budget always are)",
+    ),
+    Option(
+        "compile_suggest_budgets",
+        "flag",
+        "at the end of the session, print each census'd "
+        "test's observed compile count as the compile_budget(max_compiles=N) marker line "
+        "to paste (see also: pytest-jaxcompile budgets REPORT.json)",
+        in_ini=False,
+    ),
+    Option(
+        "compile_count_eager",
+        "flag",
+        "JAX's eager dispatch of operations outside jit "
+        "(jnp.ones, x + 1) counts against compile_budget(max_compiles=N); a marker's "
+        "count_eager overrides",
+    ),
+    Option(
+        "compile_clear_caches",
+        "choice",
+        "when a census'd test starts with JAX's "
+        "in-process caches cleared: 'auto' when a function an earlier test traced or "
+        "compiled is still in memory, 'always', or 'never' (faster, but a test's compile "
+        "count then depends on the tests before it in the same process)",
+        default=CLEAR_AUTO,
+        choices=CLEAR_MODES,
+    ),
+    Option(
+        "compile_trace_profile",
+        "flag",
+        "attribute each measured function's trace time to "
+        "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
+        in_ini=False,
+    ),
+    Option(
+        "compile_repeat",
+        "count",
+        "compile each measured transform N times, caches "
+        "cleared in between; the fastest is the figure",
+        default=1,
+        metavar="N",
+    ),
+    Option(
+        "compile_github",
+        "choice",
+        "GitHub Actions output: 'auto' writes the step summary "
+        "and annotations when $GITHUB_ACTIONS is 'true'; 'off' never",
+        default="auto",
+        choices=GITHUB_MODES,
+    ),
+    Option(
+        "compile_mixed_precision",
+        "flag",
+        "default mixed_precision of compile rows whose test declares none",
+        on_command_line=False,
+    ),
+    Option(
+        "compile_required_xla_flags",
+        "lines",
+        "XLA flags every compile must run with, e.g. --xla_gpu_autotune_level=0",
+        on_command_line=False,
+    ),
+    Option(
+        "compile_require_cache",
+        "flag",
+        "every compile must use a persistent cache",
+        on_command_line=False,
+    ),
+    Option(
+        "compile_require_cacheable",
+        "flag",
+        "every compiled module must be persistent-cacheable",
+        on_command_line=False,
+    ),
+    Option(
+        "compile_expected_platform",
+        "choice",
+        "gpu, tpu or cpu: fail on a silent fallback to another backend",
+        choices=tuple(PLATFORM_ALIASES),
+        on_command_line=False,
+    ),
 )
 BY_NAME: Mapping[str, Option] = {option.name: option for option in OPTIONS}
 THRESHOLD_OPTIONS = tuple(option for option in OPTIONS if option.threshold is not None)
@@ -285,21 +466,32 @@ def add_pytest_options(parser: pytest.Parser) -> None:
         if option.on_command_line:
             if option.kind == "flag":
                 group.addoption(
-                    option.flag, action="store_true", default=None, dest=option.name,
+                    option.flag,
+                    action="store_true",
+                    default=None,
+                    dest=option.name,
                     help=option.help_text(),
                 )
             else:
                 group.addoption(
-                    option.flag, dest=option.name, default=None, metavar=option.metavar,
+                    option.flag,
+                    dest=option.name,
+                    default=None,
+                    metavar=option.metavar,
                     type=None if option.kind in ("path", "text") else argparse_type(option),
-                    choices=option.choices or None, help=option.help_text(),
+                    choices=option.choices or None,
+                    help=option.help_text(),
                 )
         if option.in_ini:
             ini_type: Literal["linelist", "bool"] | None = (
                 "linelist" if option.kind == "lines" else None
             )
-            parser.addini(option.name, option.help_text(for_argparse=False), type=ini_type,
-                          default=[] if option.kind == "lines" else "")
+            parser.addini(
+                option.name,
+                option.help_text(for_argparse=False),
+                type=ini_type,
+                default=[] if option.kind == "lines" else "",
+            )
 
 
 def resolve(config: pytest.Config, option: Option) -> Any:
@@ -340,19 +532,25 @@ def add_threshold_arguments(parser: argparse.ArgumentParser, *, inherit: bool = 
     for option in THRESHOLD_OPTIONS:
         if option.kind == "flag":
             parser.add_argument(
-                option.short_flag, dest=option.threshold,
+                option.short_flag,
+                dest=option.threshold,
                 action=argparse.BooleanOptionalAction if inherit else "store_true",
                 default=None if inherit else False,
-                help=(option.help + (" (default: as the reports say)" if inherit else ""))
-                .replace("%", "%%"),
+                help=(option.help + (" (default: as the reports say)" if inherit else "")).replace(
+                    "%", "%%"
+                ),
             )
         else:
             parser.add_argument(
-                option.short_flag, dest=option.threshold, default=None,
-                type=argparse_type(option), metavar=option.metavar,
+                option.short_flag,
+                dest=option.threshold,
+                default=None,
+                type=argparse_type(option),
+                metavar=option.metavar,
                 choices=None if option.kind != "choice" else option.choices,
                 help=(option.help + " (default: as the reports say)").replace("%", "%%")
-                if inherit else option.help_text(),
+                if inherit
+                else option.help_text(),
             )
 
 
@@ -413,11 +611,13 @@ class Settings:
         required: dict[str, str | None] = {}
         for line in values["compile_required_xla_flags"] or ():
             required.update(parse_xla_flags(line))
-        thresholds = Thresholds(**{
-            option.threshold: values[option.name]
-            for option in THRESHOLD_OPTIONS
-            if option.threshold is not None and values[option.name] is not None
-        })
+        thresholds = Thresholds(
+            **{
+                option.threshold: values[option.name]
+                for option in THRESHOLD_OPTIONS
+                if option.threshold is not None and values[option.name] is not None
+            }
+        )
         return cls(
             pin_update=bool(values["compile_pin_update"]),
             pins_dir=values["compile_pins_dir"],

@@ -62,16 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.suggest_budgets:
         from pytest_jaxcompile.output.terminal import BudgetSuggestions
 
-        manager.register(
-            BudgetSuggestions(config, settings.count_eager), f"{PLUGIN_NAME}-budgets"
-        )
+        manager.register(BudgetSuggestions(config, settings.count_eager), f"{PLUGIN_NAME}-budgets")
     if settings.report_path is not None:
         from pytest_jaxcompile.gate.conclude import ordered
         from pytest_jaxcompile.output.json_report import ReportWriter
 
         manager.register(
             ReportWriter(
-                config, settings.report_path,
+                config,
+                settings.report_path,
                 lambda: (ordered(collector.rows.records), list(collector.rows.ledgers.values())),
             ),
             f"{PLUGIN_NAME}-report",
@@ -82,7 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         manager.register(
             RecordDirWriter(
-                config, settings.record_dir, lambda: ordered(collector.rows.records),
+                config,
+                settings.record_dir,
+                lambda: ordered(collector.rows.records),
                 lambda: list(collector.rows.ledgers.values()),
             ),
             f"{PLUGIN_NAME}-record-dir",
@@ -90,9 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.artifacts_dir is not None:
         from pytest_jaxcompile.output.artifacts import ArtifactWriter
 
-        manager.register(
-            ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts"
-        )
+        manager.register(ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts")
     from pytest_jaxcompile.output.github import GitHubOutput, GitHubTargets
 
     targets = GitHubTargets.from_environment(os.environ, settings.github)

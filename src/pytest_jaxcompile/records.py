@@ -245,9 +245,7 @@ class CompileRecord:
                 values[name] = ""  # variant: records of earlier releases are the default
         values.setdefault("mixed_precision", False)  # corpora from before it was recorded
         values["cache"] = CacheDetails(**_only_fields(CacheDetails, values.get("cache") or {}))
-        values["host_state"] = HostState(
-            **_only_fields(HostState, values.get("host_state") or {})
-        )
+        values["host_state"] = HostState(**_only_fields(HostState, values.get("host_state") or {}))
         location = values.get("location")
         values["location"] = tuple(location) if location else None
         return cls(**values)
@@ -283,9 +281,7 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
     """
     framework = data.get("framework") or "jax"
     if framework not in FRAMEWORKS:
-        raise RecordDataError(
-            f"'framework' {framework!r} is not one of {', '.join(FRAMEWORKS)}"
-        )
+        raise RecordDataError(f"'framework' {framework!r} is not one of {', '.join(FRAMEWORKS)}")
     _required_string(data, "transform")
     hardware = _required_string(data, "hardware")
     version = _required_string(data, VERSION_FIELDS[framework])
@@ -296,9 +292,7 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
             "migrate the corpus first: pytest-jaxcompile backfill --check PATH"
         )
     if state not in STATES:
-        raise RecordDataError(
-            f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}"
-        )
+        raise RecordDataError(f"cache_state {state!r} is not one of {', '.join(sorted(STATES))}")
     compile_s = data.get("compile_s")
     if compile_s is None and not data.get("missing_metrics"):
         raise RecordDataError(
@@ -322,25 +316,50 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
 # value of another type is an error naming the record, not a crash later. Dotted names
 # reach into objects.
 _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
-    ("tolerance", "number"), ("max_ops_growth", "number"), ("compile_cpu_s", "number"),
-    ("compile_spread_s", "number"), ("trace_s", "number"), ("lower_s", "number"),
-    ("backend_compile_s", "number"), ("cache_retrieval_s", "number"),
-    ("op_count", "count"), ("fingerprint", "text"), ("module_name", "text"),
-    ("outcome", "text"), ("compile_samples_s", "list"), ("jaxlib_version", "text"),
-    ("commit", "object"), ("op_histogram", "object"), ("cache_key_parts", "object"),
-    ("platform_version", "text"), ("variant", "text"), ("trace_profile", "shares"),
+    ("tolerance", "number"),
+    ("max_ops_growth", "number"),
+    ("compile_cpu_s", "number"),
+    ("compile_spread_s", "number"),
+    ("trace_s", "number"),
+    ("lower_s", "number"),
+    ("backend_compile_s", "number"),
+    ("cache_retrieval_s", "number"),
+    ("op_count", "count"),
+    ("fingerprint", "text"),
+    ("module_name", "text"),
+    ("outcome", "text"),
+    ("compile_samples_s", "list"),
+    ("jaxlib_version", "text"),
+    ("commit", "object"),
+    ("op_histogram", "object"),
+    ("cache_key_parts", "object"),
+    ("platform_version", "text"),
+    ("variant", "text"),
+    ("trace_profile", "shares"),
     ("trace_files", "shares"),
-    ("timestamp", "text"), ("location", "location"),
-    ("cache", "object"), ("host_state", "object"), ("hardware_detail", "object"),
-    ("host_state.load_avg_1m", "number"), ("host_state.load_per_core", "number"),
-    ("host_state.process_cpu_s", "number"), ("host_state.cpu_count", "count"),
-    ("compiled_temp_bytes", "count"), ("compiled_argument_bytes", "count"),
-    ("compiled_output_bytes", "count"), ("compiled_code_bytes", "count"),
-    ("flops", "number"), ("bytes_accessed", "number"), ("compile_rss_peak_mib", "number"),
-    ("compile_rss_growth_mib", "number"), ("compile_rss_scope", "text"),
-    ("max_memory_growth", "number"), ("max_flops_growth", "number"),
+    ("timestamp", "text"),
+    ("location", "location"),
+    ("cache", "object"),
+    ("host_state", "object"),
+    ("hardware_detail", "object"),
+    ("host_state.load_avg_1m", "number"),
+    ("host_state.load_per_core", "number"),
+    ("host_state.process_cpu_s", "number"),
+    ("host_state.cpu_count", "count"),
+    ("compiled_temp_bytes", "count"),
+    ("compiled_argument_bytes", "count"),
+    ("compiled_output_bytes", "count"),
+    ("compiled_code_bytes", "count"),
+    ("flops", "number"),
+    ("bytes_accessed", "number"),
+    ("compile_rss_peak_mib", "number"),
+    ("compile_rss_growth_mib", "number"),
+    ("compile_rss_scope", "text"),
+    ("max_memory_growth", "number"),
+    ("max_flops_growth", "number"),
     ("missing_metrics", "names"),
-    ("compile_instructions", "count"), ("compile_instructions_identity", "text"),
+    ("compile_instructions", "count"),
+    ("compile_instructions_identity", "text"),
     ("compile_instructions_note", "text"),
 )
 
@@ -369,10 +388,17 @@ def check_record_data(data: dict[str, Any]) -> None:
 
 # A call ledger's figures (report readers check them): (name, kind), as for records.
 _LEDGER_FIELDS: tuple[tuple[str, str], ...] = (
-    ("wall_s", "number"), ("compile_s", "number"), ("trace_s", "number"),
-    ("lower_s", "number"), ("backend_compile_s", "number"), ("execute_and_python_s", "number"),
-    ("compile_fraction", "number"), ("compile_other_s", "number"),
-    ("eager_compile_s", "number"), ("compiles", "count"), ("persistent_cache_hits", "count"),
+    ("wall_s", "number"),
+    ("compile_s", "number"),
+    ("trace_s", "number"),
+    ("lower_s", "number"),
+    ("backend_compile_s", "number"),
+    ("execute_and_python_s", "number"),
+    ("compile_fraction", "number"),
+    ("compile_other_s", "number"),
+    ("eager_compile_s", "number"),
+    ("compiles", "count"),
+    ("persistent_cache_hits", "count"),
     ("eager_compiles", "count"),
 )
 
@@ -400,8 +426,11 @@ def _kind_problem(kind: str, value: Any) -> str | None:
         return None if isinstance(value, dict) else "an object"
     if kind == "location":
         ok = (
-            isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-            and isinstance(value[1], int) and not isinstance(value[1], bool)
+            isinstance(value, list)
+            and len(value) == 2
+            and isinstance(value[0], str)
+            and isinstance(value[1], int)
+            and not isinstance(value[1], bool)
         )
         return None if ok else "[file, line]"
     if kind == "list":
@@ -506,8 +535,7 @@ class CallLedger:
             trace_s=trace_s,
             lower_s=lower_s,
             backend_compile_s=backend_compile_s,
-            execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None
-            else None,
+            execute_and_python_s=(wall_s - compile_s) if measured and wall_s is not None else None,
             compile_fraction=(compile_s / wall_s) if measured and wall_s else None,
             compiles=compiles,
             persistent_cache_hits=persistent_cache_hits,

@@ -62,9 +62,7 @@ class Backend(Protocol):
         measured rows' compile instructions (``--compile-instructions``), within that time."""
         ...
 
-    def requirement_problems(
-        self, record: CompileRecord, requirements: Requirements
-    ) -> list[str]:
+    def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
         """Why this row compiled without a required setting (flags, cache); empty if none."""
         ...
 

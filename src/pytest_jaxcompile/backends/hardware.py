@@ -77,7 +77,11 @@ def run_sysctl(key: str) -> str | None:
     """``sysctl -n KEY`` (macOS), or None where there is no such command or key."""
     try:
         return subprocess.run(
-            ["sysctl", "-n", key], capture_output=True, text=True, check=True, timeout=5,
+            ["sysctl", "-n", key],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=5,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
@@ -86,20 +90,46 @@ def run_sysctl(key: str) -> str | None:
 # ARM's `CPU implementer` and `CPU part` ids, named as lscpu names them (the common
 # server, laptop and board cores); an id not here is named by its hex value.
 ARM_IMPLEMENTERS = {
-    0x41: "ARM", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu", 0x48: "HiSilicon",
-    0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm", 0x61: "Apple", 0xC0: "Ampere",
+    0x41: "ARM",
+    0x42: "Broadcom",
+    0x43: "Cavium",
+    0x46: "Fujitsu",
+    0x48: "HiSilicon",
+    0x4E: "NVIDIA",
+    0x50: "APM",
+    0x51: "Qualcomm",
+    0x61: "Apple",
+    0xC0: "Ampere",
 }
 ARM_PARTS = {
-    (0x41, 0xD03): "Cortex-A53", (0x41, 0xD04): "Cortex-A35", (0x41, 0xD05): "Cortex-A55",
-    (0x41, 0xD07): "Cortex-A57", (0x41, 0xD08): "Cortex-A72", (0x41, 0xD09): "Cortex-A73",
-    (0x41, 0xD0A): "Cortex-A75", (0x41, 0xD0B): "Cortex-A76", (0x41, 0xD0C): "Neoverse-N1",
-    (0x41, 0xD0D): "Cortex-A77", (0x41, 0xD40): "Neoverse-V1", (0x41, 0xD41): "Cortex-A78",
-    (0x41, 0xD44): "Cortex-X1", (0x41, 0xD46): "Cortex-A510", (0x41, 0xD47): "Cortex-A710",
-    (0x41, 0xD48): "Cortex-X2", (0x41, 0xD49): "Neoverse-N2", (0x41, 0xD4F): "Neoverse-V2",
-    (0x41, 0xD80): "Cortex-A520", (0x41, 0xD81): "Cortex-A720", (0x41, 0xD82): "Cortex-X4",
-    (0x41, 0xD84): "Neoverse-V3", (0x41, 0xD8E): "Neoverse-N3",
-    (0x46, 0x001): "A64FX", (0x48, 0xD01): "TaiShan-v110", (0x4E, 0x004): "Carmel",
-    (0xC0, 0xAC3): "Ampere-1", (0xC0, 0xAC4): "Ampere-1a",
+    (0x41, 0xD03): "Cortex-A53",
+    (0x41, 0xD04): "Cortex-A35",
+    (0x41, 0xD05): "Cortex-A55",
+    (0x41, 0xD07): "Cortex-A57",
+    (0x41, 0xD08): "Cortex-A72",
+    (0x41, 0xD09): "Cortex-A73",
+    (0x41, 0xD0A): "Cortex-A75",
+    (0x41, 0xD0B): "Cortex-A76",
+    (0x41, 0xD0C): "Neoverse-N1",
+    (0x41, 0xD0D): "Cortex-A77",
+    (0x41, 0xD40): "Neoverse-V1",
+    (0x41, 0xD41): "Cortex-A78",
+    (0x41, 0xD44): "Cortex-X1",
+    (0x41, 0xD46): "Cortex-A510",
+    (0x41, 0xD47): "Cortex-A710",
+    (0x41, 0xD48): "Cortex-X2",
+    (0x41, 0xD49): "Neoverse-N2",
+    (0x41, 0xD4F): "Neoverse-V2",
+    (0x41, 0xD80): "Cortex-A520",
+    (0x41, 0xD81): "Cortex-A720",
+    (0x41, 0xD82): "Cortex-X4",
+    (0x41, 0xD84): "Neoverse-V3",
+    (0x41, 0xD8E): "Neoverse-N3",
+    (0x46, 0x001): "A64FX",
+    (0x48, 0xD01): "TaiShan-v110",
+    (0x4E, 0x004): "Carmel",
+    (0xC0, 0xAC3): "Ampere-1",
+    (0xC0, 0xAC4): "Ampere-1a",
 }
 
 
@@ -181,7 +211,7 @@ def _mount_dirs(mountinfo: str, cgroups: str) -> list[tuple[str, str, str]]:
         fields = line.split()
         if "-" not in fields or len(fields) < 5:
             continue
-        tail = fields[fields.index("-") + 1:]
+        tail = fields[fields.index("-") + 1 :]
         if len(tail) < 3:
             continue
         fs_root = fields[3]
@@ -194,7 +224,7 @@ def _mount_dirs(mountinfo: str, cgroups: str) -> list[tuple[str, str, str]]:
             continue
         if fs_root != "/" and not (path + "/").startswith(fs_root.rstrip("/") + "/"):
             continue  # the process's cgroup is outside what is mounted here
-        relative = path[len(fs_root.rstrip("/")):] if fs_root != "/" else path
+        relative = path[len(fs_root.rstrip("/")) :] if fs_root != "/" else path
         mount = mount.rstrip("/")
         found.append((version, mount, mount + relative.rstrip("/")))
     return found

@@ -27,7 +27,6 @@ TEST_INTERVAL_S = 0.005  # a census'd test call: sampled more coarsely, for its 
 RSS_DIGITS = 1  # MiB are recorded to 0.1
 
 
-
 def _page_size() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE")
@@ -159,7 +158,8 @@ class RssSampler:
         self._reader.close()
         mark_after = high_water_mark()
         exact = (
-            self._mark_before is not None and mark_after is not None
+            self._mark_before is not None
+            and mark_after is not None
             and mark_after > self._mark_before
         )
         peak = max(self._peak, mark_after) if exact and mark_after is not None else self._peak

@@ -133,7 +133,8 @@ class Clobber:
 
     def describe(self) -> str:
         since = (
-            "session start" if self.baseline_cell is None
+            "session start"
+            if self.baseline_cell is None
             else f"the session's first compile ({self.baseline_cell})"
         )
         text = (
@@ -153,7 +154,5 @@ class Clobber:
                     "(XLA still compiles with the flags it started with)"
                 )
         elif self.discarded:
-            text += (
-                f"; flags set in the environment were DISCARDED: {', '.join(self.discarded)}"
-            )
+            text += f"; flags set in the environment were DISCARDED: {', '.join(self.discarded)}"
         return text

@@ -35,17 +35,26 @@ def timestamp(text: str) -> float:
 
 def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH",
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
         help="records: JSON lines or JSON list files, or directories (walked for "
         "*.jsonl and *.json, e.g. a --compile-record-dir tree)",
     )
     parser.add_argument(
-        "--cell-fields", type=cell_fields, default=(), metavar="A,B,C",
+        "--cell-fields",
+        type=cell_fields,
+        default=(),
+        metavar="A,B,C",
         help="build each record's cell from these fields, joined by '::' (dotted names "
         "reach into objects); records lacking one keep their own 'cell'",
     )
     parser.add_argument(
-        "--since", type=timestamp, default=None, metavar="TIME",
+        "--since",
+        type=timestamp,
+        default=None,
+        metavar="TIME",
         help="only rows measured at or after TIME (ISO 8601; a time without offset is UTC); "
         "rows without a timestamp are left out too",
     )
@@ -53,7 +62,10 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_pins_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--pins-dir", type=Path, default=Path("pins"), metavar="DIR",
+        "--pins-dir",
+        type=Path,
+        default=Path("pins"),
+        metavar="DIR",
         help="directory of pin files (default: ./pins)",
     )
 
@@ -65,7 +77,8 @@ def add_pr_comment_arguments(parser: argparse.ArgumentParser, help_text: str) ->
     """``--pr-comment FILE`` and ``--report-artifact NAME`` (what the comment points at)."""
     parser.add_argument("--pr-comment", type=Path, default=None, metavar="FILE", help=help_text)
     parser.add_argument(
-        "--report-artifact", default=os.environ.get(REPORT_ARTIFACT_ENV) or None,
+        "--report-artifact",
+        default=os.environ.get(REPORT_ARTIFACT_ENV) or None,
         metavar="NAME",
         help="the workflow artifact that holds the full report, named in the comment; without "
         f"it (or ${REPORT_ARTIFACT_ENV}) the comment names no artifact",

@@ -36,18 +36,26 @@ def probability(text: str) -> float:
 
 def add_trend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--trend-threshold", type=non_negative_float, default=DEFAULT_TREND_THRESHOLD,
+        "--trend-threshold",
+        type=non_negative_float,
+        default=DEFAULT_TREND_THRESHOLD,
         metavar="FRACTION",
         help="a sustained rise counts when the level rose by more than this fraction "
         f"(and by more than --floor seconds; default {DEFAULT_TREND_THRESHOLD})",
     )
     parser.add_argument(
-        "--trend-window", type=window, default=DEFAULT_TREND_WINDOW, metavar="POINTS",
+        "--trend-window",
+        type=window,
+        default=DEFAULT_TREND_WINDOW,
+        metavar="POINTS",
         help="analyse the latest POINTS rows of each series "
         f"(default {DEFAULT_TREND_WINDOW}, at least {MIN_POINTS})",
     )
     parser.add_argument(
-        "--trend-alpha", type=probability, default=DEFAULT_TREND_ALPHA, metavar="P",
+        "--trend-alpha",
+        type=probability,
+        default=DEFAULT_TREND_ALPHA,
+        metavar="P",
         help="significance of the Mann-Kendall trend test: the chance a flat series passes it "
         f"(default {DEFAULT_TREND_ALPHA})",
     )

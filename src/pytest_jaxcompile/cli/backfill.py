@@ -25,23 +25,31 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH",
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
         help="JSON lines or JSON list files, or directories (walked for *.jsonl and *.json)",
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="print the split and write nothing; exit 1 when records need migrating",
     )
     mode.add_argument(
         "--write", action="store_true", help="apply the migration, atomically file by file"
     )
     parser.add_argument(
-        "--tag-field", default=DEFAULT_TAG_FIELD, metavar="NAME",
+        "--tag-field",
+        default=DEFAULT_TAG_FIELD,
+        metavar="NAME",
         help=f"the free-text run tag (default: {DEFAULT_TAG_FIELD})",
     )
     parser.add_argument(
-        "--cache-dir-fields", type=cell_fields, default=DEFAULT_CACHE_DIR_FIELDS,
+        "--cache-dir-fields",
+        type=cell_fields,
+        default=DEFAULT_CACHE_DIR_FIELDS,
         metavar="A,B",
         help="fields holding the recorded cache dir, the first present one decides "
         f"(default: {','.join(DEFAULT_CACHE_DIR_FIELDS)})",
@@ -59,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     pending = [plan for plan in plans if plan.new_text is not None]
     if args.check:
-        print("--check: nothing written" + (
-            f"; {len(pending)} file(s) would change (run with --write)" if pending else ""
-        ))
+        print(
+            "--check: nothing written"
+            + (f"; {len(pending)} file(s) would change (run with --write)" if pending else "")
+        )
         return 1 if pending else 0
     try:
         written = apply(plans)
@@ -69,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return error("backfill", f"{problem.filename}: {problem.strerror or problem}")
     print(
         "written: " + ", ".join(relative(path, root) for path in written)
-        if written else "written: nothing to migrate"
+        if written
+        else "written: nothing to migrate"
     )
     return 0

@@ -18,7 +18,10 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "reports", nargs="+", type=Path, metavar="REPORT",
+        "reports",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
         help="JSON reports written by pytest --compile-report (directories: every *.json "
         "below); a test in several reports gets its highest count",
     )
@@ -36,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if not lines:
         return error(
-            "budgets", "the reports hold no census'd test (run pytest with --compile-census "
-            "or the compile_budget marker, and --compile-report)"
+            "budgets",
+            "the reports hold no census'd test (run pytest with --compile-census "
+            "or the compile_budget marker, and --compile-report)",
         )
     for line in lines:
         print(line)

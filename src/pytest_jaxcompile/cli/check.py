@@ -38,12 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_pins_argument(parser)
     add_threshold_arguments(parser)
     parser.add_argument(
-        "--json", type=Path, metavar="FILE",
+        "--json",
+        type=Path,
+        metavar="FILE",
         help="also write the verdicts as JSON (the shape of the plugin report's 'verdicts')",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list ok rows too")
     parser.add_argument(
-        "--trend", action="store_true",
+        "--trend",
+        action="store_true",
         help="also look for sustained rises in each series' history (creep that re-derived "
         "pins hide); exit 1 when one rose by more than --trend-threshold. Without pin files, "
         "only trends are checked",
@@ -58,12 +61,16 @@ def run(args: argparse.Namespace) -> int:
         pinned = next(store.groups(), None) is not None
         if not pinned and collector is None:
             return error(
-                "check", f"no pin files in {args.pins_dir}: nothing to judge against "
-                "(give the pins directory with --pins-dir)"
+                "check",
+                f"no pin files in {args.pins_dir}: nothing to judge against "
+                "(give the pins directory with --pins-dir)",
             )
         corpus = corpus_from(args)
         outcome, judged = judge_corpus(
-            corpus, store, thresholds_from(args), Path.cwd(),
+            corpus,
+            store,
+            thresholds_from(args),
+            Path.cwd(),
             on_row=None if collector is None else collector.add,
         )
         trends = [] if collector is None else collector.trends()
@@ -74,8 +81,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not outcome.verdicts:
         return error(
-            "check", f"no compile records to check in {' '.join(map(str, args.paths))} "
-            f"({corpus.describe()})"
+            "check",
+            f"no compile records to check in {' '.join(map(str, args.paths))} "
+            f"({corpus.describe()})",
         )
     root = outcome.rootdir
     if pinned:
@@ -99,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
             "verdicts": [
                 {**verdict_to_dict(row, root), "timestamp": row.record.timestamp}
                 for row in session_view(outcome).rows
-            ] if pinned else [],
+            ]
+            if pinned
+            else [],
         }
         if collector is not None:
             document["trends"] = [trend_to_dict(trend) for trend in rising]

@@ -55,30 +55,43 @@ WIDTH = 80
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "reports", nargs="+", type=Path, metavar="REPORT",
+        "reports",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
         help="JSON reports written by pytest --compile-report; a directory stands for every "
         "*.json file below it",
     )
     add_pins_argument(parser)
     add_threshold_arguments(parser, inherit=True)
     parser.add_argument(
-        "--pin-update", action="store_true",
+        "--pin-update",
+        action="store_true",
         help="write the reports' rows into the pins (never fails on drift)",
     )
     parser.add_argument(
-        "--write-report", type=Path, default=None, metavar="PATH",
+        "--write-report",
+        type=Path,
+        default=None,
+        metavar="PATH",
         help="write the merged records and verdicts as one JSON report (same schema)",
     )
     add_pr_comment_arguments(
-        parser, "also write a short Markdown comment for the pull request: the verdict and the "
+        parser,
+        "also write a short Markdown comment for the pull request: the verdict and the "
         "rows that fail or changed",
     )
     parser.add_argument(
-        "--github", choices=GITHUB_MODES, default="auto",
+        "--github",
+        choices=GITHUB_MODES,
+        default="auto",
         help="GitHub Actions output as the plugin's --compile-github (default: auto)",
     )
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="list ok rows too",
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list ok rows too",
     )
 
 
@@ -151,13 +164,15 @@ def _gate_settings(args: argparse.Namespace, reports: list[LoadedReport]) -> Gat
     given = given_thresholds(args)
     judged = [(report.path, report.thresholds or Thresholds()) for report in reports]
     differing = [
-        option for option in THRESHOLD_OPTIONS
+        option
+        for option in THRESHOLD_OPTIONS
         if option.threshold not in given
         and len({getattr(thresholds, str(option.threshold)) for _, thresholds in judged}) > 1
     ]
     if differing:
         listed = "; ".join(
-            f"{path}: " + ", ".join(
+            f"{path}: "
+            + ", ".join(
                 f"{option.threshold} {getattr(thresholds, str(option.threshold))!r}"
                 for option in differing
             )
@@ -183,7 +198,8 @@ def _warn_duplicates(reports: list[LoadedReport]) -> None:
     )
     repeated = sorted(
         row_name(cell, transform, variant)
-        for (cell, transform, variant, _), n in seen.items() if n > 1
+        for (cell, transform, variant, _), n in seen.items()
+        if n > 1
     )
     if repeated:
         shown = ", ".join(repeated[:5])

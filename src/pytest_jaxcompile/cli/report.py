@@ -45,21 +45,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_pins_argument(parser)
     add_threshold_arguments(parser)
     parser.add_argument(
-        "--readme", type=Path, metavar="FILE",
+        "--readme",
+        type=Path,
+        metavar="FILE",
         help="rewrite the region between '<!-- BEGIN jaxcompile -->' and "
         "'<!-- END jaxcompile -->' of FILE (the rest is left byte for byte)",
     )
     parser.add_argument(
-        "--html", type=Path, metavar="FILE",
+        "--html",
+        type=Path,
+        metavar="FILE",
         help="write a self-contained HTML page with a trend chart per cell and transform",
     )
     add_pr_comment_arguments(
-        parser, "write a short Markdown comment for a pull request: the verdict of the latest "
+        parser,
+        "write a short Markdown comment for a pull request: the verdict of the latest "
         "rows and only the rows that fail or changed",
     )
     add_trend_arguments(parser)
     parser.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="write nothing; exit 1 when the --readme region or the --html page is out of date",
     )
 
@@ -96,7 +102,11 @@ def _run(args: argparse.Namespace) -> int:
     table = markdown(rows, thresholds, trend_report)
     if args.pr_comment is not None:
         outcome = conclude(
-            records, (), (), store, GateSettings(thresholds, pin_update=False),
+            records,
+            (),
+            (),
+            store,
+            GateSettings(thresholds, pin_update=False),
             rootdir=Path.cwd(),
         )
         atomic_write_text(args.pr_comment, pr_comment(outcome, args.report_artifact))
@@ -114,7 +124,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.html is not None:
         assert trends is not None
         page = html_page(
-            rows, trends, store, thresholds, corpus.describe(), trend_report,
+            rows,
+            trends,
+            store,
+            thresholds,
+            corpus.describe(),
+            trend_report,
             trace=trace_rollup(records),
         )
         try:

@@ -170,8 +170,7 @@ def _line_spans(path: Path, text: str) -> list[Span]:
             except json.JSONDecodeError as error:
                 raise CorpusError(path, f"not valid JSON: {error.msg}", str(number)) from None
             if content[end:].strip():
-                raise CorpusError(path, "not valid JSON: extra data after the value",
-                                  str(number))
+                raise CorpusError(path, "not valid JSON: extra data after the value", str(number))
             spans.append(Span(offset + lead, offset + end, value))
         offset += len(line) + 1
     return spans
@@ -187,9 +186,7 @@ def _list_spans(path: Path, text: str, decoder: json.JSONDecoder, start: int) ->
             try:
                 value, end = decoder.raw_decode(text, index)
             except json.JSONDecodeError as error:
-                raise CorpusError(
-                    path, f"not valid JSON: {error.msg}", str(error.lineno)
-                ) from None
+                raise CorpusError(path, f"not valid JSON: {error.msg}", str(error.lineno)) from None
             spans.append(Span(index, end, value))
             index = _skip_space(text, end)
             if index < len(text) and text[index] == ",":
@@ -198,11 +195,13 @@ def _list_spans(path: Path, text: str, decoder: json.JSONDecoder, start: int) ->
             if index < len(text) and text[index] == "]":
                 index += 1
                 break
-            raise CorpusError(path, "not valid JSON: expected ',' or ']' in the list",
-                              str(_line_of(text, index)))
+            raise CorpusError(
+                path, "not valid JSON: expected ',' or ']' in the list", str(_line_of(text, index))
+            )
     if _skip_space(text, index) != len(text):
-        raise CorpusError(path, "not valid JSON: extra data after the list",
-                          str(_line_of(text, index)))
+        raise CorpusError(
+            path, "not valid JSON: extra data after the list", str(_line_of(text, index))
+        )
     return spans
 
 
@@ -217,8 +216,12 @@ def render_like(original: str, value: dict[str, Any], text: str, start: int) -> 
     base = base[: len(base) - len(base.lstrip())]
     second = original.split("\n")[1]
     unit = max(len(second) - len(second.lstrip()) - len(base), 1)
-    rendered = json.dumps(value, ensure_ascii=False, indent=unit,
-                          separators=(",", ": ") if not compact else (",", ":"))
+    rendered = json.dumps(
+        value,
+        ensure_ascii=False,
+        indent=unit,
+        separators=(",", ": ") if not compact else (",", ":"),
+    )
     return rendered.replace("\n", "\n" + base)
 
 
@@ -287,8 +290,12 @@ def summary_lines(plans: list[FilePlan], root: Path) -> list[str]:
         lines.append(f"{relative(plan.path, root)}: {split_line(plan.counts)}")
     records = sum(total.values())
     lines.append(f"total: {records} record(s) in {len(plans)} file(s): {split_line(total)}")
-    for outcome, reading in ((NONE, "empty cache dir"), (COLD, "tag ends in cold"),
-                             (WARM, "tag ends in warm"), (UNKNOWN, "no evidence")):
+    for outcome, reading in (
+        (NONE, "empty cache dir"),
+        (COLD, "tag ends in cold"),
+        (WARM, "tag ends in warm"),
+        (UNKNOWN, "no evidence"),
+    ):
         if outcome in tags:
             listed = ", ".join(f"{tag} ({count})" for tag, count in sorted(tags[outcome].items()))
             lines.append(f"{outcome} ({reading}), by tag: {listed}")

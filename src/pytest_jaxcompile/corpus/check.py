@@ -102,7 +102,10 @@ def judged_rows(latest: LatestRows, store: PinStore) -> JudgedRows:
 
 
 def check_corpus(
-    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
+    corpus: Corpus,
+    store: PinStore,
+    thresholds: Thresholds,
+    rootdir: Path,
     on_row: Callable[[Row], None] | None = None,
 ) -> Outcome:
     """`judge_corpus`'s outcome."""
@@ -110,7 +113,10 @@ def check_corpus(
 
 
 def judge_corpus(
-    corpus: Corpus, store: PinStore, thresholds: Thresholds, rootdir: Path,
+    corpus: Corpus,
+    store: PinStore,
+    thresholds: Thresholds,
+    rootdir: Path,
     on_row: Callable[[Row], None] | None = None,
 ) -> tuple[Outcome, JudgedRows]:
     """The rows of the corpus the plugin would judge (`judged_rows`), concluded on as a
@@ -122,7 +128,11 @@ def judge_corpus(
             on_row(row)
     judged = judged_rows(latest, store)
     outcome = conclude(
-        judged.records(), (), (), store,
-        GateSettings(thresholds, pin_update=False), rootdir=rootdir,
+        judged.records(),
+        (),
+        (),
+        store,
+        GateSettings(thresholds, pin_update=False),
+        rootdir=rootdir,
     )
     return outcome, judged

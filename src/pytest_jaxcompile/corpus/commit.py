@@ -29,7 +29,11 @@ def run_git_status(cwd: Path) -> str | None:
     try:
         result = subprocess.run(
             ["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
-            cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
             # a read-only look: never take the index lock another git process may hold
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )

@@ -93,7 +93,10 @@ class RecordDirWriter:
     """``--compile-record-dir DIR``: registered only when asked, on the controller."""
 
     def __init__(
-        self, config: pytest.Config, directory: Path, records: Callable[[], list[CompileRecord]],
+        self,
+        config: pytest.Config,
+        directory: Path,
+        records: Callable[[], list[CompileRecord]],
         ledgers: Callable[[], list[CallLedger]] = list,
     ) -> None:
         self.config = config
@@ -109,9 +112,7 @@ class RecordDirWriter:
         if outcome_of(self.config) is None:
             return
         try:
-            self.written = write_session_records(
-                self.directory, self.records(), self.ledgers()
-            )
+            self.written = write_session_records(self.directory, self.records(), self.ledgers())
         except OSError as error:
             where = error.filename or self.directory
             self.problem = f"{where}: {error.strerror or error}"
@@ -125,7 +126,8 @@ class RecordDirWriter:
             summary_section(terminalreporter)
             terminalreporter.write_line(
                 f"compile records NOT written: {self.problem}; the session fails.",
-                red=True, bold=True,
+                red=True,
+                bold=True,
             )
         elif self.written is not None:
             summary_section(terminalreporter)
@@ -271,7 +273,15 @@ class Row:
     """
 
     __slots__ = (
-        "_data", "_line", "cell", "compile_s", "key", "path", "time", "transform", "variant",
+        "_data",
+        "_line",
+        "cell",
+        "compile_s",
+        "key",
+        "path",
+        "time",
+        "transform",
+        "variant",
         "where",
     )
 
@@ -365,8 +375,10 @@ def _cell(data: dict[str, Any], path: Path, where: str, cell_fields: tuple[str, 
             )
     value = data.get("cell")
     if not isinstance(value, str) or not value:
-        problem = "compile record has no 'cell'" if "cell" not in data else (
-            f"'cell' must be a non-empty string, got {value!r}"
+        problem = (
+            "compile record has no 'cell'"
+            if "cell" not in data
+            else (f"'cell' must be a non-empty string, got {value!r}")
         )
         raise CorpusError(path, problem, where)
     return value
@@ -427,9 +439,7 @@ class Corpus:
 
     def describe(self) -> str:
         stats = self.stats
-        text = (
-            f"{stats.compile_records} compile record(s) in {stats.files} file(s)"
-        )
+        text = f"{stats.compile_records} compile record(s) in {stats.files} file(s)"
         if stats.before_since:
             text += f" ({stats.before_since} measured before --since left out)"
         if stats.other_records:

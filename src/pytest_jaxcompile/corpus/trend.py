@@ -144,9 +144,7 @@ def locate_rise(values: Sequence[float]) -> tuple[int, str, float, float]:
     best: tuple[float, int, str] | None = None  # (squared error, last flat index, shape)
     for last in range(0, n - MIN_AFTER):
         flat, risen = y[: last + 1], y[last + 1 :]
-        step_error = float(
-            np.sum((flat - flat.mean()) ** 2) + np.sum((risen - risen.mean()) ** 2)
-        )
+        step_error = float(np.sum((flat - flat.mean()) ** 2) + np.sum((risen - risen.mean()) ** 2))
         design = np.column_stack([np.ones(n), np.maximum(order - last, 0.0)])
         coefficients = np.linalg.lstsq(design, y, rcond=None)[0]
         ramp_error = float(np.sum((design @ coefficients - y) ** 2))
@@ -406,8 +404,10 @@ def trend_lines(trends: Iterable[Trend], settings: TrendSettings, stats: TrendSt
     rising = [trend for trend in trends if trend.rising]
     lines = [f"trends: a sustained rise is {settings_sentence(settings)}"]
     for trend in rising:
-        lines.append(f"  RISING     {trend.describe_key()}  "
-                     f"{row_name(trend.cell, trend.transform, trend.variant)}")
+        lines.append(
+            f"  RISING     {trend.describe_key()}  "
+            f"{row_name(trend.cell, trend.transform, trend.variant)}"
+        )
         lines.append(f"      {rise_text(trend)}")
     skipped = [
         f"{count} {what}"

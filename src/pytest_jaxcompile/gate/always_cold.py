@@ -62,8 +62,10 @@ class AlwaysCold:
 
 
 def _backend_words(cause: str) -> str:
-    return "JAX before 0.11 never persists" if cause == "host callbacks" else (
-        "its framework never persists"
+    return (
+        "JAX before 0.11 never persists"
+        if cause == "host callbacks"
+        else ("its framework never persists")
     )
 
 
@@ -115,7 +117,4 @@ def always_cold_text(rows: Sequence[AlwaysCold]) -> str | None:
                 text if len(parts) == 1 else f"{text} ({n})" for text, n in sorted(parts.items())
             )
         )
-    return (
-        f"{len(rows)} row(s) can never be served from the persistent cache: "
-        + "; ".join(said)
-    )
+    return f"{len(rows)} row(s) can never be served from the persistent cache: " + "; ".join(said)

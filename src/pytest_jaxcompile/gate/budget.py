@@ -39,7 +39,11 @@ class CompileBudget:
 
 # The number arguments (finite, >= 0); max_compiles is a whole number.
 NUMBER_ARGUMENTS = (
-    "seconds", "tolerance", "max_ops_growth", "max_memory_growth", "max_flops_growth",
+    "seconds",
+    "tolerance",
+    "max_ops_growth",
+    "max_memory_growth",
+    "max_flops_growth",
 )
 
 
@@ -105,8 +109,8 @@ def over_budget(budget: CompileBudget, records: Iterable[CompileRecord]) -> list
     return [
         f"transform {record.transform!r}: {record.unmeasured}, so its compile_budget of "
         f"{budget.seconds:g} s cannot be checked"
-        if record.compile_s is None else
-        f"transform {record.transform!r} compiled in {record.compile_s:.3f} s, over its "
+        if record.compile_s is None
+        else f"transform {record.transform!r} compiled in {record.compile_s:.3f} s, over its "
         f"compile_budget of {budget.seconds:g} s (cache_state {record.cache_state})"
         for record in records
         if record.compile_s is None or record.compile_s > budget.seconds

@@ -17,10 +17,7 @@ def by_key(verdicts: Iterable[Verdict]) -> list[tuple[ComparabilityKey, list[Ver
     groups: dict[ComparabilityKey, list[Verdict]] = {}
     for verdict in verdicts:
         groups.setdefault(verdict.record.key, []).append(verdict)
-    return [
-        (key, sorted(groups[key], key=severity_order))
-        for key in sorted(groups)
-    ]
+    return [(key, sorted(groups[key], key=severity_order)) for key in sorted(groups)]
 
 
 def severity_order(verdict: Verdict) -> tuple[int, str, str, str]:

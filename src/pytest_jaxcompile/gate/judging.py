@@ -46,10 +46,10 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
             cache_lost = True
             cause = key_change(record, miss.pin) if miss.pin is not None else None
-            warmth_note = (
-                "compiled cold although the module is unchanged since its warm pin: "
-                + (f"its cache key changed: {cause}" if cause else "the persistent cache was "
-                   "not restored, was evicted or stopped applying")
+            warmth_note = "compiled cold although the module is unchanged since its warm pin: " + (
+                f"its cache key changed: {cause}"
+                if cause
+                else "the persistent cache was not restored, was evicted or stopped applying"
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
@@ -77,7 +77,8 @@ def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin]
     candidates += list(store.pins_of(record.cell, record.transform, record.variant))
     return next(
         (
-            (path, pin) for path, pin in candidates
+            (path, pin)
+            for path, pin in candidates
             if pin.compile_instructions is not None
             and pin.compile_instructions_identity == identity
         ),
@@ -100,8 +101,11 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
         return verdict if note is None else _noted(verdict, f"compile instructions {note}")
     found = instructions_pin(record, store)
     if found is None:
-        return _noted(verdict, f"compile instructions {count:,} not pinned with this "
-                               f"instrument ({record.compile_instructions_identity})")
+        return _noted(
+            verdict,
+            f"compile instructions {count:,} not pinned with this "
+            f"instrument ({record.compile_instructions_identity})",
+        )
     path, pin = found
     pinned = pin.compile_instructions
     assert pinned is not None
@@ -112,7 +116,8 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
         f"{tolerance:.2%}; {record.compile_instructions_identity})"
     )
     if verdict.status in (Status.MISS, Status.GREW) or (
-        verdict.status is Status.DRIFT and verdict.phase != INSTRUCTIONS_PHASE
+        verdict.status is Status.DRIFT
+        and verdict.phase != INSTRUCTIONS_PHASE
         and count <= pinned * (1 + tolerance)
     ):
         return _noted(verdict, text)
@@ -128,8 +133,15 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
     change_note = what_changed(record, pin) if status is Status.DRIFT else None
     note = "; ".join(part for part in (prefix + text, change_note, verdict.note) if part)
     return dataclasses.replace(
-        verdict, status=status, pin=pin, pin_file=path, tolerance=tolerance, note=note,
-        metric=METRIC_INSTRUCTIONS, phase=INSTRUCTIONS_PHASE, nearest=None,
+        verdict,
+        status=status,
+        pin=pin,
+        pin_file=path,
+        tolerance=tolerance,
+        note=note,
+        metric=METRIC_INSTRUCTIONS,
+        phase=INSTRUCTIONS_PHASE,
+        nearest=None,
     )
 
 
@@ -166,14 +178,20 @@ def _judge_memory(verdict: Verdict, limits: Limits) -> Verdict:
         if limit is None or measured is None or not pinned or measured <= pinned * (1 + limit):
             continue
         return _restated(
-            verdict, pin, Status.GREW, figure,
+            verdict,
+            pin,
+            Status.GREW,
+            figure,
             f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
             f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})",
         )
     if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, limits):
         return verdict
     return _restated(
-        verdict, pin, Status.DRIFT, RSS_PHASE,
+        verdict,
+        pin,
+        Status.DRIFT,
+        RSS_PHASE,
         f"RSS growth during the compile drifted: {record.compile_rss_growth_mib:.1f} MiB, pin "
         f"{pin.compile_rss_growth_mib:.1f} MiB (peak {record.compile_rss_peak_mib or 0:.1f} "
         f"MiB; floor {limits.rss_floor_mib:g} MiB)",
@@ -187,7 +205,9 @@ def _restated(verdict: Verdict, pin: Pin, status: Status, phase: str, note: str)
     if change is not None and change not in (verdict.note or ""):
         note = f"{note}; {change}"
     return dataclasses.replace(
-        verdict, status=status, phase=phase,
+        verdict,
+        status=status,
+        phase=phase,
         note=note if verdict.note is None else f"{note}; {verdict.note}",
     )
 
@@ -204,10 +224,7 @@ def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
     measured, pinned = record.compile_rss_growth_mib, pin.compile_rss_growth_mib
     if measured is None or pinned is None or record.compile_rss_scope == SCOPE_TEST:
         return False
-    return (
-        measured > pinned * (1 + limits.tolerance)
-        and measured - pinned > limits.rss_floor_mib
-    )
+    return measured > pinned * (1 + limits.tolerance) and measured - pinned > limits.rss_floor_mib
 
 
 def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
@@ -234,13 +251,19 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
             )
         cause = key_change(record, warm_pin)
         return Verdict(
-            record, Status.MISS, pin=warm_pin, pin_file=store.path_for(warm_key),
+            record,
+            Status.MISS,
+            pin=warm_pin,
+            pin_file=store.path_for(warm_key),
             note=(
                 f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
                 f"yet it compiled {record.cache_state}. "
-                + (f"Its cache key changed: {cause}" if cause else
-                   "The cache was not restored, was evicted, or stopped applying (cache dir, "
-                   "jax version, XLA flags)")
+                + (
+                    f"Its cache key changed: {cause}"
+                    if cause
+                    else "The cache was not restored, was evicted, or stopped applying (cache dir, "
+                    "jax version, XLA flags)"
+                )
             ),
         ), None
     return None, "expected recompile: the module changed since its warm pin"
@@ -252,8 +275,12 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     pin = store.get(key, record.cell, record.transform, record.variant)
     if pin is None:
         nearest = nearest_pin(record, store)
-        note = nearest.describe() if nearest is not None else _unpinned_note(
-            key, store.keys_pinning(record.cell, record.transform, record.variant)
+        note = (
+            nearest.describe()
+            if nearest is not None
+            else _unpinned_note(
+                key, store.keys_pinning(record.cell, record.transform, record.variant)
+            )
         )
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     limits = limits_for(record, pin, thresholds)
@@ -277,22 +304,36 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
             return _judge_loaded_accelerator(record, pin, pin_file, limits, growth, load)
         return _judge_noisy(record, pin, pin_file, limits, thresholds, growth, load)
     else:
-        status, phase = _phases_status(record, pin, tolerance, limits.floor_s,
-                                       thresholds.metric)
+        status, phase = _phases_status(record, pin, tolerance, limits.floor_s, thresholds.metric)
         note = _phase_note(record, pin, phase, growth, status)
         return Verdict(
-            record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
-            metric=thresholds.metric, phase=phase,
+            record,
+            status,
+            pin=pin,
+            pin_file=pin_file,
+            tolerance=tolerance,
+            note=note,
+            metric=thresholds.metric,
+            phase=phase,
         )
     note = what_changed(record, pin, growth)
     return Verdict(
-        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+        record,
+        status,
+        pin=pin,
+        pin_file=pin_file,
+        tolerance=tolerance,
+        note=note,
         metric=thresholds.metric,
     )
 
 
 def _time_status(
-    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str,
+    record: CompileRecord,
+    pin: Pin,
+    tolerance: float,
+    floor_s: float,
+    metric: str,
     phase: str = "compile_s",
 ) -> Status:
     measured, pinned = compared_seconds(record, pin, metric, phase)
@@ -345,8 +386,12 @@ def is_accelerator(record: CompileRecord) -> bool:
 
 
 def _judge_loaded_accelerator(
-    record: CompileRecord, pin: Pin, pin_file: Path, limits: Limits,
-    growth: float | None, load: float,
+    record: CompileRecord,
+    pin: Pin,
+    pin_file: Path,
+    limits: Limits,
+    growth: float | None,
+    load: float,
 ) -> Verdict:
     """An accelerator row measured above compile_max_load: its process CPU seconds do
     not hold what the compiler ran on the device (autotuning), so judging them could hide
@@ -355,7 +400,8 @@ def _judge_loaded_accelerator(
     tolerance = limits.loaded_accelerator_tolerance
     status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL)
     which = (
-        f"the loaded-accelerator tolerance {tolerance:.0%}" if tolerance > limits.tolerance
+        f"the loaded-accelerator tolerance {tolerance:.0%}"
+        if tolerance > limits.tolerance
         else f"its own tolerance {tolerance:.0%} (at least the loaded-accelerator tolerance)"
     )
     where = (
@@ -364,8 +410,13 @@ def _judge_loaded_accelerator(
     )
     change = what_changed(record, pin, growth) if status is not Status.OK else None
     return Verdict(
-        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance,
-        note=where if change is None else f"{change}; {where}", metric=METRIC_WALL,
+        record,
+        status,
+        pin=pin,
+        pin_file=pin_file,
+        tolerance=tolerance,
+        note=where if change is None else f"{change}; {where}",
+        metric=METRIC_WALL,
     )
 
 
@@ -389,7 +440,10 @@ def _judge_noisy(
     )
     if record.compile_cpu_s is None or pin.compile_cpu_s is None:
         return Verdict(
-            record, Status.NOISY, pin=pin, pin_file=pin_file,
+            record,
+            Status.NOISY,
+            pin=pin,
+            pin_file=pin_file,
             note=f"{where}: not judged (--compile-strict judges it)",
         )
     tolerance = limits.tolerance
@@ -405,7 +459,12 @@ def _judge_noisy(
         change = what_changed(record, pin, growth)
         note = note if change is None else f"{change}; {note}"
     return Verdict(
-        record, status, pin=pin, pin_file=pin_file, tolerance=tolerance, note=note,
+        record,
+        status,
+        pin=pin,
+        pin_file=pin_file,
+        tolerance=tolerance,
+        note=note,
         metric=METRIC_CPU,
     )
 

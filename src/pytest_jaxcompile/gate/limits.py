@@ -105,7 +105,8 @@ def limits_for(record: CompileRecord, pin: Pin | None, thresholds: Thresholds) -
     """
     values = {
         field.name: most_specific(
-            getattr(pin, field.name, None), getattr(record, field.name, None),
+            getattr(pin, field.name, None),
+            getattr(record, field.name, None),
             default=getattr(thresholds, field.name),
         )
         for field in dataclasses.fields(Limits)

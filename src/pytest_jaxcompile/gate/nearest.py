@@ -83,25 +83,31 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     if record.variant:
         default = store.get(key, record.cell, record.transform)
         if default is not None:
-            return NearestPin(key, default, OTHER_SETTINGS, _ratio(record, default),
-                              key_change(record, default))
+            return NearestPin(
+                key, default, OTHER_SETTINGS, _ratio(record, default), key_change(record, default)
+            )
     own = _version_order(key.framework_version)
     same_kind = [
-        other for other in store.keys_pinning(record.cell, record.transform, record.variant)
+        other
+        for other in store.keys_pinning(record.cell, record.transform, record.variant)
         if (other.framework, other.mixed_precision, other.cache_state)
-        == (key.framework, key.mixed_precision, key.cache_state) and other != key
+        == (key.framework, key.mixed_precision, key.cache_state)
+        and other != key
     ]
     same_hardware = [other for other in same_kind if other.hardware == key.hardware]
     earlier = [o for o in same_hardware if _version_order(o.framework_version) < own]
     device = _device_of(record)
     elsewhere = [
-        other for other in same_kind
+        other
+        for other in same_kind
         if other.hardware != key.hardware
         and other.framework_version == key.framework_version
         and _platform_of(other.hardware) in (device, None)
     ]
     for candidates, relation in (
-        (earlier, UPGRADE), (same_hardware, OTHER_VERSION), (elsewhere, OTHER_HARDWARE)
+        (earlier, UPGRADE),
+        (same_hardware, OTHER_VERSION),
+        (elsewhere, OTHER_HARDWARE),
     ):
         if candidates:
             other = max(candidates, key=lambda k: (_version_order(k.framework_version), k))

@@ -34,8 +34,9 @@ def key_change(record: CompileRecord, pin: Pin) -> str | None:
     for part in parts:
         if part == "XLA flags":
             flags = flag_changes(record.cache_key_flags, pin.key_flags)
-            named.append(f"the XLA flags part ({', '.join(flags)})" if flags else
-                         "the XLA flags part")
+            named.append(
+                f"the XLA flags part ({', '.join(flags)})" if flags else "the XLA flags part"
+            )
         else:
             named.append(f"the {part} part")
     return ", ".join(named)

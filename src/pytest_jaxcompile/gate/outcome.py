@@ -42,7 +42,8 @@ def coverage(verdicts: list[Verdict], store: PinStore) -> Coverage:
             continue
         key = verdict.record.key
         pinned = [
-            other for other in store.keys_pinning(*verdict.record.row_id)
+            other
+            for other in store.keys_pinning(*verdict.record.row_id)
             if other.framework == key.framework
         ]
         here = [other for other in pinned if other.hardware == key.hardware]
@@ -120,6 +121,11 @@ class Outcome:
         """Whether there is anything to show: a session that measured nothing, found no
         stale pin and wrote no pin adds no summary anywhere."""
         return bool(
-            self.verdicts or self.stale or self.pins_written or self.lost or self.pin_error
-            or self.ledgers or self.clobbers
+            self.verdicts
+            or self.stale
+            or self.pins_written
+            or self.lost
+            or self.pin_error
+            or self.ledgers
+            or self.clobbers
         )

@@ -125,7 +125,8 @@ class Pin:
             platform_version=record.platform_version or None,
             compile_s=round(record.compile_s, SECONDS_DIGITS),
             compile_cpu_s=(
-                None if record.compile_cpu_s is None
+                None
+                if record.compile_cpu_s is None
                 else round(record.compile_cpu_s, SECONDS_DIGITS)
             ),
             fingerprint=record.fingerprint,
@@ -181,13 +182,14 @@ INLINE_FIELDS = ("ops", "key_parts", "key_flags")
 
 def _inline(value: Any) -> str:
     """A table or array as one TOML line, its keys and strings quoted as tomli_w quotes them."""
+
     def item(name: str, element: Any) -> str:
         return tomli_w.dumps({name: element}).strip()
 
     if isinstance(value, dict):
         inside = ", ".join(item(str(name), element) for name, element in value.items())
         return f"{{ {inside} }}" if inside else "{}"
-    return "[" + ", ".join(item("x", element)[len("x = "):] for element in value) + "]"
+    return "[" + ", ".join(item("x", element)[len("x = ") :] for element in value) + "]"
 
 
 def _rounded(seconds: float | None) -> float | None:
@@ -201,8 +203,10 @@ INSTRUCTIONS_PIN_FIELDS = ("compile_instructions", "compile_instructions_identit
 def _instructions_pin(record: CompileRecord, previous: Pin | None) -> dict[str, Any]:
     """The row's instruction count; a session that did not count keeps the previous pin's
     count while the module is unchanged."""
-    if record.compile_instructions is None and previous is not None and (
-        previous.fingerprint == record.fingerprint
+    if (
+        record.compile_instructions is None
+        and previous is not None
+        and (previous.fingerprint == record.fingerprint)
     ):
         return {name: getattr(previous, name) for name in INSTRUCTIONS_PIN_FIELDS}
     return {name: getattr(record, name) for name in INSTRUCTIONS_PIN_FIELDS}
@@ -255,9 +259,17 @@ class PinGroup:
             where = ("pins",) if not variant else ("variants", variant)
             parts.append(_pin_text((*where, cell, transform), pin))
         if self.compiles:
-            parts.append("\n" + tomli_w.dumps({"tests": {
-                cell: {"compiles": self.compiles[cell]} for cell in sorted(self.compiles)
-            }}))
+            parts.append(
+                "\n"
+                + tomli_w.dumps(
+                    {
+                        "tests": {
+                            cell: {"compiles": self.compiles[cell]}
+                            for cell in sorted(self.compiles)
+                        }
+                    }
+                )
+            )
         return "".join(parts)
 
 
@@ -283,7 +295,9 @@ def pin_file_name(key: ComparabilityKey) -> str:
     """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
     precision = "mixed" if key.mixed_precision else "full"
     parts = (
-        key.hardware[:80], f"{key.framework}-{key.framework_version}", precision,
+        key.hardware[:80],
+        f"{key.framework}-{key.framework_version}",
+        precision,
         key.cache_state,
     )
     slug = "--".join(re.sub(r"[^A-Za-z0-9.]+", "-", part).strip("-").lower() for part in parts)
@@ -324,12 +338,16 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     framework = raw_key.get("framework", "jax")
     if framework not in FRAMEWORKS:
         raise PinFileError(
-            path, f"[key] framework {framework!r} is not one of {', '.join(FRAMEWORKS)}",
+            path,
+            f"[key] framework {framework!r} is not one of {', '.join(FRAMEWORKS)}",
             _field_line(text, key_line, "framework") or key_line,
         )
     version_field = VERSION_FIELDS[framework]
     for name, kind in (
-        ("hardware", str), (version_field, str), ("mixed_precision", bool), ("cache_state", str)
+        ("hardware", str),
+        (version_field, str),
+        ("mixed_precision", bool),
+        ("cache_state", str),
     ):
         try:
             fields[name] = _expect(raw_key, name, kind)
@@ -346,8 +364,7 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     if key.cache_state not in {state.value for state in CacheState if state.judged}:
         raise PinFileError(
             path,
-            f"[key] cache_state {key.cache_state!r} cannot be pinned "
-            "(expected cold, warm or none)",
+            f"[key] cache_state {key.cache_state!r} cannot be pinned (expected cold, warm or none)",
             _field_line(text, key_line, "cache_state"),
         )
 
@@ -358,12 +375,14 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     _parse_pins(path, text, raw_pins, group.pins, "")
     raw_variants = document.get("variants", {})
     if not isinstance(raw_variants, dict):
-        raise PinFileError(path, "[variants] must be a table of settings variants",
-                           _line_of(text, "[variants"))
+        raise PinFileError(
+            path, "[variants] must be a table of settings variants", _line_of(text, "[variants")
+        )
     for variant, variant_pins in raw_variants.items():
         if not variant or not isinstance(variant_pins, dict):
             raise PinFileError(
-                path, f"[variants] {variant!r} must be a settings variant's table of cells",
+                path,
+                f"[variants] {variant!r} must be a settings variant's table of cells",
                 _line_of(text, f"[variants.{variant}") or _line_of(text, "[variants"),
             )
         _parse_pins(path, text, variant_pins, group.pins_of(variant), variant)
@@ -377,13 +396,17 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
             group.compiles[cell] = whole_number(raw["compiles"] if alone else None)
         except NumberError:
             raise PinFileError(
-                path, f"[tests] {cell!r} must hold exactly `compiles = <{whole()}>`",
+                path,
+                f"[tests] {cell!r} must hold exactly `compiles = <{whole()}>`",
                 header or _line_of(text, "[tests"),
             ) from None
     unknown = set(document) - {"key", "pins", "tests", "variants"}
     if unknown:
-        raise PinFileError(path, f"unknown table(s) {', '.join(sorted(unknown))}",
-                           _line_of(text, f"[{sorted(unknown)[0]}"))
+        raise PinFileError(
+            path,
+            f"unknown table(s) {', '.join(sorted(unknown))}",
+            _line_of(text, f"[{sorted(unknown)[0]}"),
+        )
     return group
 
 
@@ -500,9 +523,22 @@ def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
 
 def _pin_from_table(raw: dict[str, Any]) -> Pin:
     unknown = set(raw) - {
-        "compile_s", "compile_cpu_s", "tolerance", "fingerprint", "op_count", "pinned_at",
-        "load_avg_1m", "trace_s", "lower_s", "source", "ops", "key_parts", "key_flags",
-        *VERSION_PIN_FIELDS, *MEMORY_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS,
+        "compile_s",
+        "compile_cpu_s",
+        "tolerance",
+        "fingerprint",
+        "op_count",
+        "pinned_at",
+        "load_avg_1m",
+        "trace_s",
+        "lower_s",
+        "source",
+        "ops",
+        "key_parts",
+        "key_flags",
+        *VERSION_PIN_FIELDS,
+        *MEMORY_PIN_FIELDS,
+        *INSTRUCTIONS_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -510,7 +546,11 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
     compile_s = _number(raw, "compile_s", required=True)
     assert compile_s is not None
     for text_field in (
-        "fingerprint", "pinned_at", "source", *VERSION_PIN_FIELDS, "compile_instructions_identity"
+        "fingerprint",
+        "pinned_at",
+        "source",
+        *VERSION_PIN_FIELDS,
+        "compile_instructions_identity",
     ):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
@@ -596,21 +636,18 @@ class PinStore:
         group = self._groups.get(key)
         return group.path if group is not None else self.directory / pin_file_name(key)
 
-    def pins_of(
-        self, cell: str, transform: str, variant: str = ""
-    ) -> Iterator[tuple[Path, Pin]]:
+    def pins_of(self, cell: str, transform: str, variant: str = "") -> Iterator[tuple[Path, Pin]]:
         """Every pin of this cell, transform and variant, under any key (in key order)."""
         for group in self.groups():
             pin = group.get(cell, transform, variant)
             if pin is not None:
                 yield group.path, pin
 
-    def keys_pinning(
-        self, cell: str, transform: str, variant: str = ""
-    ) -> list[ComparabilityKey]:
+    def keys_pinning(self, cell: str, transform: str, variant: str = "") -> list[ComparabilityKey]:
         """Every key under which this cell, transform and variant has a pin."""
         return sorted(
-            key for key, group in self._groups.items()
+            key
+            for key, group in self._groups.items()
             if group.get(cell, transform, variant) is not None
         )
 

@@ -94,7 +94,9 @@ def compile_count_changes(
             if (count := store.compiles_pinned(key, ledger.cell)) is not None
         }
         if pinned and ledger.compiles not in pinned:
-            changes.append(CompileCountChange(
-                ledger.cell, ledger.compiles, max(pinned), tuple(ledger.recompiles or ())
-            ))
+            changes.append(
+                CompileCountChange(
+                    ledger.cell, ledger.compiles, max(pinned), tuple(ledger.recompiles or ())
+                )
+            )
     return sorted(changes, key=lambda change: change.cell)

@@ -48,9 +48,14 @@ class Status(str, Enum):
 
 
 _TONES = {
-    Status.MISS: Tone.BAD, Status.GREW: Tone.BAD, Status.DRIFT: Tone.BAD,
-    Status.IMPROVED: Tone.GOOD, Status.UNPINNED: Tone.WARN, Status.NOISY: Tone.WARN,
-    Status.NOT_JUDGED: Tone.PLAIN, Status.OK: Tone.PLAIN,
+    Status.MISS: Tone.BAD,
+    Status.GREW: Tone.BAD,
+    Status.DRIFT: Tone.BAD,
+    Status.IMPROVED: Tone.GOOD,
+    Status.UNPINNED: Tone.WARN,
+    Status.NOISY: Tone.WARN,
+    Status.NOT_JUDGED: Tone.PLAIN,
+    Status.OK: Tone.PLAIN,
 }
 
 
@@ -67,9 +72,7 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
         return thresholds.require_pinned
     if thresholds.time_advisory:
         return False
-    return status is Status.DRIFT or (
-        status is Status.IMPROVED and thresholds.fail_on_improvement
-    )
+    return status is Status.DRIFT or (status is Status.IMPROVED and thresholds.fail_on_improvement)
 
 
 @dataclass(frozen=True)

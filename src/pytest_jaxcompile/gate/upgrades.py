@@ -29,7 +29,8 @@ class UpgradeReport:
 
     def ratios(self) -> list[float]:
         return sorted(
-            v.nearest.ratio for v in self.verdicts
+            v.nearest.ratio
+            for v in self.verdicts
             if v.nearest is not None and v.nearest.ratio is not None
         )
 
@@ -56,12 +57,18 @@ def upgrade_reports(verdicts: Iterable[Verdict]) -> list[UpgradeReport]:
     groups: dict[tuple[str, str, str, str], list[Verdict]] = {}
     for verdict in verdicts:
         nearest = verdict.nearest
-        if verdict.status is Status.UNPINNED and nearest is not None and (
-            nearest.relation == UPGRADE
+        if (
+            verdict.status is Status.UNPINNED
+            and nearest is not None
+            and (nearest.relation == UPGRADE)
         ):
             key = verdict.record.key
-            group = (key.framework, key.hardware, nearest.key.framework_version,
-                     key.framework_version)
+            group = (
+                key.framework,
+                key.hardware,
+                nearest.key.framework_version,
+                key.framework_version,
+            )
             groups.setdefault(group, []).append(verdict)
     return [
         UpgradeReport(*group, verdicts=tuple(sorted(rows, key=severity_order)))

@@ -96,8 +96,10 @@ def compared_metric(verdict: Verdict) -> Metric:
     if verdict.status is Status.GREW:
         return _BY_NAME["ops"]
     metric = _BY_NAME.get(verdict.metric, _BY_NAME[METRIC_WALL])
-    if verdict.pin is not None and metric.name != METRIC_WALL and (
-        _value(verdict.record, metric) is None or _value(verdict.pin, metric) is None
+    if (
+        verdict.pin is not None
+        and metric.name != METRIC_WALL
+        and (_value(verdict.record, metric) is None or _value(verdict.pin, metric) is None)
     ):
         return _BY_NAME[METRIC_WALL]
     return metric
@@ -225,8 +227,7 @@ class RowView:
         nearest = self.verdict.nearest
         if self.expected_recompile and nearest is not None:
             return (
-                f"unpinned (upgrade from {nearest.key.framework} "
-                f"{nearest.key.framework_version})"
+                f"unpinned (upgrade from {nearest.key.framework} {nearest.key.framework_version})"
             )
         return self.status.value
 
@@ -247,24 +248,30 @@ def row_view(verdict: Verdict, thresholds: Thresholds, pin_update: bool = False)
 # --------------------------------------------------------------------------- statuses
 
 _MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
-    Status.MISS: ("compiled cold although its module is unchanged since its warm pin",
-                  "compiled cold although their module is unchanged since its warm pin"),
-    Status.GREW: ("compiled a module that grew beyond its limit",
-                  "compiled a module that grew beyond its limit"),
-    Status.DRIFT: ("compiled slower than its pin by more than the tolerance and by more "
-                   "than {floor:g} s",
-                   "compiled slower than their pin by more than the tolerance and by more "
-                   "than {floor:g} s"),
+    Status.MISS: (
+        "compiled cold although its module is unchanged since its warm pin",
+        "compiled cold although their module is unchanged since its warm pin",
+    ),
+    Status.GREW: (
+        "compiled a module that grew beyond its limit",
+        "compiled a module that grew beyond its limit",
+    ),
+    Status.DRIFT: (
+        "compiled slower than its pin by more than the tolerance and by more than {floor:g} s",
+        "compiled slower than their pin by more than the tolerance and by more than {floor:g} s",
+    ),
     Status.IMPROVED: ("compiled faster than its pin", "compiled faster than their pin"),
     Status.UNPINNED: ("has no pin under its key", "have no pin under their key"),
-    Status.NOISY: ("was measured above {max_load:g} load per core{cpu}; its wall seconds are "
-                   "not judged (strict judges them)",
-                   "were measured above {max_load:g} load per core{cpu}; their wall seconds "
-                   "are not judged (strict judges them)"),
-    Status.NOT_JUDGED: ("is not judged (an in-memory cache hit, or a cache state the "
-                        "evidence did not decide)",
-                        "are not judged (in-memory cache hits, or a cache state the evidence "
-                        "did not decide)"),
+    Status.NOISY: (
+        "was measured above {max_load:g} load per core{cpu}; its wall seconds are "
+        "not judged (strict judges them)",
+        "were measured above {max_load:g} load per core{cpu}; their wall seconds "
+        "are not judged (strict judges them)",
+    ),
+    Status.NOT_JUDGED: (
+        "is not judged (an in-memory cache hit, or a cache state the evidence did not decide)",
+        "are not judged (in-memory cache hits, or a cache state the evidence did not decide)",
+    ),
     Status.OK: ("is within tolerance", "are within tolerance"),
 }
 _MEANING_DETAIL = {
@@ -272,11 +279,14 @@ _MEANING_DETAIL = {
     Status.GREW: " (op count, compiled temp bytes or flops)",
 }
 # A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
-_RSS_DRIFT = "grew the process's memory during the compile by more than the tolerance and " \
-    "{rss_floor:g} MiB"
+_RSS_DRIFT = (
+    "grew the process's memory during the compile by more than the tolerance and {rss_floor:g} MiB"
+)
 # A DRIFT on the compile's instructions (the verdict's phase is INSTRUCTIONS_PHASE).
-_INSTRUCTIONS_DRIFT = "compiled with more instructions than their pin by more than " \
+_INSTRUCTIONS_DRIFT = (
+    "compiled with more instructions than their pin by more than "
     "{instructions:.2%}, whatever the load"
+)
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
 _OTHER_DRIFTS = {RSS_PHASE: _RSS_DRIFT, INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT}
 _ADVICE: dict[Status, str] = {
@@ -297,8 +307,10 @@ def _meaning(
         meanings = meanings if phases - set(_OTHER_DRIFTS) else []
         meanings += [text for phase, text in _OTHER_DRIFTS.items() if phase in phases]
     return ", or ".join(meanings).format(
-        floor=thresholds.floor_s, max_load=thresholds.max_load or 0,
-        rss_floor=thresholds.rss_floor_mib, cpu=_noisy_cpu(verdicts, plural),
+        floor=thresholds.floor_s,
+        max_load=thresholds.max_load or 0,
+        rss_floor=thresholds.rss_floor_mib,
+        cpu=_noisy_cpu(verdicts, plural),
         instructions=thresholds.instructions_tolerance,
     )
 
@@ -309,8 +321,11 @@ def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool) -> str:
     if on_cpu == len(verdicts):
         return " and stayed within tolerance on CPU seconds"
     if not on_cpu:
-        return " without CPU seconds to judge" if plural else \
-            " without CPU seconds to judge (its row or its pin has none)"
+        return (
+            " without CPU seconds to judge"
+            if plural
+            else " without CPU seconds to judge (its row or its pin has none)"
+        )
     return (
         f" ({on_cpu} stayed within tolerance on CPU seconds, "
         f"{len(verdicts) - on_cpu} have no CPU seconds to judge)"
@@ -390,14 +405,17 @@ def _status_block(status: Status, rows: list[RowView], thresholds: Thresholds) -
     meaning = _meaning(status, verdicts, thresholds)
     what = advice(status, (row.cell for row in rows))
     return Block(
-        BlockKind.STATUS, status.tone,
+        BlockKind.STATUS,
+        status.tone,
         f"{status.value}: {len(rows)} row(s) {meaning}",
         fails=row_fails(status, thresholds),
-        advisory=status in (Status.DRIFT, Status.IMPROVED) and thresholds.time_advisory
+        advisory=status in (Status.DRIFT, Status.IMPROVED)
+        and thresholds.time_advisory
         and not row_fails(status, thresholds),
         advice=None if what is None else what[0],
         command=None if what is None else what[1],
-        status=status, rows=tuple(rows),
+        status=status,
+        rows=tuple(rows),
     )
 
 
@@ -420,13 +438,21 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
     details = []
     worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
     if worst:
-        details.append("slowest: " + ", ".join(
-            f"{v.record.name} {v.nearest.ratio:.2f}x"
-            for v in worst if v.nearest is not None and v.nearest.ratio
-        ))
+        details.append(
+            "slowest: "
+            + ", ".join(
+                f"{v.record.name} {v.nearest.ratio:.2f}x"
+                for v in worst
+                if v.nearest is not None and v.nearest.ratio
+            )
+        )
     return Block(
-        BlockKind.UPGRADE, Tone.BAD if fails else Tone.WARN, text, fails=fails,
-        details=tuple(details), advice=f"Pin {upgrade.new} when it is the baseline:",
+        BlockKind.UPGRADE,
+        Tone.BAD if fails else Tone.WARN,
+        text,
+        fails=fails,
+        details=tuple(details),
+        advice=f"Pin {upgrade.new} when it is the baseline:",
         command=repin_command(v.record.cell for v in upgrade.verdicts),
     )
 
@@ -463,12 +489,15 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
     blocks = []
     lost = outcome.cache_lost()
     if lost:
-        blocks.append(Block(
-            BlockKind.WARNING, Tone.WARN,
-            f"{len(lost)} row(s) compiled cold although their module is unchanged since its "
-            "warm pin: the persistent cache was not restored, was evicted or stopped applying "
-            "(compile_expect_warm makes this a MISS that fails)",
-        ))
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(lost)} row(s) compiled cold although their module is unchanged since its "
+                "warm pin: the persistent cache was not restored, was evicted or stopped applying "
+                "(compile_expect_warm makes this a MISS that fails)",
+            )
+        )
     coverage = coverage_text(outcome)
     if coverage is not None:
         blocks.append(Block(BlockKind.WARNING, Tone.WARN, coverage))
@@ -479,21 +508,34 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     root = outcome.rootdir
     blocks: list[Block] = []
     if outcome.pin_error is not None:
-        blocks.append(Block(BlockKind.PIN_ERROR, Tone.BAD,
-                            f"pins NOT updated: {outcome.pin_error}", fails=True))
+        blocks.append(
+            Block(
+                BlockKind.PIN_ERROR, Tone.BAD, f"pins NOT updated: {outcome.pin_error}", fails=True
+            )
+        )
     elif outcome.pin_update:
         written = tuple(relative(path, root) for path in outcome.pins_written)
-        blocks.append(Block(
-            BlockKind.PINS_UPDATED, Tone.GOOD,
-            f"pins updated: {', '.join(written)}" if written else "pins updated: nothing changed",
-            paths=written,
-        ))
-    blocks += [Block(BlockKind.LOST, Tone.BAD, f"compile rows missing: {lost}")
-               for lost in outcome.lost]
+        blocks.append(
+            Block(
+                BlockKind.PINS_UPDATED,
+                Tone.GOOD,
+                f"pins updated: {', '.join(written)}"
+                if written
+                else "pins updated: nothing changed",
+                paths=written,
+            )
+        )
     blocks += [
-        Block(BlockKind.CLOBBER, Tone.BAD if clobber.fails else Tone.WARN,
-              f"settings clobbered{' (a required setting)' if clobber.fails else ''}: "
-              f"{clobber.describe()}", fails=clobber.fails)
+        Block(BlockKind.LOST, Tone.BAD, f"compile rows missing: {lost}") for lost in outcome.lost
+    ]
+    blocks += [
+        Block(
+            BlockKind.CLOBBER,
+            Tone.BAD if clobber.fails else Tone.WARN,
+            f"settings clobbered{' (a required setting)' if clobber.fails else ''}: "
+            f"{clobber.describe()}",
+            fails=clobber.fails,
+        )
         for clobber in outcome.clobbers
     ]
     judging = not outcome.pin_update
@@ -501,27 +543,33 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         blocks += _warning_blocks(outcome)
     always_cold = always_cold_text(outcome.always_cold)
     if always_cold is not None:  # also in a pin update: why some rows stay cold pins
-        blocks.append(Block(
-            BlockKind.ALWAYS_COLD, Tone.WARN, always_cold,
-            details=tuple(row.brief() for row in outcome.always_cold),
-        ))
+        blocks.append(
+            Block(
+                BlockKind.ALWAYS_COLD,
+                Tone.WARN,
+                always_cold,
+                details=tuple(row.brief() for row in outcome.always_cold),
+            )
+        )
     if judging:
         blocks += [_upgrade_block(upgrade, outcome.thresholds) for upgrade in outcome.upgrades]
         blocks += [
-            Block(BlockKind.COMPILE_COUNT, Tone.WARN, change.headline(),
-                  details=change.recompiles)
+            Block(BlockKind.COMPILE_COUNT, Tone.WARN, change.headline(), details=change.recompiles)
             for change in outcome.compile_count_changes
         ]
     if outcome.stale:
         files = Counter(relative(stale.pin_file, root) for stale in outcome.stale)
-        blocks.append(Block(
-            BlockKind.STALE, Tone.WARN,
-            f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
-            "measured nothing (delete them from the pin file if the transform is gone): "
-            + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
-            details=tuple(stale.name for stale in outcome.stale),
-            paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
-        ))
+        blocks.append(
+            Block(
+                BlockKind.STALE,
+                Tone.WARN,
+                f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
+                "measured nothing (delete them from the pin file if the transform is gone): "
+                + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
+                details=tuple(stale.name for stale in outcome.stale),
+                paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
+            )
+        )
     if judging:
         rows = [row for group in groups for row in group.rows]
         for status in Status:
@@ -542,8 +590,12 @@ def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
     for verdict in outcome.verdicts:
         record = verdict.record
         if record.cell not in with_ledger and record.compile_s is not None:
-            per_test[record.cell] = per_test.get(record.cell, 0.0) + record.compile_s + (
-                record.trace_s or 0.0) + (record.lower_s or 0.0)
+            per_test[record.cell] = (
+                per_test.get(record.cell, 0.0)
+                + record.compile_s
+                + (record.trace_s or 0.0)
+                + (record.lower_s or 0.0)
+            )
     return per_test
 
 
@@ -574,7 +626,10 @@ def spend_lines(outcome: Outcome) -> list[str]:
 
 # The trace profile's package groups, as every output names them.
 TRACE_GROUPS: dict[str, str] = {
-    "jax": "jax", "stdlib_numpy": "stdlib+numpy", "project": "project", "other": "other",
+    "jax": "jax",
+    "stdlib_numpy": "stdlib+numpy",
+    "project": "project",
+    "other": "other",
 }
 TRACE_TOP_FILES = 10  # the files a rollup names
 
@@ -678,17 +733,16 @@ class Fold:
         ...`` (unpinned) or ``median 1.04x of their pin (wall seconds); highest: ...``."""
         if self.median is None:
             return None
-        named = ", ".join(
-            f"{row.name} {ratio:.2f}x" for row, ratio in self.furthest
-        )
+        named = ", ".join(f"{row.name} {ratio:.2f}x" for row, ratio in self.furthest)
         if self.status is Status.UNPINNED:
             compared = sum(1 for row in self.rows if _fold_ratio(row) is not None)
             return (
                 f"{compared} compared with their nearest pin under another key: median "
                 f"{self.median:.2f}x; furthest: {named}"
             )
-        metrics = sorted({row.figures.metric.name for row in self.rows
-                          if row.figures.ratio is not None})
+        metrics = sorted(
+            {row.figures.metric.name for row in self.rows if row.figures.ratio is not None}
+        )
         return (
             f"median {self.median:.2f}x of their pin ({', '.join(metrics)} seconds); "
             f"highest: {named}"
@@ -709,7 +763,8 @@ def fold(rows: Sequence[RowView]) -> Fold:
     furthest = sorted(ratios, key=lambda item: -item[1])[:FOLD_FURTHEST]
     return Fold(
         rows[0].status if rows else Status.UNPINNED,
-        tuple(rows), tuple(sorted(files.items())),
+        tuple(rows),
+        tuple(sorted(files.items())),
         statistics.median(ratio for _, ratio in ratios) if ratios else None,
         tuple(furthest),
     )
@@ -785,6 +840,9 @@ def session_view(outcome: Outcome) -> SessionView:
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
     return SessionView(
-        outcome, tuple(groups), tuple(_blocks(outcome, groups)), outcome.failed,
+        outcome,
+        tuple(groups),
+        tuple(_blocks(outcome, groups)),
+        outcome.failed,
         trace_rollup(verdict.record for verdict in outcome.verdicts),
     )

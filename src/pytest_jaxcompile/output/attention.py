@@ -151,9 +151,7 @@ def speedups(rows: Sequence[RowLike]) -> list[tuple[ComparabilityKey, list[Speed
             continue
         base = dataclasses.replace(row.key, cache_state="")
         label = transform_label(row.transform, row.variant)
-        groups.setdefault(base, {}).setdefault((row.cell, label), {})[
-            row.key.cache_state
-        ] = row
+        groups.setdefault(base, {}).setdefault((row.cell, label), {})[row.key.cache_state] = row
     tables = []
     for base in sorted(groups):
         table = []
@@ -162,19 +160,24 @@ def speedups(rows: Sequence[RowLike]) -> list[tuple[ComparabilityKey, list[Speed
             if cold is not None and warm is not None and cold.pin_s and warm.pin_s:
                 table.append(Speedup(cell, transform, cold.pin_s, warm.pin_s, "pins"))
             elif (
-                cold is not None and warm is not None
-                and cold.compile_s is not None and warm.compile_s
+                cold is not None
+                and warm is not None
+                and cold.compile_s is not None
+                and warm.compile_s
             ):
                 table.append(
                     Speedup(cell, transform, cold.compile_s, warm.compile_s, "latest rows")
                 )
             else:
-                table.append(Speedup(
-                    cell, transform,
-                    None if cold is None else (cold.pin_s or cold.compile_s),
-                    None if warm is None else (warm.pin_s or warm.compile_s),
-                    "",
-                ))
+                table.append(
+                    Speedup(
+                        cell,
+                        transform,
+                        None if cold is None else (cold.pin_s or cold.compile_s),
+                        None if warm is None else (warm.pin_s or warm.compile_s),
+                        "",
+                    )
+                )
         tables.append((base, table))
     return tables
 
@@ -224,7 +227,11 @@ def attention_html(
     failing = sorted(
         (row for row in rows if row.fails and row.status is not None),
         key=lambda row: (
-            row.status.severity if row.status else 0, row.key, row.cell, row.transform, row.variant
+            row.status.severity if row.status else 0,
+            row.key,
+            row.cell,
+            row.transform,
+            row.variant,
         ),
     )
     missing = [row for row in rows if row.label == NOT_MEASURED]
@@ -314,7 +321,7 @@ def attention_html(
         for item in table:
             short = ' class="alert"' if item.pins_missing else ""
             out.append(
-                f"<tr><td>{_esc(item.key.describe())}</td><td class=\"num\">{item.rows}</td>"
+                f'<tr><td>{_esc(item.key.describe())}</td><td class="num">{item.rows}</td>'
                 f'<td class="num"><span{short}>{item.pins_measured} of {item.pins}</span></td>'
                 f'<td class="num">{item.unpinned}</td><td class="num">{item.failing}</td></tr>'
             )

@@ -82,8 +82,11 @@ class TableRow:
 
 
 def table_rows(
-    records: Iterable[CompileRecord], store: PinStore, thresholds: Thresholds,
-    rootdir: Path | None = None, passed_over: Iterable[tuple[CompileRecord, str]] = (),
+    records: Iterable[CompileRecord],
+    store: PinStore,
+    thresholds: Thresholds,
+    rootdir: Path | None = None,
+    passed_over: Iterable[tuple[CompileRecord, str]] = (),
     execute_s: Mapping[str, float] | None = None,
 ) -> list[TableRow]:
     """The latest records concluded on against the pins (`gate.conclude`, as a session's
@@ -93,7 +96,11 @@ def table_rows(
     from the ledgers of census'd tests)."""
     execute_s = execute_s or {}
     outcome = conclude(
-        records, (), (), store, GateSettings(thresholds, pin_update=False),
+        records,
+        (),
+        (),
+        store,
+        GateSettings(thresholds, pin_update=False),
         rootdir=rootdir or Path.cwd(),
     )
     rows = []
@@ -102,12 +109,21 @@ def table_rows(
         seen.add((record.key, *record.row_id))
         pin = store.get(record.key, record.cell, record.transform, record.variant)
         pin_s = None if pin is None else pin.compile_s
-        rows.append(TableRow(
-            record.key, record.cell, record.transform, record.compile_s, pin_s,
-            record.compile_s / pin_s if record.compile_s is not None and pin_s else None,
-            f"passed over: {why}", record.timestamp, status=Status.NOT_JUDGED,
-            variant=record.variant, execute_s=execute_s.get(record.cell),
-        ))
+        rows.append(
+            TableRow(
+                record.key,
+                record.cell,
+                record.transform,
+                record.compile_s,
+                pin_s,
+                record.compile_s / pin_s if record.compile_s is not None and pin_s else None,
+                f"passed over: {why}",
+                record.timestamp,
+                status=Status.NOT_JUDGED,
+                variant=record.variant,
+                execute_s=execute_s.get(record.cell),
+            )
+        )
     for row in session_view(outcome).rows:
         record, figures = row.record, row.figures
         seen.add((record.key, *record.row_id))
@@ -118,9 +134,9 @@ def table_rows(
                 cell=record.cell,
                 transform=record.transform,
                 compile_s=figures.measured if timed else record.compile_s,
-                pin_s=figures.pinned if timed else (
-                    None if row.verdict.pin is None else row.verdict.pin.compile_s
-                ),
+                pin_s=figures.pinned
+                if timed
+                else (None if row.verdict.pin is None else row.verdict.pin.compile_s),
                 ratio=figures.ratio,
                 label=row.label,
                 timestamp=record.timestamp,
@@ -138,7 +154,14 @@ def table_rows(
             if (group.key, cell, transform, variant) not in seen:
                 rows.append(
                     TableRow(
-                        group.key, cell, transform, None, pin.compile_s, None, NOT_MEASURED, "",
+                        group.key,
+                        cell,
+                        transform,
+                        None,
+                        pin.compile_s,
+                        None,
+                        NOT_MEASURED,
+                        "",
                         variant=variant,
                     )
                 )
@@ -337,8 +360,6 @@ class Series:
         return [self.buckets[index] for index in sorted(self.buckets)]
 
 
-
-
 @dataclass
 class Chart:
     series: dict[str, Series] = field(default_factory=dict)
@@ -364,7 +385,12 @@ class Trends:
         key = row.key
         version = key.framework_version
         chart_id = (
-            key.framework, key.hardware, key.mixed_precision, row.cell, row.transform, row.variant
+            key.framework,
+            key.hardware,
+            key.mixed_precision,
+            row.cell,
+            row.transform,
+            row.variant,
         )
         chart = self.charts.get(chart_id)
         if chart is None:
@@ -576,10 +602,16 @@ def variant_tables(rows: Iterable[TableRow]) -> list[VariantTable]:
         if not several:
             continue
         variants = sorted({variant for found in several.values() for variant in found})
-        tables.append(VariantTable(key, tuple(variants), tuple(
-            (cell, transform, tuple(several[(cell, transform)].get(v) for v in variants))
-            for cell, transform in sorted(several)
-        )))
+        tables.append(
+            VariantTable(
+                key,
+                tuple(variants),
+                tuple(
+                    (cell, transform, tuple(several[(cell, transform)].get(v) for v in variants))
+                    for cell, transform in sorted(several)
+                ),
+            )
+        )
     return tables
 
 
@@ -609,8 +641,9 @@ def variants_html(rows: Iterable[TableRow]) -> list[str]:
         )
         for cell, transform, found in table.cells:
             cells = "".join(
-                '<td>—</td><td>—</td><td>—</td>' if row is None else
-                f'<td class="num">{_seconds(row.compile_s)}</td>'
+                "<td>—</td><td>—</td><td>—</td>"
+                if row is None
+                else f'<td class="num">{_seconds(row.compile_s)}</td>'
                 f'<td class="num">{_seconds(row.execute_s)}</td>'
                 f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
                 for row in found
@@ -641,8 +674,7 @@ def trace_html(rollup: TraceRollup | None) -> list[str]:
         )
     out.append("</table>")
     if rollup.files:
-        out.append('<table class="trace"><tr><th>top file</th><th>share</th>'
-                   "<th>seconds</th></tr>")
+        out.append('<table class="trace"><tr><th>top file</th><th>share</th><th>seconds</th></tr>')
         for share in rollup.files:
             out.append(
                 f"<tr><td><code>{html.escape(share.name)}</code></td>"
@@ -654,8 +686,12 @@ def trace_html(rollup: TraceRollup | None) -> list[str]:
 
 
 def html_page(
-    rows: list[TableRow], trends: Trends, store: PinStore, thresholds: Thresholds,
-    corpus_description: str, trend_report: TrendReport | None = None,
+    rows: list[TableRow],
+    trends: Trends,
+    store: PinStore,
+    thresholds: Thresholds,
+    corpus_description: str,
+    trend_report: TrendReport | None = None,
     trace: TraceRollup | None = None,
 ) -> str:
     """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, where
@@ -718,7 +754,11 @@ def html_page(
     for trend in [] if trend_report is None else trend_report.rising:
         key = trend.key
         chart_of = (
-            key.framework, key.hardware, key.mixed_precision, trend.cell, trend.transform,
+            key.framework,
+            key.hardware,
+            key.mixed_precision,
+            trend.cell,
+            trend.transform,
             trend.variant,
         )
         rising.setdefault(chart_of, []).append(trend)

@@ -83,9 +83,7 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def workflow_command(
-    command: str, message: str, properties: Mapping[str, str | int | None]
-) -> str:
+def workflow_command(command: str, message: str, properties: Mapping[str, str | int | None]) -> str:
     rendered = ",".join(
         f"{name}={escape_property(str(value))}"
         for name, value in properties.items()
@@ -121,9 +119,7 @@ def record_path_resolver(rootdir: Path, workspace: Path | None) -> PathOf:
 # --- annotations ----------------------------------------------------------------------
 
 
-def annotation_commands(
-    outcome: Outcome, path_of: PathOf, workspace: Path | None
-) -> list[str]:
+def annotation_commands(outcome: Outcome, path_of: PathOf, workspace: Path | None) -> list[str]:
     """``::error`` for the rows and blocks that fail the gate, ``::warning`` for the other
     regressed and improved rows, stale pins and the session's other blocks, each at the test
     function or the pin where it has one."""
@@ -157,8 +153,13 @@ def _sentence(block: Block, fails: str = "the session fails") -> str:
         return f"{block.text}; {fails}."
     if block.advisory:
         return f"{block.text}; reported only (time advisory)."
-    if block.kind in (BlockKind.WARNING, BlockKind.CLOBBER, BlockKind.UPGRADE,
-                      BlockKind.STATUS, BlockKind.ALWAYS_COLD):
+    if block.kind in (
+        BlockKind.WARNING,
+        BlockKind.CLOBBER,
+        BlockKind.UPGRADE,
+        BlockKind.STATUS,
+        BlockKind.ALWAYS_COLD,
+    ):
         return f"{block.text}."
     return block.text
 
@@ -168,8 +169,9 @@ def _block_annotation(block: Block) -> str:
     if block.command is not None:
         lines.append(f"{block.advice} {block.command}")
     title = _TITLES.get(block.kind) or block.text.split(":", 1)[0]
-    return workflow_command("error" if block.fails else "warning", "\n".join(lines),
-                            {"title": title})
+    return workflow_command(
+        "error" if block.fails else "warning", "\n".join(lines), {"title": title}
+    )
 
 
 def _row_annotation(row: RowView, path_of: PathOf) -> str:
@@ -183,8 +185,10 @@ def _row_annotation(row: RowView, path_of: PathOf) -> str:
     what = row.advice()
     if what is not None:
         message += "\n" + " ".join(what)
-    title = (f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} "
-             f"[{transform_label(row.transform, row.variant)}]")
+    title = (
+        f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} "
+        f"[{transform_label(row.transform, row.variant)}]"
+    )
     line = record.location[1] if record.location is not None else None
     return workflow_command(
         "error" if row.fails else "warning",
@@ -206,7 +210,7 @@ def _stale_annotation(stale: StalePin, outcome: Outcome, workspace: Path | None)
             "file": workspace_path(stale.pin_file, workspace, outcome.rootdir),
             "line": pin_line(stale.pin_file, stale.cell, stale.transform, stale.variant),
             "title": f"stale jax compile pin: {stale.cell.rsplit('::', 1)[-1]} "
-                     f"[{transform_label(stale.transform, stale.variant)}]",
+            f"[{transform_label(stale.transform, stale.variant)}]",
         },
     )
 
@@ -279,7 +283,8 @@ def _block_lines(view: SessionView, fails: str) -> list[str]:
         if block.kind is BlockKind.PINS_UPDATED:
             lines += (
                 ["Pin files written:", ""] + [f"- {_code(name)}" for name in block.paths] + [""]
-                if block.paths else ["Pins updated: nothing changed.", ""]
+                if block.paths
+                else ["Pins updated: nothing changed.", ""]
             )
             continue
         text = _sentence(block, fails)
@@ -359,8 +364,7 @@ def _table(rows: list[RowView], limit: int = MAX_LISTED_ROWS) -> list[str]:
             f"{figures.ratio_text()} | {_cell(figures.limit_text())} | {_cell(note)} |"
         )
     if len(rows) > len(listed):
-        lines += ["", f"... and {len(rows) - len(listed)} more row(s) "
-                      "(see the JSON report)."]
+        lines += ["", f"... and {len(rows) - len(listed)} more row(s) (see the JSON report)."]
     lines.append("")
     return lines
 
@@ -387,7 +391,9 @@ COMMENT_BUDGET = 60_000  # characters; GitHub refuses a comment over 65,536
 
 
 def pr_comment(
-    outcome: Outcome, artifact: str | None = None, title: str = "jax compile times",
+    outcome: Outcome,
+    artifact: str | None = None,
+    title: str = "jax compile times",
 ) -> str:
     """One short Markdown comment for a pull request: the verdict, only the rows that fail
     or changed (in the Status order), folded rows as a count, what to do, and, when the
@@ -416,8 +422,13 @@ def _pr_comment(
         lines += _table(changed, limit)
     for fold in [] if view.outcome.pin_update else split_folds(view.rows)[1]:
         ratios = fold.ratios_text()
-        lines += [_text(f"{len(fold.rows)} {fold.status.value} row(s): {fold.per_file_text()}"
-                        + ("" if ratios is None else f"; {ratios}")), ""]
+        lines += [
+            _text(
+                f"{len(fold.rows)} {fold.status.value} row(s): {fold.per_file_text()}"
+                + ("" if ratios is None else f"; {ratios}")
+            ),
+            "",
+        ]
     lines += _block_lines(view, COMMENT_FAILS)
     if report is not None:  # only an artifact the workflow says it uploads
         lines += [f"The full report: {report}.", ""]

@@ -81,7 +81,9 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
         "phase": verdict.phase,
         "op_changes": [] if verdict.pin is None else op_changes(record, verdict.pin),
         "cache_lost": verdict.cache_lost,
-        "nearest": None if nearest is None else {
+        "nearest": None
+        if nearest is None
+        else {
             "key": nearest.key.to_dict(),
             "relation": nearest.relation,
             "pin_compile_s": nearest.pin.compile_s,
@@ -128,8 +130,12 @@ def build_report(
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
         "compile_count_changes": [
-            {"cell": c.cell, "compiles": c.compiles, "pinned": c.pinned,
-             "recompiles": list(c.recompiles)}
+            {
+                "cell": c.cell,
+                "compiles": c.compiles,
+                "pinned": c.pinned,
+                "recompiles": list(c.recompiles),
+            }
             for c in outcome.compile_count_changes
         ],
         "verdicts": [verdict_to_dict(row, outcome.rootdir) for row in view.rows],
@@ -145,9 +151,7 @@ def build_report(
             }
             for upgrade in outcome.upgrades
         ],
-        "warnings": [
-            f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)
-        ],
+        "warnings": [f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)],
         "always_cold": [dataclasses.asdict(row) for row in outcome.always_cold],
         "trace_profile": trace_profile_dict(view.trace),
         "stale": [
@@ -169,8 +173,7 @@ def trace_profile_dict(rollup: TraceRollup | None) -> dict[str, Any] | None:
         return None
 
     def share(item: TraceShare) -> dict[str, Any]:
-        return {"name": item.name, "share": round(item.share, 4),
-                "seconds": round(item.seconds, 6)}
+        return {"name": item.name, "share": round(item.share, 4), "seconds": round(item.seconds, 6)}
 
     return {
         "rows": rollup.rows,
@@ -182,7 +185,6 @@ def trace_profile_dict(rollup: TraceRollup | None) -> dict[str, Any] | None:
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n")
-
 
 
 # --------------------------------------------------------------------------- reading
@@ -230,14 +232,16 @@ def load_report(path: Path) -> LoadedReport:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ReportError(path, f"not valid JSON: {error.msg} (column {error.colno})",
-                          error.lineno) from None
+        raise ReportError(
+            path, f"not valid JSON: {error.msg} (column {error.colno})", error.lineno
+        ) from None
     if not isinstance(data, dict) or data.get("report_kind") != REPORT_KIND:
         kind = data.get("report_kind") if isinstance(data, dict) else None
         found = f"report_kind is {kind!r}" if kind is not None else "it has no report_kind"
         raise ReportError(
-            path, f"not a pytest-jaxcompile report ({found}; expected {REPORT_KIND!r}, "
-            "as written by pytest --compile-report)"
+            path,
+            f"not a pytest-jaxcompile report ({found}; expected {REPORT_KIND!r}, "
+            "as written by pytest --compile-report)",
         )
     problem = _version_problem(data.get("schema_version"), REPORT_SCHEMA_VERSION, "report")
     if problem is not None:
@@ -279,8 +283,9 @@ def _record(path: Path, index: int, raw: object) -> CompileRecord:
     if isinstance(raw.get("cell"), str) and isinstance(raw.get("transform"), str):
         where += f" ({raw['cell']} [{raw['transform']}])"
     if raw.get("record_kind", RECORD_KIND) != RECORD_KIND:
-        raise ReportError(path, f"{where}: record_kind {raw['record_kind']!r} is not "
-                          f"{RECORD_KIND!r}")
+        raise ReportError(
+            path, f"{where}: record_kind {raw['record_kind']!r} is not {RECORD_KIND!r}"
+        )
     if "schema_version" in raw:
         problem = _version_problem(raw["schema_version"], RECORD_SCHEMA_VERSION, "record")
         if problem is not None:
@@ -300,14 +305,18 @@ def _strings(path: Path, data: dict[str, Any], name: str) -> list[str]:
 
 
 def _environments(path: Path, value: object) -> list[tuple[str, str]]:
-    problem = ReportError(path, "'environments' must be a list of "
-                          '{"hardware": ..., "jax_version": ...} objects')
+    problem = ReportError(
+        path, '\'environments\' must be a list of {"hardware": ..., "jax_version": ...} objects'
+    )
     if not isinstance(value, list):
         raise problem
     environments = []
     for item in value:
-        if not (isinstance(item, dict) and isinstance(item.get("hardware"), str)
-                and isinstance(item.get("jax_version"), str)):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("hardware"), str)
+            and isinstance(item.get("jax_version"), str)
+        ):
             raise problem
         environments.append((item["hardware"], item["jax_version"]))
     return environments
@@ -338,8 +347,9 @@ def _thresholds(path: Path, value: object, fail_on_improvement: object) -> Thres
                 raise ReportError(path, f"thresholds {option.threshold!r} {error}") from None
             continue
         if option.kind == "flag" and not isinstance(raw, bool):
-            raise ReportError(path, f"thresholds {option.threshold!r} must be true or false, "
-                              f"got {raw!r}")
+            raise ReportError(
+                path, f"thresholds {option.threshold!r} must be true or false, got {raw!r}"
+            )
         try:
             given[option.threshold] = parse_value(option, raw, "thresholds")
         except OptionError as error:

@@ -70,9 +70,7 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
         header = group.key.describe()
         if group.pin_file is not None:  # where its pins live, or will once pinned
             where = relative(group.pin_file, view.outcome.rootdir)
-            header += (
-                f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
-            )
+            header += f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
         lines.append((header, {"bold": True}))
         if view.outcome.pin_update:  # compared with the pins just written: nothing to say
             lines.append((f"  pinned     {len(group.rows)} row(s)", {}))
@@ -94,8 +92,7 @@ def fold_lines(fold: Fold) -> list[str]:
     """Folded rows (unpinned, noisy) as a count per file, the median of their ratios and
     the furthest."""
     lines = [
-        f"  {fold.status.value:<10} {len(fold.rows)} row(s) (-v lists them): "
-        f"{fold.per_file_text()}"
+        f"  {fold.status.value:<10} {len(fold.rows)} row(s) (-v lists them): {fold.per_file_text()}"
     ]
     ratios = fold.ratios_text()
     if ratios is not None:
@@ -124,8 +121,11 @@ def trace_profile_lines(view: SessionView) -> list[Line]:
         return []
     lines: list[Line] = [
         ("trace profile (share of trace time by package):", {"bold": True}),
-        (f"  session: {rollup.rows} row(s), trace {rollup.trace_s:.3f} s: "
-         f"{rollup.groups_text()}", {}),
+        (
+            f"  session: {rollup.rows} row(s), trace {rollup.trace_s:.3f} s: "
+            f"{rollup.groups_text()}",
+            {},
+        ),
     ]
     if rollup.files:
         lines.append((f"  top files: {rollup.files_text()}", {}))
@@ -135,8 +135,7 @@ def trace_profile_lines(view: SessionView) -> list[Line]:
             f"{TRACE_GROUPS.get(group, group)} {share:.0%}"
             for group, share in (record.trace_profile or {}).items()
         )
-        lines.append((f"  {record.name} trace "
-                      f"{seconds(record.trace_s)}: {shares}", {}))
+        lines.append((f"  {record.name} trace {seconds(record.trace_s)}: {shares}", {}))
     return lines
 
 
@@ -151,14 +150,17 @@ def ledger_line(ledger: CallLedger) -> str:
             f" + {RESIDUAL_NAME} {ledger.execute_and_python_s:.3f} s"
         )
     figures = (
-        ("trace", ledger.trace_s), ("lower", ledger.lower_s),
-        ("backend", ledger.backend_compile_s), ("other", ledger.compile_other_s),
+        ("trace", ledger.trace_s),
+        ("lower", ledger.lower_s),
+        ("backend", ledger.backend_compile_s),
+        ("other", ledger.compile_other_s),
     )
     phases = ", ".join(f"{label} {value:.3f}" for label, value in figures if value is not None)
     overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
     eager = (
         f"; eager dispatch {ledger.eager_compiles} ({ledger.eager_compile_s:.3f} s)"
-        if ledger.eager_compiles else ""
+        if ledger.eager_compiles
+        else ""
     )
     return (
         f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
@@ -176,10 +178,7 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
         ((s, record) for s, record in timed if s is not None), key=lambda r: (-r[0], r[1].cell)
     )  # a row without a compile time is not among the slowest: its verdict says why
     lines = [f"slowest {len(rows[:limit])} compile(s):"]
-    lines += [
-        f"  {s:8.3f} s  {record.name} ({record.cache_state})"
-        for s, record in rows[:limit]
-    ]
+    lines += [f"  {s:8.3f} s  {record.name} ({record.cache_state})" for s, record in rows[:limit]]
     per_test = compile_seconds_per_test(outcome)
     ledgers = {ledger.cell: ledger for ledger in outcome.ledgers}
     tests = sorted(per_test.items(), key=lambda item: (-item[1], item[0]))[:limit]
@@ -203,11 +202,14 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
         return []
     compiles = sum(ledger.eager_compiles for ledger in eager)
     spent = sum(ledger.eager_compile_s for ledger in eager)
-    lines: list[Line] = [(
-        f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
-        f"test(s), {spent:.3f} s; inside the ledgers' compile time, not census rows, not "
-        "pinned, not counted by max_compiles unless count_eager", {},
-    )]
+    lines: list[Line] = [
+        (
+            f"eager dispatch (operations outside jit): {compiles} compile(s) in {len(eager)} "
+            f"test(s), {spent:.3f} s; inside the ledgers' compile time, not census rows, not "
+            "pinned, not counted by max_compiles unless count_eager",
+            {},
+        )
+    ]
     session = outcome.session_s
     cleared = [ledger for ledger in outcome.ledgers if ledger.caches_cleared_because]
     cleared_s = sum(ledger.eager_compile_s for ledger in cleared)
@@ -217,12 +219,15 @@ def _eager_lines(outcome: Outcome) -> list[Line]:
         # what made the plugin clear, so the user can see whether it is theirs to change.
         reasons = Counter(ledger.caches_cleared_because for ledger in cleared)
         reason, times = reasons.most_common(1)[0]
-        lines.append((
-            f"  {cleared_s / session:.0%} of the session in {len(cleared)} census'd test(s) "
-            "that started with JAX's in-process caches cleared and compiled their eager "
-            f"operations again, {times} of them because {reason} "
-            "(docs/census.md#each-test-compiles-what-it-uses)", MARKUP[Tone.WARN],
-        ))
+        lines.append(
+            (
+                f"  {cleared_s / session:.0%} of the session in {len(cleared)} census'd test(s) "
+                "that started with JAX's in-process caches cleared and compiled their eager "
+                f"operations again, {times} of them because {reason} "
+                "(docs/census.md#each-test-compiles-what-it-uses)",
+                MARKUP[Tone.WARN],
+            )
+        )
     return lines
 
 
@@ -249,10 +254,14 @@ def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
     lines: list[Line] = [(sentence(block), marks)]
     if block.kind in (BlockKind.STALE, BlockKind.ALWAYS_COLD):
         shown = block.details if verbose else block.details[:STALE_BRIEF]
-        lines += [
-            (f"  {detail} in {path}", {})
-            for detail, path in zip(shown, block.paths, strict=False)
-        ] if block.paths else [(f"  {detail}", {}) for detail in shown]
+        lines += (
+            [
+                (f"  {detail} in {path}", {})
+                for detail, path in zip(shown, block.paths, strict=False)
+            ]
+            if block.paths
+            else [(f"  {detail}", {}) for detail in shown]
+        )
         if len(shown) < len(block.details):
             lines.append((f"  ... {len(block.details) - len(shown)} more (-v lists them)", {}))
     elif block.kind is BlockKind.COMPILE_COUNT:

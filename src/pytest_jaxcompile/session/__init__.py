@@ -91,7 +91,8 @@ class SessionCollector:
         # compile_expected_platform against the device that will compile: every
         # measurement fails, before it makes a row.
         problem = platform_problem(
-            self.settings.requirements.platform, session.environment().hardware.platform,
+            self.settings.requirements.platform,
+            session.environment().hardware.platform,
             backend(framework).device,
         )
         if problem is not None:
@@ -136,9 +137,7 @@ class SessionCollector:
             problems = over_budget(budget, self.rows.of(cell)) + call.problems()
         requirements = self.settings.requirements
         cacheable = most_specific(budget.cacheable, default=requirements.cacheable)
-        problems += requirement_problems(
-            self.rows.of(cell), requirements, cacheable, self.store
-        )
+        problems += requirement_problems(self.rows.of(cell), requirements, cacheable, self.store)
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
         return result
@@ -148,9 +147,7 @@ class SessionCollector:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if report.when == "teardown" and self.store is not None and not (
-            self.settings.pin_update
-        ):
+        if report.when == "teardown" and self.store is not None and not (self.settings.pin_update):
             report.user_properties.extend(self._verdict_properties(item.nodeid))
         self.rows.phase_ended(item.nodeid, report)
         return report
@@ -163,8 +160,9 @@ class SessionCollector:
         return [
             prop
             for record in self.rows.of(cell)
-            for prop in verdict_properties(row_view(judge(record, self.store, thresholds),
-                                                    thresholds))
+            for prop in verdict_properties(
+                row_view(judge(record, self.store, thresholds), thresholds)
+            )
         ]
 
     # ----------------------------------------------------------------------- xdist
@@ -193,8 +191,13 @@ class SessionCollector:
         if self.store is None:  # the session ended before it started (e.g. usage error)
             return
         outcome = conclude_session(
-            self.rows, self.workers, backends, self.store, self.settings,
-            rootdir=self.config.rootpath, started=self._started,
+            self.rows,
+            self.workers,
+            backends,
+            self.store,
+            self.settings,
+            rootdir=self.config.rootpath,
+            started=self._started,
         )
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)

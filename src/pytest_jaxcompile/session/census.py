@@ -63,7 +63,9 @@ def census_request(
     compile count is pinned."""
     count_eager = most_specific(budget.count_eager, default=settings.count_eager)
     return CensusRequest(
-        measure_context(item, settings), budget.max_compiles, count_eager,
+        measure_context(item, settings),
+        budget.max_compiles,
+        count_eager,
         # Recompiles are explained only where a count is judged (it costs a diff of cache
         # keys per miss).
         explain=budget.max_compiles is not None or counted,
@@ -124,7 +126,9 @@ class CensusedCall:
 
 
 def requirement_problems(
-    records: Iterable[CompileRecord], requirements: Requirements, cacheable: bool,
+    records: Iterable[CompileRecord],
+    requirements: Requirements,
+    cacheable: bool,
     store: PinStore | None = None,
 ) -> list[str]:
     """Required settings and, with `cacheable`, cacheability, for every compile of a test
@@ -134,9 +138,13 @@ def requirement_problems(
         problems += backend_of(record).requirement_problems(record, requirements)
         # The backend's own reason first (in JAX's words); else a key new in every process.
         cold = always_cold(record, store) if cacheable and store is not None else None
-        uncacheable = uncacheable_problem(
-            record, cold.describe() if cold is not None and cold.new_key else None
-        ) if cacheable else None
+        uncacheable = (
+            uncacheable_problem(
+                record, cold.describe() if cold is not None and cold.new_key else None
+            )
+            if cacheable
+            else None
+        )
         if uncacheable is not None:
             problems.append(uncacheable)
     return problems

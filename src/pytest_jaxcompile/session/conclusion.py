@@ -22,9 +22,7 @@ from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import Workers
 
 
-def measured_identities(
-    rows: SessionRows, backends: Iterable[BackendSession]
-) -> set[Identity]:
+def measured_identities(rows: SessionRows, backends: Iterable[BackendSession]) -> set[Identity]:
     """(hardware, version) this process ran under, also when it measured nothing."""
     identities = {(record.hardware, record.framework_version) for record in rows.records}
     measured = bool(identities)

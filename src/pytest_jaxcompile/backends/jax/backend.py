@@ -44,9 +44,7 @@ class JaxBackend:
     ) -> JaxSession:
         return JaxSession(hardware_override, instructions_timeout_s)
 
-    def requirement_problems(
-        self, record: CompileRecord, requirements: Requirements
-    ) -> list[str]:
+    def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
         from pytest_jaxcompile.backends.jax.guard import settings_problems
 
         return settings_problems(record, requirements)
@@ -68,8 +66,10 @@ class JaxBackend:
         # (jax 0.11 and later write those, and then log no such reason).
         from pytest_jaxcompile.backends.jax.classify import REASON_HOST_CALLBACKS
 
-        if record.cache_state == "cold" and record.cache.persisted is False and (
-            record.cache.reason == REASON_HOST_CALLBACKS
+        if (
+            record.cache_state == "cold"
+            and record.cache.persisted is False
+            and (record.cache.reason == REASON_HOST_CALLBACKS)
         ):
             return "host callbacks"
         return None
@@ -165,9 +165,7 @@ class JaxSession:
         )
 
         return [
-            dataclasses.replace(
-                clobber, fails=clobber_affects_requirements(clobber, requirements)
-            )
+            dataclasses.replace(clobber, fails=clobber_affects_requirements(clobber, requirements))
             for clobber in find_clobbers(self._start_settings, records)
         ]
 
@@ -192,7 +190,8 @@ class JaxCensus:
         # Each test compiles what it uses, whatever ran before it in this process.
         monitor.install()  # from now on, it notes what the program leaves
         self._cleared_because = clear_before_census(
-            monitor.residue, request.clear_caches,
+            monitor.residue,
+            request.clear_caches,
             eager_counted=request.count_eager and request.max_compiles is not None,
         )
         self._listening = ExitStack()
@@ -222,8 +221,11 @@ class JaxCensus:
         if not self._compiles:
             return []
         return census_records(
-            self.log, self._request.context, self._session.environment(),
-            CacheSettings.current(), memory,
+            self.log,
+            self._request.context,
+            self._session.environment(),
+            CacheSettings.current(),
+            memory,
         )
 
     @property
@@ -240,8 +242,11 @@ class JaxCensus:
 
         request = self._request
         return recompile_problems(
-            request.max_compiles, self.log.own_compiles(), self.log.eager_compiles(),
-            request.count_eager, explained=request.explain,
+            request.max_compiles,
+            self.log.own_compiles(),
+            self.log.eager_compiles(),
+            request.count_eager,
+            explained=request.explain,
         )
 
 

@@ -85,38 +85,45 @@ def census_records(
                 skip_reasons=tuple(module.skip_reasons),
             )
         )
-        records.append(new_record(context, environment, Measured(
-            transform=name,
-            cache_state=verdict.cache_state.value,
-            compile_s=module.backend_compile_s,
-            cache=CacheDetails(
-                dir=cache.dir,
-                enabled=cache.enabled,
-                persisted=verdict.persisted,
-                reason=verdict.reason,
-                reason_detail=verdict.detail,
-                notes=list(verdict.notes),
-            ),
-            host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
-            source=CENSUS_SOURCE,
-            figures=dict(
-                trace_s=module.trace_s or None,
-                lower_s=module.lower_s or None,
-                backend_compile_s=module.backend_compile_s,
-                compile_cpu_s=(
-                    None if module.backend_compile_cpu_s is None
-                    else round(module.backend_compile_cpu_s, 6)
+        records.append(
+            new_record(
+                context,
+                environment,
+                Measured(
+                    transform=name,
+                    cache_state=verdict.cache_state.value,
+                    compile_s=module.backend_compile_s,
+                    cache=CacheDetails(
+                        dir=cache.dir,
+                        enabled=cache.enabled,
+                        persisted=verdict.persisted,
+                        reason=verdict.reason,
+                        reason_detail=verdict.detail,
+                        notes=list(verdict.notes),
+                    ),
+                    host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
+                    source=CENSUS_SOURCE,
+                    figures=dict(
+                        trace_s=module.trace_s or None,
+                        lower_s=module.lower_s or None,
+                        backend_compile_s=module.backend_compile_s,
+                        compile_cpu_s=(
+                            None
+                            if module.backend_compile_cpu_s is None
+                            else round(module.backend_compile_cpu_s, 6)
+                        ),
+                        cache_retrieval_s=module.cache_retrieval_s,
+                        module_name=module.module_name,
+                        fingerprint=module_fingerprint(module),
+                        **module.key.record_fields(),
+                        xla_flags=xla_flags,
+                        settings=in_force,
+                        variant=variant,
+                        **(memory or {}),
+                    ),
                 ),
-                cache_retrieval_s=module.cache_retrieval_s,
-                module_name=module.module_name,
-                fingerprint=module_fingerprint(module),
-                **module.key.record_fields(),
-                xla_flags=xla_flags,
-                settings=in_force,
-                variant=variant,
-                **(memory or {}),
-            ),
-        )))
+            )
+        )
     return records
 
 
@@ -210,12 +217,13 @@ def recompile_problems(
         listed = ", ".join(
             f"{name}" + (f" {count}x" if count > 1 else "") for name, count in sorted(names.items())
         )
-        counted_or_not = "counted" if count_eager else (
-            "not counted, compile_budget(count_eager=True) counts them"
+        counted_or_not = (
+            "counted"
+            if count_eager
+            else ("not counted, compile_budget(count_eager=True) counts them")
         )
         lines.append(
-            f"  eager dispatch (operations outside jit): {len(eager)}x ({counted_or_not}): "
-            f"{listed}"
+            f"  eager dispatch (operations outside jit): {len(eager)}x ({counted_or_not}): {listed}"
         )
     if any(count > 1 for count in counts.values()) and not why:
         lines.append(

@@ -85,9 +85,7 @@ def skip_reason_from_log(template: str, args: Sequence[object]) -> SkipReason | 
             f"= {threshold:.0f}",
         )
     if "process_id != 0" in template:
-        return SkipReason(
-            REASON_NOT_PROCESS_0, "only process 0 writes persistent cache entries"
-        )
+        return SkipReason(REASON_NOT_PROCESS_0, "only process 0 writes persistent cache entries")
     if "disabled/not initialized" in template:
         return SkipReason(
             REASON_CACHE_DISABLED, "the persistent cache is disabled or failed to initialize"
@@ -147,7 +145,9 @@ def classify(evidence: CompileEvidence) -> Classification:
     notes = _entry_count_notes(evidence)
     if evidence.cache_writes:
         return Classification(
-            CacheState.COLD, persisted=True, detail="compiled and written to the cache",
+            CacheState.COLD,
+            persisted=True,
+            detail="compiled and written to the cache",
             notes=notes,
         )
     reason = evidence.skip_reasons[0] if evidence.skip_reasons else None
@@ -160,7 +160,10 @@ def classify(evidence: CompileEvidence) -> Classification:
             notes=notes,
         )
     return Classification(
-        CacheState.COLD, persisted=False, reason=reason.code, detail=reason.detail,
+        CacheState.COLD,
+        persisted=False,
+        reason=reason.code,
+        detail=reason.detail,
         notes=notes,
     )
 

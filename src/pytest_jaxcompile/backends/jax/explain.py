@@ -107,7 +107,9 @@ def parse_explanation(message: str) -> Retrace | None:
     named = [m["name"] for m in _FUNCTION_REPR.finditer(text)]
     wrapped = next((name for name in named if name.rpartition(".")[2] != function), None)
     return Retrace(
-        function, _short_path(seen_for["at"]), _explanation(body[1:]),
+        function,
+        _short_path(seen_for["at"]),
+        _explanation(body[1:]),
         wrapped=None if wrapped is None else wrapped.rpartition(".")[2],
     )
 
@@ -136,7 +138,7 @@ def _shortened(line: str) -> str:
         now, before = pytree["now"], pytree["before"]
         static = now.startswith(_STATIC) and before.startswith(_STATIC)
         while now.startswith(_STATIC) and before.startswith(_STATIC):
-            now, before = now[len(_STATIC):-1], before[len(_STATIC):-1]
+            now, before = now[len(_STATIC) : -1], before[len(_STATIC) : -1]
         now, before = differing(now, before)
         if static:
             return f"static {_argument(pytree['path'])} changed: now {now} and before {before}"
@@ -174,8 +176,7 @@ def differing(now: str, before: str, limit: int = MAX_SHOWN) -> tuple[str, str]:
     while prefix < min(len(now), len(before)) and now[prefix] == before[prefix]:
         prefix += 1
     suffix = 0
-    while (suffix < min(len(now), len(before)) - prefix
-           and now[-1 - suffix] == before[-1 - suffix]):
+    while suffix < min(len(now), len(before)) - prefix and now[-1 - suffix] == before[-1 - suffix]:
         suffix += 1
     start = _group_start(now, prefix)
     while start is not None:  # outward, to the first group holding the whole difference

@@ -108,7 +108,8 @@ def settings_problems(record: CompileRecord, requirements: Requirements) -> list
     problems = []
     flags_problem = (
         required_flags_problem(record, requirements.xla_flags)
-        if backend_of(record).xla_rules else None
+        if backend_of(record).xla_rules
+        else None
     )
     if flags_problem is not None:
         problems.append(flags_problem)
@@ -118,9 +119,7 @@ def settings_problems(record: CompileRecord, requirements: Requirements) -> list
     return problems
 
 
-def required_flags_problem(
-    record: CompileRecord, required: Mapping[str, str | None]
-) -> str | None:
+def required_flags_problem(record: CompileRecord, required: Mapping[str, str | None]) -> str | None:
     """Required flags missing from the flags XLA compiled this row with, or None.
 
     XLA reads XLA_FLAGS once, when its backend starts: rows that know that value are judged
@@ -154,9 +153,7 @@ def required_flags_problem(
     return text + "; required by ini compile_required_xla_flags)"
 
 
-def find_clobbers(
-    start: Mapping[str, Any], records: Iterable[CompileRecord]
-) -> list[Clobber]:
+def find_clobbers(start: Mapping[str, Any], records: Iterable[CompileRecord]) -> list[Clobber]:
     """The first compile under different XLA_FLAGS or cache settings than at start.
 
     Only rows of backends that compile with XLA carry these settings. JAX's cache settings
@@ -187,7 +184,10 @@ def find_clobbers(
                 start_cache[name], baseline_cell[name] = value, record.cell
             elif name not in clobbers and start_cache[name] != value:
                 clobbers[name] = Clobber(
-                    name, start_cache[name], value, record.cell,
+                    name,
+                    start_cache[name],
+                    value,
+                    record.cell,
                     baseline_cell=baseline_cell.get(name),
                 )
     return list(clobbers.values())
@@ -196,7 +196,8 @@ def find_clobbers(
 def _unmet(required: Mapping[str, str | None], flags: Mapping[str, str | None]) -> set[str]:
     """The required flags' names that `flags` lacks or sets differently."""
     return {
-        name for name, value in required.items()
+        name
+        for name, value in required.items()
         if name not in flags or (value is not None and flags[name] != value)
     }
 
@@ -214,10 +215,10 @@ def clobber_affects_requirements(clobber: Clobber, requirements: Requirements) -
         )
     if clobber.setting == "XLA_FLAGS":
         return any(name in clobber.discarded for name in requirements.xla_flags) or bool(
-            requirements.xla_flags and missing_flags(
-                requirements.xla_flags, parse_xla_flags(str(clobber.at_compile))
-            )
+            requirements.xla_flags
+            and missing_flags(requirements.xla_flags, parse_xla_flags(str(clobber.at_compile)))
         )
     return requirements.cache and clobber.setting in (
-        "jax_compilation_cache_dir", "jax_enable_compilation_cache",
+        "jax_compilation_cache_dir",
+        "jax_enable_compilation_cache",
     )

@@ -66,7 +66,9 @@ def valgrind_version() -> str:
     try:
         done = subprocess.run(
             [path, "--tool=callgrind", "--callgrind-out-file=/dev/null", "true"],
-            capture_output=True, text=True, timeout=120,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise InstrumentError(f"valgrind cannot run on this platform: {error}") from None
@@ -92,13 +94,16 @@ def simulated_cpu() -> str:
         if line.startswith(("flags", "Features")):
             flags = set(line.partition(":")[2].split())
             break
-    level = next(
-        (name for name, needs in _ISA_LEVELS if all(flag in flags for flag in needs)),
-        "baseline",
-    ) if machine in ("x86_64", "AMD64") else ""
+    level = (
+        next(
+            (name for name, needs in _ISA_LEVELS if all(flag in flags for flag in needs)),
+            "baseline",
+        )
+        if machine in ("x86_64", "AMD64")
+        else ""
+    )
     extras = [flag for flag in _ISA_EXTRAS if flag in flags] if level else []
-    return " ".join(part for part in (machine, "+".join([level, *extras]) if level else "")
-                    if part)
+    return " ".join(part for part in (machine, "+".join([level, *extras]) if level else "") if part)
 
 
 def instrument_identity(valgrind: str, jaxlib_version: str) -> str:
@@ -151,10 +156,14 @@ def capture() -> Iterator[Captured]:
     def noting(*args: Any, **kwargs: Any) -> Any:
         names = ("backend", "computation", "devices", "compile_options", "host_callbacks")
         values = dict(zip(names, args, strict=False)) | kwargs
-        captured.calls.append((
-            values.get("backend"), values.get("computation"), values.get("devices"),
-            (values.get("compile_options"), bool(values.get("host_callbacks"))),
-        ))
+        captured.calls.append(
+            (
+                values.get("backend"),
+                values.get("computation"),
+                values.get("devices"),
+                (values.get("compile_options"), bool(values.get("host_callbacks"))),
+            )
+        )
         return original(*args, **kwargs)
 
     compiler.compile_or_get_cached = noting
@@ -178,18 +187,28 @@ class InstructionStager:
             return
         backend, module, devices, (options, callbacks) = captured.calls[-1]
         if getattr(backend, "platform", "cpu") != "cpu":
-            self.staged.append(Staged(record, note=f"{CPU_ONLY}; this row compiled for "
-                                                   f"{backend.platform}"))
+            self.staged.append(
+                Staged(record, note=f"{CPU_ONLY}; this row compiled for {backend.platform}")
+            )
             return
         if callbacks:
-            self.staged.append(Staged(record, note="the module has host callbacks, which a "
-                                                   "compile in another process cannot hold"))
+            self.staged.append(
+                Staged(
+                    record,
+                    note="the module has host callbacks, which a "
+                    "compile in another process cannot hold",
+                )
+            )
             return
         count = getattr(devices, "size", None) or 1
-        self.staged.append(Staged(
-            record, module=module_bytes(module),
-            options=bytes(options.SerializeAsString()), devices=int(count),
-        ))
+        self.staged.append(
+            Staged(
+                record,
+                module=module_bytes(module),
+                options=bytes(options.SerializeAsString()),
+                devices=int(count),
+            )
+        )
 
     def count(self, jaxlib_version: str) -> None:
         """Count every staged module in one child under callgrind; fill the records."""
@@ -237,15 +256,22 @@ def _not_counted(staged: list[Staged], why: str) -> None:
 
 def child_command(stage: Path, out: Path) -> list[str]:
     return [
-        VALGRIND, "--tool=callgrind", "--instr-atstart=no", "--dump-before=getppid",
-        "--dump-instr=no", "--dump-line=no", f"--callgrind-out-file={out}/callgrind.out",
-        sys.executable, "-m", CHILD_MODULE, str(stage), str(out),
+        VALGRIND,
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--dump-before=getppid",
+        "--dump-instr=no",
+        "--dump-line=no",
+        f"--callgrind-out-file={out}/callgrind.out",
+        sys.executable,
+        "-m",
+        CHILD_MODULE,
+        str(stage),
+        str(out),
     ]
 
 
-def run_child(
-    directory: Path, staged: list[Staged], timeout_s: float
-) -> dict[int, dict[str, Any]]:
+def run_child(directory: Path, staged: list[Staged], timeout_s: float) -> dict[int, dict[str, Any]]:
     """Run the counting child; results by entry index (-1: why the child stopped early)."""
     stage, out = directory / "stage", directory / "out"
     stage.mkdir()
@@ -254,16 +280,25 @@ def run_child(
     for index, item in enumerate(staged):
         (stage / f"{index}.mlirbc").write_bytes(item.module or b"")
         (stage / f"{index}.options").write_bytes(item.options or b"")
-        entries.append({"id": index, "module": f"{index}.mlirbc",
-                        "options": f"{index}.options", "devices": item.devices})
+        entries.append(
+            {
+                "id": index,
+                "module": f"{index}.mlirbc",
+                "options": f"{index}.options",
+                "devices": item.devices,
+            }
+        )
     (stage / "manifest.json").write_text(json.dumps({"entries": entries}))
     environment = {**os.environ, **CHILD_ENVIRONMENT}
     log = directory / "child.log"
     failure: str | None = None
     with log.open("wb") as stream:
         child = subprocess.Popen(
-            child_command(stage, out), stdout=stream, stderr=subprocess.STDOUT,
-            env=environment, start_new_session=True,
+            child_command(stage, out),
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
         )
         try:
             code = child.wait(timeout=timeout_s)
@@ -291,7 +326,8 @@ def run_child(
 
 def _tail(log: Path) -> str:
     lines = [
-        line for line in log.read_text(errors="replace").splitlines()
+        line
+        for line in log.read_text(errors="replace").splitlines()
         if line.strip() and not line.startswith("==")
     ]
     return " / ".join(lines[-3:]) or "no output"

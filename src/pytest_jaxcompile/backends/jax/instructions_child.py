@@ -45,7 +45,8 @@ def _instrumentation_on() -> None:
     """
     control = subprocess.Popen(
         ["callgrind_control", "--instr=on", str(os.getpid())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     while control.poll() is None:
         pass
@@ -62,9 +63,7 @@ def _summary(path: Path) -> int:
 
 
 def _latest_dump(out_dir: Path) -> Path:
-    dumps = [
-        path for path in out_dir.glob(f"{DUMP_PREFIX}.*") if path.suffix[1:].isdigit()
-    ]
+    dumps = [path for path in out_dir.glob(f"{DUMP_PREFIX}.*") if path.suffix[1:].isdigit()]
     if not dumps:
         raise RuntimeError("callgrind wrote no dump at the marker (is this under callgrind?)")
     return max(dumps, key=lambda path: int(path.suffix[1:]))
@@ -164,7 +163,8 @@ def main(argv: list[str]) -> int:
         result: dict[str, Any] = {"id": entry["id"]}
         try:
             loaded = compiler.load(
-                (stage / entry["module"]).read_bytes(), (stage / entry["options"]).read_bytes(),
+                (stage / entry["module"]).read_bytes(),
+                (stage / entry["options"]).read_bytes(),
                 int(entry["devices"]),
             )
             _settle()

@@ -60,9 +60,7 @@ def is_key_record(template: object, args: tuple[object, ...]) -> bool:
     return isinstance(template, str) and _ARGS.get(template) == len(args)
 
 
-def differing_parts(
-    now: dict[str, str] | None, then: dict[str, str] | None
-) -> list[str] | None:
+def differing_parts(now: dict[str, str] | None, then: dict[str, str] | None) -> list[str] | None:
     """Names of the key parts whose hash differs; None when either side was not captured."""
     if not now or not then:
         return None
@@ -101,8 +99,11 @@ def _join(name: str, value: str | None) -> str:
 # (`_flags_left_out`): they change what is dumped, where files are or how many host devices
 # there are, not the program.
 _NOT_IN_KEY = (
-    "--xla_dump_", "--xla_force_host_platform_device_count", "--xla_gpu_cuda_data_dir",
-    "--xla_tpu_sdc_checker_", "--xla_gpu_experimental_autotune_cache_mode",
+    "--xla_dump_",
+    "--xla_force_host_platform_device_count",
+    "--xla_gpu_cuda_data_dir",
+    "--xla_tpu_sdc_checker_",
+    "--xla_gpu_experimental_autotune_cache_mode",
 )
 
 
@@ -124,7 +125,8 @@ def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
     flags = " ".join(environ.get(name, "") for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"))
     exact, prefixes = _flags_left_out()
     return sorted(
-        flag for flag in flags.split()
+        flag
+        for flag in flags.split()
         if flag.split("=")[0] not in exact and not flag.startswith(prefixes)
     )
 

@@ -113,9 +113,7 @@ class CacheSettings:
 
 def is_cache_entry(name: str) -> bool:
     """Whether a file name in a persistent cache dir is a compiled entry, in any jax layout."""
-    return not name.startswith(_NOT_AN_ENTRY_PREFIXES) and not name.endswith(
-        _NOT_AN_ENTRY_SUFFIX
-    )
+    return not name.startswith(_NOT_AN_ENTRY_PREFIXES) and not name.endswith(_NOT_AN_ENTRY_SUFFIX)
 
 
 def count_cache_entries(cache_dir: str | None) -> int | None:
@@ -282,12 +280,13 @@ class JaxCompile:
             )
         module_text = lowered.as_text()
         module_name = module_name_of(module_text)
-        name = transform or (
-            getattr(target, "__name__", None) if not is_lowered else None
-        ) or transform_from_module(module_name)
+        name = (
+            transform
+            or (getattr(target, "__name__", None) if not is_lowered else None)
+            or transform_from_module(module_name)
+        )
         variant = variant_of(flags_in_key(), compiler_options_of(lowered))
-        if any(record.transform == name and record.variant == variant
-               for record in self.records):
+        if any(record.transform == name and record.variant == variant for record in self.records):
             raise DuplicateTransformError(
                 f"transform {name!r} was already measured in {self._context.cell}; "
                 "give each jax_compile call its own transform= name"
@@ -301,8 +300,11 @@ class JaxCompile:
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
         staging = capture_compile() if self._stager is not None else contextlib.nullcontext()
-        with self._monitor.capture(key_parts=True) as events, RssSampler() as rss, \
-                staging as staged:
+        with (
+            self._monitor.capture(key_parts=True) as events,
+            RssSampler() as rss,
+            staging as staged,
+        ):
             start = time.perf_counter()
             # A Lowered caches its executable on itself; passing (empty) compiler options
             # bypasses that without changing the cache key, so fresh means fresh.
@@ -331,44 +333,48 @@ class JaxCompile:
             bypass = verdict.cache_state is CacheState.COLD and settings.configured
             samples += self._repeat(lowered, self._context.repeat - 1, bypass)
         walls = [wall for wall, _ in samples]
-        record = new_record(self._context, environment, Measured(
-            transform=name,
-            cache_state=verdict.cache_state.value,
-            compile_s=min(walls),
-            cache=CacheDetails(
-                dir=settings.dir,
-                enabled=settings.enabled,
-                entries_before=entries_before,
-                entries_after=entries_after,
-                persisted=verdict.persisted,
-                reason=verdict.reason,
-                reason_detail=verdict.detail,
-                notes=list(verdict.notes),
+        record = new_record(
+            self._context,
+            environment,
+            Measured(
+                transform=name,
+                cache_state=verdict.cache_state.value,
+                compile_s=min(walls),
+                cache=CacheDetails(
+                    dir=settings.dir,
+                    enabled=settings.enabled,
+                    entries_before=entries_before,
+                    entries_after=entries_after,
+                    persisted=verdict.persisted,
+                    reason=verdict.reason,
+                    reason_detail=verdict.detail,
+                    notes=list(verdict.notes),
+                ),
+                host_state=host_state(cpu_after - cpu_before),
+                mixed_precision=mixed_precision,
+                figures=dict(
+                    compile_cpu_s=round(min(cpu for _, cpu in samples), 6),
+                    compile_samples_s=walls if len(walls) > 1 else None,
+                    compile_spread_s=(max(walls) - min(walls)) if len(walls) > 1 else None,
+                    trace_s=trace_s,
+                    lower_s=lower_s,
+                    backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
+                    cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
+                    module_name=module_name,
+                    fingerprint=fingerprint_module(module_text),
+                    op_count=count_ops(module_text),
+                    op_histogram=op_histogram(module_text),
+                    **events.key_parts().record_fields(),
+                    trace_profile=trace_profile or None,
+                    trace_files=trace_files or None,
+                    variant=variant,
+                    xla_flags=os.environ.get(XLA_FLAGS_ENV),
+                    settings=in_force,
+                    **compiled_figures(compiled),
+                    **memory.figures(SCOPE_COMPILE),
+                ),
             ),
-            host_state=host_state(cpu_after - cpu_before),
-            mixed_precision=mixed_precision,
-            figures=dict(
-                compile_cpu_s=round(min(cpu for _, cpu in samples), 6),
-                compile_samples_s=walls if len(walls) > 1 else None,
-                compile_spread_s=(max(walls) - min(walls)) if len(walls) > 1 else None,
-                trace_s=trace_s,
-                lower_s=lower_s,
-                backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
-                cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
-                module_name=module_name,
-                fingerprint=fingerprint_module(module_text),
-                op_count=count_ops(module_text),
-                op_histogram=op_histogram(module_text),
-                **events.key_parts().record_fields(),
-                trace_profile=trace_profile or None,
-                trace_files=trace_files or None,
-                variant=variant,
-                xla_flags=os.environ.get(XLA_FLAGS_ENV),
-                settings=in_force,
-                **compiled_figures(compiled),
-                **memory.figures(SCOPE_COMPILE),
-            ),
-        ))
+        )
         self.records.append(record)
         if self._stager is not None and staged is not None:
             self._stager.add(record, staged)
@@ -434,8 +440,8 @@ def compiled_figures(compiled: Any) -> dict[str, Any]:
     for key, name in _COST_FIELDS.items():
         values = [table[key] for table in tables if key in table]
         if values and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and v >= 0 for v in values
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in values
         ):
             figures[name] = float(sum(values))
     return figures

@@ -263,8 +263,12 @@ def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
             return None
         match = _COMPILE_NAME.fullmatch(message)
         return None if match is None else JaxEvent(LOG_COMPILE_NAME, fun_name=match[1])
-    if template.startswith(("PERSISTENT COMPILATION CACHE MISS for", "Persistent compilation "
-                            "cache hit for")) and args:
+    if (
+        template.startswith(
+            ("PERSISTENT COMPILATION CACHE MISS for", "Persistent compilation cache hit for")
+        )
+        and args
+    ):
         # jax 0.4.30 logs only hits, and names the module without its key.
         key = str(args[1]) if len(args) >= 2 else None
         return JaxEvent(LOG_CACHE_KEY, fun_name=str(args[0]), cache_key=key)
@@ -297,10 +301,16 @@ class CompileMonitor:
     def _listeners(self) -> tuple[tuple[str, str, Any], ...]:
         return (
             ("register_event_listener", "unregister_event_listener", self._on_event),
-            ("register_event_duration_secs_listener", "unregister_event_duration_listener",
-             self._on_duration),
-            ("register_event_time_span_listener", "unregister_event_time_span_listener",
-             self._on_time_span),
+            (
+                "register_event_duration_secs_listener",
+                "unregister_event_duration_listener",
+                self._on_duration,
+            ),
+            (
+                "register_event_time_span_listener",
+                "unregister_event_time_span_listener",
+                self._on_time_span,
+            ),
         )
 
     def install(self) -> None:
@@ -383,9 +393,10 @@ class CompileMonitor:
             eager = event == EVENT_BACKEND_COMPILE and dispatch.eager
         if thread in self._captures:
             cpu = time.process_time() if event in COMPILE_PHASES else None
-            self.deliver(thread, JaxEvent(
-                event, float(duration_secs), _fun_name(kwargs), eager=eager, cpu_s=cpu
-            ))
+            self.deliver(
+                thread,
+                JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager, cpu_s=cpu),
+            )
 
     def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
         if event in COMPILE_PHASES:

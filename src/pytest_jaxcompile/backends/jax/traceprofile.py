@@ -65,7 +65,7 @@ def file_label(filename: str, project_root: Path, stdlib: str) -> str:
     parts = Path(filename).parts
     for marker in ("site-packages", "dist-packages"):
         if marker in parts:
-            return "/".join(parts[parts.index(marker) + 1:])
+            return "/".join(parts[parts.index(marker) + 1 :])
     if filename.startswith(stdlib):
         return "<stdlib>/" + Path(filename).relative_to(stdlib).as_posix()
     try:

@@ -37,9 +37,7 @@ class TorchBackend:
         # torch's compiler is not counted: --compile-instructions covers XLA's CPU compiler
         return TorchSession(hardware_override)
 
-    def requirement_problems(
-        self, record: CompileRecord, requirements: Requirements
-    ) -> list[str]:
+    def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
         problem = cache_problem(record, requirements)
         return [] if problem is None else [problem]
 
@@ -75,9 +73,7 @@ class TorchSession:
     def start(self) -> None:
         pass  # torch's settings are not guarded
 
-    def probe(
-        self, context: MeasureContext, sink: Callable[[CompileRecord], None]
-    ) -> TorchCompile:
+    def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> TorchCompile:
         from pytest_jaxcompile.backends.torch.measure import TorchCompile
 
         probe = TorchCompile(self.environment(), context, sink)
@@ -135,7 +131,11 @@ class TorchCensus:
             return []
         names = unique_names([frame.name for frame in self._frames])
         return frame_records(
-            self._frames, names, context, self._session.environment(), CENSUS_SOURCE,
+            self._frames,
+            names,
+            context,
+            self._session.environment(),
+            CENSUS_SOURCE,
             memory=memory,
         )
 

@@ -68,8 +68,12 @@ class TorchEnvironment:
         cpu_model, cpu_count = host_cpu_model(), usable_cpu_count()
         name = hardware_override or hardware_name(platform_name, device_kind, cpu_model, cpu_count)
         hardware = Hardware(
-            name=name, platform=platform_name, device_kind=device_kind,
-            device_count=device_count, cpu_model=cpu_model, cpu_count=cpu_count,
+            name=name,
+            platform=platform_name,
+            device_kind=device_kind,
+            device_count=device_count,
+            cpu_model=cpu_model,
+            cpu_count=cpu_count,
             overridden=hardware_override is not None,
         )
         return cls(hardware=hardware, torch_version=str(torch.__version__))
@@ -86,8 +90,11 @@ TIMED_METRICS = {
     "code_gen_s": "code_gen_time_s",
     "triton_s": "triton_compile_time_us",
 }
-OVERLAY_FIELDS = {"inductor_s": "inductor_s", "inductor_code_gen_s": "code_gen_s",
-                  "triton_s": "triton_s"}
+OVERLAY_FIELDS = {
+    "inductor_s": "inductor_s",
+    "inductor_code_gen_s": "code_gen_s",
+    "triton_s": "triton_s",
+}
 
 
 def metric(metrics: Any, name: str) -> Any:
@@ -128,6 +135,7 @@ class FrameCompile:
     @classmethod
     def from_metrics(cls, metrics: Any) -> FrameCompile:
         """From a ``CompilationMetrics``, or a plain dict with the same names."""
+
         def count(name: str) -> int:
             return int(metric(metrics, name) or 0)
 
@@ -194,7 +202,9 @@ def classify_frame(frame: FrameCompile, caches_enabled: bool) -> Classification:
     """cache_state of a torch frame compile from torch's cache counters."""
     if not caches_enabled:
         return Classification(
-            CacheState.NONE, persisted=False, reason="no_cache_configured",
+            CacheState.NONE,
+            persisted=False,
+            reason="no_cache_configured",
             detail="the inductor FX-graph and AOTAutograd caches are disabled",
         )
     # Inductor's code generation and build is where a cold compile spends its time, so
@@ -212,7 +222,8 @@ def classify_frame(frame: FrameCompile, caches_enabled: bool) -> Classification:
     if frame.autograd_cache_hits:
         return Classification(CacheState.WARM, detail=f"served from the caches: {counts}")
     return Classification(
-        CacheState.UNKNOWN, reason="no_cache_lookups",
+        CacheState.UNKNOWN,
+        reason="no_cache_lookups",
         detail="torch reported no FX-graph or AOTAutograd cache lookup for this frame "
         "(a backend other than inductor, or a graph with nothing to compile)",
     )
@@ -274,27 +285,36 @@ def frame_records(
         notes = [f"recompile: {frame.recompile_reason}"] if frame.recompile_reason else []
         if frame.fail_reason:
             notes.append(f"compile failed: {frame.fail_reason}")
-        records.append(new_record(context, environment, Measured(
-            transform=name,
-            cache_state=verdict.cache_state.value,
-            compile_s=frame.compile_s,
-            cache=CacheDetails(
-                dir=directory, enabled=enabled, reason=verdict.reason,
-                reason_detail=verdict.detail, notes=notes,
-            ),
-            host_state=host_state(),
-            source=source,
-            figures=dict(
-                backend_compile_s=frame.backend_compile_s,
-                phases=frame.phases or None,
-                overlays=frame.overlays,
-                ledger=ledger,
-                module_name=frame.location,
-                op_count=frame.graph_op_count,
-                missing_metrics=list(frame.missing) or None,
-                **(memory or {}),
-            ),
-        )))
+        records.append(
+            new_record(
+                context,
+                environment,
+                Measured(
+                    transform=name,
+                    cache_state=verdict.cache_state.value,
+                    compile_s=frame.compile_s,
+                    cache=CacheDetails(
+                        dir=directory,
+                        enabled=enabled,
+                        reason=verdict.reason,
+                        reason_detail=verdict.detail,
+                        notes=notes,
+                    ),
+                    host_state=host_state(),
+                    source=source,
+                    figures=dict(
+                        backend_compile_s=frame.backend_compile_s,
+                        phases=frame.phases or None,
+                        overlays=frame.overlays,
+                        ledger=ledger,
+                        module_name=frame.location,
+                        op_count=frame.graph_op_count,
+                        missing_metrics=list(frame.missing) or None,
+                        **(memory or {}),
+                    ),
+                ),
+            )
+        )
     return records
 
 
@@ -354,8 +374,12 @@ class TorchCompile:
         return compiled
 
     def _record(
-        self, frames: list[FrameCompile], base: str, wall_s: float,
-        environment: TorchEnvironment, mixed_precision: bool | None,
+        self,
+        frames: list[FrameCompile],
+        base: str,
+        wall_s: float,
+        environment: TorchEnvironment,
+        mixed_precision: bool | None,
         memory: dict[str, Any],
     ) -> None:
         partition = build_ledger(frames, self._context.cell, wall_s)
@@ -364,9 +388,7 @@ class TorchCompile:
         context = self._context
         if mixed_precision is not None:
             context = dataclasses.replace(context, mixed_precision=mixed_precision)
-        for record in frame_records(
-            frames, names, context, environment, "fixture", ledger, memory
-        ):
+        for record in frame_records(frames, names, context, environment, "fixture", ledger, memory):
             self.records.append(record)
             self._sink(record)
 
@@ -378,8 +400,7 @@ def frame_recompiles(frames: list[FrameCompile]) -> list[Recompile]:
     """Each compile of a frame after its first, with dynamo's recompile reason."""
     return recompiles(
         (
-            (frame.name, f"recompile: {frame.recompile_reason}" if frame.recompile_reason
-             else None)
+            (frame.name, f"recompile: {frame.recompile_reason}" if frame.recompile_reason else None)
             for frame in frames
         ),
         NO_RECOMPILE_REASON,
@@ -403,9 +424,7 @@ def recompile_problems(max_compiles: int | None, frames: list[FrameCompile]) -> 
     return lines
 
 
-def build_ledger(
-    frames: list[FrameCompile], cell: str, wall_s: float | None
-) -> CallLedger | None:
+def build_ledger(frames: list[FrameCompile], cell: str, wall_s: float | None) -> CallLedger | None:
     """The partition of a call in which torch compiled: wall = compile + residual.
 
     None when a frame's compile time was not reported: a partial sum would pass for the
@@ -427,7 +446,9 @@ def build_ledger(
         compile_other_s=_total([frame.compile_other_s for frame in frames]),
         compiles=len(frames),
         persistent_cache_hits=sum(
-            1 for frame in frames if frame.fx_cache_hits + frame.autograd_cache_hits
+            1
+            for frame in frames
+            if frame.fx_cache_hits + frame.autograd_cache_hits
             and not frame.fx_cache_misses + frame.autograd_cache_misses
         ),
         modules={name: names.count(name) for name in sorted(set(names))},
