@@ -83,11 +83,19 @@ def test_a_wrapped_jits_budget_failure_is_short_and_the_suggested_budgets_pass_w
     project.tests(TESTS)
     result = project.run("--compile-census", "--compile-suggest-budgets")
     result.assert_outcomes(passed=1, failed=1)
+    import jax
+    from packaging.version import Version
+
+    # jax 0.4.30 gives no explanation of this tracing-cache miss; later releases name the
+    # static argument that changed.
+    explained = Version(jax.__version__) >= Version("0.5")
     result.stdout.fnmatch_lines(
         [
             "*2 backend compiles in this test, over its compile_budget(max_compiles=1)*",
             "    compile 2: scale (via fun_wrapped, wrapper.py:*): static argument 1 changed: "
-            "now ...('factor', 3.0)... and before ...('factor', 2.0)...",
+            "now ...('factor', 3.0)... and before ...('factor', 2.0)..."
+            if explained
+            else "    compile 2: fun_wrapped (wrapper.py:*): JAX gave no explanation",
         ]
     )
     failure = [line for line in result.outlines if "compile 2:" in line]

@@ -67,7 +67,10 @@ def test_cpu_seconds_count_every_thread_of_the_process() -> None:
     worker = threading.Thread(target=spin)
     worker.start()
     worker.join()
-    assert _cpu_seconds() - before >= work_s[0] > 0
+    # The process clock folds an exited thread's time in at the kernel's accounting, which can
+    # trail the thread's own clock by a little on a loaded machine: the caller's thread alone
+    # would read about 0, so 95 % of the thread's work still says every thread is counted.
+    assert _cpu_seconds() - before >= 0.95 * work_s[0] > 0
 
     import jax
     import jax.numpy as jnp
