@@ -92,7 +92,14 @@ def _page(root: Path) -> Path:
         if day == 9:
             assert main(["pin", "records"]) == 0
     store = PinStore(root / "pins")
-    store.update([make_record(cell=DRIFT, compile_s=0.5), make_record(cell=GONE)])
+    # Pinned before the history's rows: `report` judges rows measured after their pin.
+    before = "2026-10-31T10:00:00+00:00"
+    store.update(
+        [
+            make_record(cell=DRIFT, compile_s=0.5, timestamp=before),
+            make_record(cell=GONE, timestamp=before),
+        ]
+    )
     assert main(["report", "records", "--html", "compile.html"]) == 0
     return root / "compile.html"
 
