@@ -1022,7 +1022,7 @@ def test_the_instruction_drift_in_instructions_md_is_what_the_code_prints(
     tmp_path: Path,
 ) -> None:
     """docs/instructions.md: a 20-layer MLP's gradient pinned, run at 22 layers on a loaded
-    host with `--compile-instructions-tolerance=0.01`."""
+    host, at the default tolerance."""
     from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.records import HostState
 
@@ -1072,7 +1072,7 @@ def test_the_instruction_drift_in_instructions_md_is_what_the_code_prints(
                 host_state=HostState(cpu_count=2, load_per_core=2.08),
             )
         ],
-        thresholds=Thresholds(instructions_tolerance=0.01),
+        thresholds=Thresholds(),
     )
     assert_shown("docs/instructions.md", "never `noisy`:", terminal(outcome))
     assert outcome.failed
@@ -1084,15 +1084,15 @@ def test_the_trend_outputs_in_corpus_md_are_what_the_code_prints(
     """docs/corpus.md's `check --trend` and the report's rising series: ten daily sessions,
     one test's cold compile 10 % slower each, pins re-derived on the ninth day (the corpus
     of tests/test_trend.py)."""
-    from test_trend import _session
+    from corpus_helpers import trend_session
 
     from pytest_jaxcompile.cli import main
 
     monkeypatch.chdir(tmp_path)
     for day in range(1, 10):
-        _session(tmp_path, day)
+        trend_session(tmp_path, day)
     assert main(["pin", "records"]) == 0
-    _session(tmp_path, 10)
+    trend_session(tmp_path, 10)
     capsys.readouterr()
     assert main(["check", "records", "--trend"]) == 1
     printed = capsys.readouterr().out.split("\n")
@@ -1303,12 +1303,11 @@ def test_the_recompile_budget_failures_in_census_md_are_what_the_code_says() -> 
 def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path) -> None:
     """docs/corpus.md: backfill's split of a census file, a record without cache_state, a
     README without the markers."""
-    from corpus_helpers import cli, write_lines
+    from corpus_helpers import cli, old_record, write_lines
     from records_factory import make_record
-    from test_backfill import old
 
     census = [
-        old(tag)
+        old_record(tag)
         for tag in (
             "census-warm",
             "census-warm2",
@@ -1318,7 +1317,7 @@ def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path
             "mb_homo_cold_laxmap_gpu",
         )
     ]
-    census += [old("smoke", cache_dir=""), {"record_kind": "gpu_probe", "compile_s": 1.0}]
+    census += [old_record("smoke", cache_dir=""), {"record_kind": "gpu_probe", "compile_s": 1.0}]
     write_lines(tmp_path / "old" / "census.jsonl", census)
     backfilled = cli(tmp_path, "backfill", "old", "--check")
     assert backfilled.returncode == 1, backfilled.stderr

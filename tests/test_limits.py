@@ -15,7 +15,13 @@ import pytest
 from records_factory import make_record
 
 from pytest_jaxcompile.gate.judging import judge
-from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for, most_specific
+from pytest_jaxcompile.gate.limits import (
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
+    Limits,
+    Thresholds,
+    limits_for,
+    most_specific,
+)
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import HostState
@@ -51,7 +57,7 @@ def test_without_pin_or_marker_every_limit_is_the_options() -> None:
         max_flops_growth=0.4,
         rss_floor_mib=64.0,
         loaded_accelerator_tolerance=2.0,
-        instructions_tolerance=0.05,
+        instructions_tolerance=DEFAULT_INSTRUCTIONS_TOLERANCE,
     )
     assert limits_for(make_record(), PIN, OPTIONS) == limits_for(make_record(), None, OPTIONS)
 

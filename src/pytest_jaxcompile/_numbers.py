@@ -19,6 +19,12 @@ import math
 NUMBER = "a finite number >= 0"
 
 
+def percent(fraction: float) -> str:
+    """A limit given as a fraction, in percent without losing its digits: ``0.015`` is
+    ``1.5%`` (``{:.0%}`` would print ``2%``), ``0.75`` is ``75%``."""
+    return f"{fraction * 100:.4g}%"
+
+
 def whole(minimum: int = 0) -> str:
     """What a whole-number check expects: ``a whole number >= 0``."""
     return f"a whole number >= {minimum}"

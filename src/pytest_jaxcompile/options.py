@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
+from pytest_jaxcompile._numbers import NumberError, finite_number, percent, whole, whole_number
 from pytest_jaxcompile.backends.settings import (
     CLEAR_AUTO,
     CLEAR_MODES,
@@ -434,10 +434,10 @@ def implausible(values: Mapping[str, Any]) -> list[str]:
         if option.implausible_above is None or value is None or value <= option.implausible_above:
             continue
         messages.append(
-            f"{option.flag} (ini {option.name}) = {value:g} allows +{value:.0%} over the pin: "
+            f"{option.flag} (ini {option.name}) = {value:g} allows +{percent(value)} over the pin: "
             f"a row is DRIFT only when {1 + value:g}x slower, which turns the gate almost off. "
             f"It is a fraction (0.75 = +75%); over {option.implausible_above:g} "
-            f"(+{option.implausible_above:.0%}) it is most likely a percentage."
+            f"(+{percent(option.implausible_above)}) it is most likely a percentage."
         )
     return messages
 

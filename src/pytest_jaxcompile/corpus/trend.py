@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pytest_jaxcompile._numbers import NumberError, finite_number
+from pytest_jaxcompile._numbers import NumberError, finite_number, percent
 from pytest_jaxcompile.corpus.commit import commit_label
 from pytest_jaxcompile.corpus.store import NO_TIME, CorpusError, Row, RowId
 from pytest_jaxcompile.records import ComparabilityKey, row_name
@@ -391,7 +391,7 @@ def settings_sentence(settings: TrendSettings) -> str:
     text = (
         f"Mann-Kendall p < {settings.alpha:g} over the latest {settings.window} points of "
         f"each series (at least {MIN_POINTS}), the level up by more than "
-        f"{settings.threshold:.0%}"
+        f"{percent(settings.threshold)}"
     )
     if settings.floor_s:
         text += f" and by more than {settings.floor_s:g} s"
@@ -428,9 +428,9 @@ def trend_lines(trends: Iterable[Trend], settings: TrendSettings, stats: TrendSt
     lines.append(summary)
     if rising:
         lines.append(
-            f"RISING: {len(rising)} series rose by more than {settings.threshold:.0%} over their "
-            "history; pins re-derived along the way hide this from the pin check. To accept a "
-            "level, pass --since a time after the rise."
+            f"RISING: {len(rising)} series rose by more than {percent(settings.threshold)} "
+            "over their history; pins re-derived along the way hide this from the pin check. "
+            "To accept a level, pass --since a time after the rise."
         )
     return lines
 

@@ -29,7 +29,7 @@ DEFAULT_RSS_FLOOR_MIB = 128.0
 # count moved by up to 0.6 % between sessions, idle or with both cores busy, and some MLP
 # modules' counts now and then dropped by about 19 M instructions (3-3.8 % of them); the
 # tolerance stays above both (docs/benchmarks.md#instruction-gate).
-DEFAULT_INSTRUCTIONS_TOLERANCE = 0.05
+DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
 METRIC_INSTRUCTIONS = "instructions"  # the compile's instructions, counted under valgrind

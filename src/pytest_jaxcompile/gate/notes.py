@@ -3,6 +3,7 @@ which parts of JAX's cache key changed, and which versions."""
 
 from __future__ import annotations
 
+from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.pins import Pin
 from pytest_jaxcompile.records import CompileRecord
 
@@ -94,7 +95,7 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             change = f"module {direction}: {pin.op_count} -> {record.op_count} ops"
             if pin.op_count:
                 change += f" ({record.op_count / pin.op_count - 1:+.0%}"
-                change += f", limit +{growth:.0%})" if growth is not None else ")"
+                change += f", limit +{percent(growth)})" if growth is not None else ")"
             changes = op_changes(record, pin)
             if changes:
                 change += ": " + ", ".join(changes[:TOP_OP_CHANGES])

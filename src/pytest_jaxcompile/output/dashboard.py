@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_jaxcompile._io import InputError, read_text
+from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
 from pytest_jaxcompile.corpus.trend import (
     Trend,
@@ -202,7 +203,7 @@ def _rss(row: TableRow) -> str:
 
 def thresholds_sentence(thresholds: Thresholds) -> str:
     text = (
-        f"DRIFT: slower than the pin by more than {thresholds.tolerance:.0%} "
+        f"DRIFT: slower than the pin by more than {percent(thresholds.tolerance)} "
         f"(or the pin's own tolerance) and by more than {thresholds.floor_s:g} s"
     )
     if thresholds.metric == METRIC_CPU:
