@@ -15,6 +15,7 @@ from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import find_stale
 from pytest_jaxcompile.gate.status import Status, session_failed
 from pytest_jaxcompile.gate.upgrades import upgrade_reports
+from pytest_jaxcompile.gate.view import figures
 from pytest_jaxcompile.records import HostState
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25)
@@ -143,7 +144,7 @@ def test_trace_and_lower_time_are_judged_like_compile_time(tmp_path: Path) -> No
     assert slow_trace.note is not None and "trace time drifted: 0.650 s, pin 0.050 s" in (
         slow_trace.note
     )
-    assert slow_trace.ratio == pytest.approx(13.0)
+    assert figures(slow_trace, THRESHOLDS).ratio == pytest.approx(13.0)
     under_floor = judge(make_record(compile_s=0.01, trace_s=0.2, lower_s=0.02), store, THRESHOLDS)
     assert under_floor.status is Status.OK
     # A pin of an earlier release has no trace figure: trace time is not judged.
@@ -289,7 +290,7 @@ def test_rows_above_max_load_are_judged_on_cpu_seconds(
     if compile_cpu_s is not None:
         assert verdict.metric == "cpu" and verdict.tolerance == 0.5
         assert "judged on CPU seconds" in verdict.note
-        assert verdict.ratio == pytest.approx(compile_cpu_s / 0.5)
+        assert figures(verdict, THRESHOLDS).ratio == pytest.approx(compile_cpu_s / 0.5)
     else:
         assert "not judged" in verdict.note
     # --compile-strict judges the wall seconds, whatever the load.

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.limits import (
     INSTRUCTIONS_PHASE,
@@ -183,7 +184,7 @@ def _judge_memory(verdict: Verdict, limits: Limits) -> Verdict:
             Status.GREW,
             figure,
             f"{name} grew: {_figure(pinned)} -> {_figure(measured)} "
-            f"({measured / pinned - 1:+.0%}, limit +{limit:.0%})",
+            f"({measured / pinned - 1:+.0%}, limit +{percent(limit)})",
         )
     if verdict.status is Status.DRIFT or not _rss_drifted(record, pin, limits):
         return verdict
@@ -293,7 +294,7 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         and record.op_count > pin.op_count * (1 + growth)
     ):
         # Deterministic, so judged whatever the host load was.
-        status = Status.GREW
+        status, phase, note = Status.GREW, "compile_s", what_changed(record, pin, growth)
     elif (
         not thresholds.strict
         and thresholds.max_load is not None
@@ -306,17 +307,6 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     else:
         status, phase = _phases_status(record, pin, tolerance, limits.floor_s, thresholds.metric)
         note = _phase_note(record, pin, phase, growth, status)
-        return Verdict(
-            record,
-            status,
-            pin=pin,
-            pin_file=pin_file,
-            tolerance=tolerance,
-            note=note,
-            metric=thresholds.metric,
-            phase=phase,
-        )
-    note = what_changed(record, pin, growth)
     return Verdict(
         record,
         status,
@@ -325,6 +315,7 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         tolerance=tolerance,
         note=note,
         metric=thresholds.metric,
+        phase=phase,
     )
 
 
@@ -400,9 +391,9 @@ def _judge_loaded_accelerator(
     tolerance = limits.loaded_accelerator_tolerance
     status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL)
     which = (
-        f"the loaded-accelerator tolerance {tolerance:.0%}"
+        f"the loaded-accelerator tolerance {percent(tolerance)}"
         if tolerance > limits.tolerance
-        else f"its own tolerance {tolerance:.0%} (at least the loaded-accelerator tolerance)"
+        else f"its own tolerance {percent(tolerance)} (at least the loaded-accelerator tolerance)"
     )
     where = (
         f"measured at load {load:.2f} per core on an accelerator: judged on wall seconds with "

@@ -94,15 +94,6 @@ class Verdict:
     def fails(self, thresholds: Thresholds) -> bool:
         return row_fails(self.status, thresholds)
 
-    @property
-    def ratio(self) -> float | None:
-        if self.pin is None:
-            return None
-        measured, pinned = compared_seconds(self.record, self.pin, self.metric, self.phase)
-        if measured is None or pinned is None:
-            return None
-        return measured / pinned if pinned > 0 else None
-
 
 def compared_seconds(
     record: CompileRecord, pin: Pin, metric: str, phase: str = "compile_s"

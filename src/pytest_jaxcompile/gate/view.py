@@ -20,6 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from pytest_jaxcompile._io import relative
+from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.always_cold import always_cold_text
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.judging import RSS_PHASE
@@ -29,6 +30,7 @@ from pytest_jaxcompile.gate.limits import (
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
     Thresholds,
+    limits_for,
 )
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
@@ -142,7 +144,7 @@ class Figures:
         if self.limit is None:
             return ""
         sign = "" if self.metric.growth_limit is None else "+"
-        return f"{self.metric.limit_name} {sign}{self.limit:.0%}"
+        return f"{self.metric.limit_name} {sign}{percent(self.limit)}"
 
     def text(self) -> str:
         """``0.598 s cpu, pin 0.218 s cpu (2.74x, tolerance 75%)``."""
@@ -156,9 +158,9 @@ class Figures:
 def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
     metric = compared_metric(verdict)
     limit = verdict.tolerance
-    if metric.growth_limit is not None:
-        own = getattr(verdict.record, metric.growth_limit, None)
-        limit = own if own is not None else getattr(thresholds, metric.growth_limit, None)
+    if metric.growth_limit is not None:  # resolved as the judge resolved it
+        limits = limits_for(verdict.record, verdict.pin, thresholds)
+        limit = getattr(limits, metric.growth_limit)
     return Figures(
         metric,
         _value(verdict.record, metric),
@@ -430,9 +432,9 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
     limit = thresholds.max_upgrade_slowdown
     fails = upgrade.fails(thresholds)
     if fails and limit is not None:
-        text += f"; slower than the allowed +{limit:.0%}"
+        text += f"; slower than the allowed +{percent(limit)}"
     elif limit is not None:
-        text += f"; within the allowed +{limit:.0%}"
+        text += f"; within the allowed +{percent(limit)}"
     else:
         text += " (report only; compile_max_upgrade_slowdown makes it a gate)"
     details = []
