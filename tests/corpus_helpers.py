@@ -59,3 +59,47 @@ def snapshot(directory: Path) -> dict[str, bytes]:
         for path in sorted(directory.rglob("*"))
         if path.is_file()
     }
+
+
+# The trend corpus: ten daily sessions, one test creeping, one wandering.
+CREEP, FLAT = "tests/test_m.py::test_creep", "tests/test_m.py::test_flat"
+# Wanders +-15 % around 1 s, session to session, with no direction.
+WANDER = [1.00, 1.12, 0.90, 1.15, 0.86, 1.05, 0.95, 1.13, 0.88, 1.08]
+
+
+def trend_commit(day: int) -> dict[str, Any]:
+    return {
+        "sha": f"{day:02d}" * 20,
+        "ref": "refs/heads/main",
+        "head_ref": None,
+        "base_ref": None,
+        "dirty": False,
+    }
+
+
+def trend_session(root: Path, day: int) -> Path:
+    """Day `day` of the trend corpus (test_trend.py, docs/corpus.md): one session file
+    holding both series' rows, CREEP 10 % slower each day, FLAT wandering."""
+    return write_lines(
+        root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl",
+        [
+            row(day, cell=CREEP, compile_s=1.0 * 1.1 ** (day - 1), commit=trend_commit(day)),
+            row(day, cell=FLAT, compile_s=WANDER[day - 1], commit=trend_commit(day)),
+        ],
+    )
+
+
+def old_record(tag: str | None, **fields: Any) -> dict[str, Any]:
+    """A compile record written before cache_state existed (and before record_kind)."""
+    record: dict[str, Any] = {
+        "cell": "census::" + (tag or "untagged"),
+        "transform": "vag",
+        "hardware": "gpu:A100",
+        "jax_version": "0.4.30",
+        "compile_s": 12.5,
+        "cache_dir": "/scratch/jax_cache",
+    }
+    if tag is not None:
+        record["tag"] = tag
+    record.update(fields)
+    return record

@@ -4,29 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from corpus_helpers import cli, snapshot
+from corpus_helpers import cli, old_record, snapshot
 
 from pytest_jaxcompile.corpus.backfill import Rules, decide, plan_file, tag_state
-
-
-def old(tag: str | None, **fields: Any) -> dict[str, Any]:
-    """A compile record written before cache_state existed (and before record_kind)."""
-    record: dict[str, Any] = {
-        "cell": "census::" + (tag or "untagged"),
-        "transform": "vag",
-        "hardware": "gpu:A100",
-        "jax_version": "0.4.30",
-        "compile_s": 12.5,
-        "cache_dir": "/scratch/jax_cache",
-    }
-    if tag is not None:
-        record["tag"] = tag
-    record.update(fields)
-    return record
-
 
 # tag -> the cache_state backfill gives it (with a non-empty recorded cache dir)
 TAGS = {
@@ -56,43 +38,47 @@ TAGS = {
 )
 def test_only_a_tag_that_ends_in_the_marker_decides(tag: str, state: str) -> None:
     assert (tag_state(tag) or "unknown") == state
-    assert decide(old(tag)).outcome == state
+    assert decide(old_record(tag)).outcome == state
 
 
 def test_an_empty_recorded_cache_dir_is_none_whatever_the_tag_says() -> None:
-    assert decide(old("census-warm", cache_dir="")).outcome == "none"
-    assert decide(old("smoke", cache_dir=None)).outcome == "none"
-    nested = old("census-warm", cache={"dir": "", "entries_before": 0})
+    assert decide(old_record("census-warm", cache_dir="")).outcome == "none"
+    assert decide(old_record("smoke", cache_dir=None)).outcome == "none"
+    nested = old_record("census-warm", cache={"dir": "", "entries_before": 0})
     del nested["cache_dir"]
     assert decide(nested).outcome == "none"
     # A configured dir that held no entries is not `none`: the cold run is the one filling it.
-    filled = old(None, cache={"dir": "/c", "entries_before": 0})
+    filled = old_record(None, cache={"dir": "/c", "entries_before": 0})
     del filled["cache_dir"]
     assert decide(filled).outcome == "unknown"
     # No cache-dir field at all: nothing was recorded, so nothing proves there was no cache.
-    unrecorded = old(None)
+    unrecorded = old_record(None)
     del unrecorded["cache_dir"]
     assert decide(unrecorded).outcome == "unknown"
     assert decide(unrecorded, Rules(cache_dir_fields=("workdir",))).outcome == "unknown"
-    assert decide(old("x", scratch=""), Rules(cache_dir_fields=("scratch",))).outcome == "none"
+    assert (
+        decide(old_record("x", scratch=""), Rules(cache_dir_fields=("scratch",))).outcome == "none"
+    )
 
 
 def test_records_that_are_not_candidates_are_left_alone() -> None:
-    assert decide(old("census-warm", cache_state="cold")).outcome == "already has cache_state"
-    assert decide({k: v for k, v in old("a-warm").items() if k != "compile_s"}).outcome == (
+    assert (
+        decide(old_record("census-warm", cache_state="cold")).outcome == "already has cache_state"
+    )
+    assert decide({k: v for k, v in old_record("a-warm").items() if k != "compile_s"}).outcome == (
         "no compile_s"
     )
-    assert decide(old("a-warm", compile_s=None)).outcome == "no compile_s"
-    assert decide(old("a-warm", record_kind="torch_compile")).outcome == "other kinds"
-    assert decide(old("a-warm", record_kind="compile_probe")).outcome == "warm"
+    assert decide(old_record("a-warm", compile_s=None)).outcome == "no compile_s"
+    assert decide(old_record("a-warm", record_kind="torch_compile")).outcome == "other kinds"
+    assert decide(old_record("a-warm", record_kind="compile_probe")).outcome == "warm"
     assert decide([1, 2]).outcome == "other kinds"
 
 
 def _corpus(root: Path) -> dict[str, str]:
     """A JSON lines and a JSON list file; returns the expected state per cell."""
-    lines = [old(tag) for tag in TAGS]
-    lines.append(old("census-warm", cache_dir="", cell="empty-dir"))
-    lines.append(old(None, cell="no-tag"))
+    lines = [old_record(tag) for tag in TAGS]
+    lines.append(old_record("census-warm", cache_dir="", cell="empty-dir"))
+    lines.append(old_record(None, cell="no-tag"))
     lines.append(
         {
             "record_kind": "torch_compile",
@@ -102,15 +88,15 @@ def _corpus(root: Path) -> dict[str, str]:
             "cache_dir": "",
         }
     )  # another instrument's
-    lines.append(old("census-warm", cell="done", cache_state="cold"))
+    lines.append(old_record("census-warm", cell="done", cache_state="cold"))
     lines.append({"cell": "untimed", "tag": "census-warm", "note": "no timing"})
     (root / "census.jsonl").write_text(
         "".join(json.dumps(value, separators=(",", ":")) + "\n" for value in lines)
     )
     listed = [
         {"record_kind": "gpu_probe", "compile_s": 1.0, "tag": "cache-warm", "u": "é"},
-        old("cache-warm", cell="listed-warm"),
-        old("mb_homo_cold", cell="listed-empty", cache={"dir": ""}),
+        old_record("cache-warm", cell="listed-warm"),
+        old_record("mb_homo_cold", cell="listed-empty", cache={"dir": ""}),
     ]
     del listed[2]["cache_dir"]
     (root / "legacy.json").write_text(json.dumps(listed, indent=4, ensure_ascii=False) + "\n")
@@ -188,7 +174,7 @@ def test_backfill_cli_gives_the_exact_split_and_check_writes_nothing(tmp_path: P
 
 
 def test_a_broken_file_stops_the_backfill_before_anything_is_written(tmp_path: Path) -> None:
-    (tmp_path / "a.jsonl").write_text(json.dumps(old("census-warm")) + "\n")
+    (tmp_path / "a.jsonl").write_text(json.dumps(old_record("census-warm")) + "\n")
     (tmp_path / "b.json").write_text('[{"compile_s": 1.0}, oops]')
     before = snapshot(tmp_path)
     result = cli(tmp_path, "backfill", ".", "--write")

@@ -7,11 +7,10 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from corpus_helpers import row, write_lines
+from corpus_helpers import CREEP, FLAT, WANDER, row, trend_session, write_lines
 from scipy import stats
 
 from pytest_jaxcompile.cli import main
@@ -25,31 +24,6 @@ from pytest_jaxcompile.corpus.trend import (
     is_rising,
     trend_test,
 )
-
-CREEP, FLAT = "tests/test_m.py::test_creep", "tests/test_m.py::test_flat"
-# Wanders +-15 % around 1 s, session to session, with no direction.
-WANDER = [1.00, 1.12, 0.90, 1.15, 0.86, 1.05, 0.95, 1.13, 0.88, 1.08]
-
-
-def _commit(day: int) -> dict[str, Any]:
-    return {
-        "sha": f"{day:02d}" * 20,
-        "ref": "refs/heads/main",
-        "head_ref": None,
-        "base_ref": None,
-        "dirty": False,
-    }
-
-
-def _session(root: Path, day: int) -> Path:
-    """Day `day` of the corpus: one session file holding both series' rows."""
-    return write_lines(
-        root / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl",
-        [
-            row(day, cell=CREEP, compile_s=1.0 * 1.1 ** (day - 1), commit=_commit(day)),
-            row(day, cell=FLAT, compile_s=WANDER[day - 1], commit=_commit(day)),
-        ],
-    )
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -197,10 +171,10 @@ def test_check_trend_catches_creep_that_re_pinned_checks_pass(
     """
     monkeypatch.chdir(tmp_path)
     for day in range(1, 10):
-        _session(tmp_path, day)
+        trend_session(tmp_path, day)
     status, out, err = _run(capsys, "pin", "records")
     assert status == 0, err
-    _session(tmp_path, 10)
+    trend_session(tmp_path, 10)
 
     status, out, err = _run(capsys, "check", "records")
     assert status == 0, out + err  # every comparison with the day-9 pins is within tolerance
@@ -236,7 +210,7 @@ def test_check_trend_without_pins_checks_trends_only(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     for day in range(1, 11):
-        _session(tmp_path, day)
+        trend_session(tmp_path, day)
     status, out, err = _run(capsys, "check", "records")
     assert status == 2 and "no pin files in pins" in err
     status, out, err = _run(capsys, "check", "records", "--trend")
@@ -265,7 +239,7 @@ def test_report_leads_with_the_rising_series(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     for day in range(1, 11):
-        _session(tmp_path, day)
+        trend_session(tmp_path, day)
     status, out, err = _run(capsys, "report", "records")
     assert status == 0, err
     assert out.index("**Rising: 1 series**") < out.index("| cell | transform | compile_s |")
