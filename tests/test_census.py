@@ -271,3 +271,32 @@ def test_trace_profile_attributes_trace_time_by_package(project: JaxProject) -> 
     assert "<code>test_models.py</code>" in page
     project.run()
     assert project.rows()[("test_profiled", "heavy")]["trace_profile"] is None
+
+
+SHAPES_TEST = """
+    import os
+
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def scale(v):
+        return v * 2.0
+
+    def test_shapes():
+        sizes = [int(size) for size in os.environ["SIZES"].split(",")]
+        for size in sizes:
+            scale(jnp.ones(size)).block_until_ready()
+"""
+
+
+def test_census_rows_of_one_function_are_named_by_signature_not_compile_order(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(SHAPES_TEST)
+    names = []
+    for sizes in ("3,5", "5,3"):
+        monkeypatch.setenv("SIZES", sizes)
+        project.run("--compile-census").assert_outcomes(passed=1)
+        names.append({transform for _, transform in project.rows()})
+    assert names[0] == names[1] == {"jit(scale)[f32[3]]", "jit(scale)[f32[5]]"}

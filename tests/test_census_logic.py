@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems, unique_names
+from pytest_jaxcompile.backends import signed_names, unique_names
+from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems
 from pytest_jaxcompile.backends.jax.measure import count_ops, is_cache_entry
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -258,6 +259,34 @@ def test_repeated_names_get_numbered() -> None:
         "jit(f)#2",
         "jit(f)#3",
     ]
+
+
+def test_a_function_compiled_for_several_signatures_is_named_by_each_in_any_order() -> None:
+    compiles = [
+        ("jit(f)", "f32[8]"),
+        ("jit(g)", "f32[8]"),
+        ("jit(f)", "f32[16]"),
+        ("jit(f)", "f32[8]"),  # the same signature again: numbered
+        ("jit(h)", "f32[2]"),
+        ("jit(h)", "f32[2]"),
+    ]
+    named = signed_names(compiles)
+    assert named == [
+        "jit(f)[f32[8]]",
+        "jit(g)",
+        "jit(f)[f32[16]]",
+        "jit(f)[f32[8]]#2",
+        "jit(h)",
+        "jit(h)#2",
+    ]
+    assert sorted(signed_names(compiles[::-1])) == sorted(named)
+
+
+def test_a_long_signature_is_cut_and_ends_in_a_hash_of_the_whole() -> None:
+    long_a, long_b = "f32[8]," * 20 + "f32[1]", "f32[8]," * 20 + "f32[2]"
+    first, second = signed_names([("jit(f)", long_a), ("jit(f)", long_b)])
+    assert first != second and len(first) == len(second) < len(long_a)
+    assert first.startswith("jit(f)[f32[8],") and first.endswith("]")
 
 
 def test_count_ops_counts_operations_not_attributes() -> None:

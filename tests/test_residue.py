@@ -115,8 +115,7 @@ def test_work_that_names_no_function_counts_as_still_in_memory_until_cleared() -
     residue = fresh()
     residue.note(Dispatch(eager=False, owners=(), site="test_models.py:12"))
     assert residue.still_in_memory() == (
-        "a compile at test_models.py:12 that names no jitted function "
-        "(e.g. ahead-of-time .compile())"
+        "a compile at test_models.py:12 that names no jitted function"
     )
     residue.cleared()
     assert residue.still_in_memory() is None
@@ -170,7 +169,7 @@ def test_the_monitor_notes_the_programs_jitted_functions_not_eager_dispatch(
     assert monitor.residue.still_in_memory() is None  # nothing left to reuse
 
 
-def test_a_module_level_function_stays_and_aot_compiles_are_untracked(
+def test_a_module_level_function_stays_and_an_aot_compile_goes_with_its_function(
     monitor: CompileMonitor,
 ) -> None:
     import jax
@@ -179,10 +178,15 @@ def test_a_module_level_function_stays_and_aot_compiles_are_untracked(
     jax.jit(step)(jnp.ones(9))
     assert monitor.residue.still_in_memory() == "step (test_residue) is still in memory"
     monitor.residue.cleared()
-    compiled = jax.jit(lambda v: v + 1.0).lower(jnp.ones(9)).compile()
-    del compiled
+
+    def aot(v: jax.Array) -> jax.Array:
+        return v + 1.0
+
+    compiled = jax.jit(aot).lower(jnp.ones(9)).compile()
+    assert "aot" in str(monitor.residue.still_in_memory())  # noted by its trace
+    del compiled, aot
     gc.collect()
-    assert "names no jitted function" in str(monitor.residue.still_in_memory())
+    assert monitor.residue.still_in_memory() is None  # nothing left that could reuse it
 
 
 @pytest.mark.parametrize(
@@ -206,3 +210,49 @@ def test_clear_before_census_by_mode(mode: str, eager_counted: bool, cleared: st
 def test_auto_leaves_the_caches_alone_when_nothing_is_left() -> None:
     residue = fresh()
     assert clear_before_census(residue, CLEAR_AUTO, eager_counted=False) is None
+
+
+def test_forgetting_the_programs_work_recompiles_it_and_keeps_eager_dispatch(
+    monitor: CompileMonitor,
+) -> None:
+    """What a census'd test after a shared function's test gets: that function compiles
+    again (as after jax.clear_caches()), eager operations do not."""
+    import jax
+    import jax.numpy as jnp
+
+    from pytest_jaxcompile.backends.jax.monitor import EVENT_BACKEND_COMPILE
+    from pytest_jaxcompile.backends.jax.residue import forget_program_work
+
+    def loss(w: jax.Array, x: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.tanh(x @ w))
+
+    shared = jax.jit(jax.grad(loss))
+
+    def program() -> None:
+        shared(jnp.ones((4, 4)), jnp.ones((2, 4))).block_until_ready()
+
+    def eager() -> None:
+        ((jnp.ones((3, 3)) + 1.0) * 2.0).sum().block_until_ready()
+
+    def compiles(block: Callable[[], None]) -> int:
+        with monitor.capture() as log:
+            block()
+        return log.count(EVENT_BACKEND_COMPILE)
+
+    program()
+    eager()
+    assert (compiles(program), compiles(eager)) == (0, 0)  # both cached
+    owners = monitor.residue.owners()
+    assert owners  # the function the jitted step wraps (and its jaxprs)
+    if not forget_program_work(owners):
+        pytest.skip("this jax has no per-function eviction: the census clears every cache")
+    assert compiles(program) == 1  # the shared step: forgotten, compiled again
+    assert compiles(eager) == 0  # eager dispatch kept its executables
+
+
+def test_a_residue_with_untracked_work_has_no_owners_to_forget() -> None:
+    residue = fresh()
+    residue.note(Dispatch(eager=False, owners=(step,)))
+    assert residue.owners() == [step]
+    residue.note(Dispatch(eager=False, owners=(), site="test_x.py:3"))
+    assert residue.owners() is None  # only a full clear is safe

@@ -12,6 +12,7 @@ stays in its package; what every backend's rows are held to is in `backends/sett
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import re
@@ -201,6 +202,34 @@ def unique_names(names: list[str]) -> list[str]:
         seen[name] += 1
         unique.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return unique
+
+
+SIGNATURE_CHARS = 60  # a longer input signature is cut and ends in a hash of the whole
+
+
+def signed_names(compiles: list[tuple[str, str | None]]) -> list[str]:
+    """Row names of one test's compiles (function name, input signature) that do not depend
+    on the order they compiled in: a function compiled for one input signature keeps its
+    name (``jit(f)``, numbered ``#2`` when the same signature compiled again, a new function
+    object or a changed static argument); one compiled for several is named by each
+    signature (``jit(f)[f32[8,64]]``, ``jit(f)[f32[16,64]]``)."""
+    signatures: dict[str, set[str | None]] = {}
+    for name, signature in compiles:
+        signatures.setdefault(name, set()).add(signature)
+    named = [
+        name
+        if signature is None or len(signatures[name]) == 1
+        else f"{name}[{_shortened(signature)}]"
+        for name, signature in compiles
+    ]
+    return unique_names(named)
+
+
+def _shortened(signature: str) -> str:
+    if len(signature) <= SIGNATURE_CHARS:
+        return signature
+    digest = hashlib.sha256(signature.encode()).hexdigest()[:8]
+    return f"{signature[: SIGNATURE_CHARS - 10]}..{digest}"
 
 
 def artifact_name(cell: str, transform: str) -> str:

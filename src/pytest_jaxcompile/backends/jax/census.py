@@ -20,7 +20,7 @@ from pytest_jaxcompile.backends import (
     host_state,
     new_record,
     recompile_lines_by_function,
-    unique_names,
+    signed_names,
 )
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
@@ -71,7 +71,7 @@ def census_records(
     # Load when the call ended, so the load gate applies to census rows as well.
     host = host_state()
     compiles = log.own_compiles()
-    names = unique_names([module.fun_name for module in compiles])
+    names = signed_names([(module.fun_name, module.signature) for module in compiles])
     records = []
     for module, name in zip(compiles, names, strict=True):
         verdict = classify(

@@ -65,6 +65,10 @@ class Dispatch:
     eager: bool
     owners: tuple[Any, ...] = ()
     site: str | None = None  # the program's frame the walk stopped at: file:line
+    # Compiled from a ``Lowered`` (``jax.jit(f).lower(x).compile()``): its executable is
+    # kept by that object, and its trace and lowering were noted (with their owners) when
+    # they ran.
+    ahead_of_time: bool = False
 
 
 EAGER = Dispatch(eager=True)
@@ -76,6 +80,7 @@ def dispatch_of(frame: FrameType | None) -> Dispatch:
     decided: bool | None = None
     owners: list[Any] = []
     site = None
+    ahead_of_time = False
     for _ in range(MAX_FRAMES):
         if frame is None:
             break
@@ -91,12 +96,14 @@ def dispatch_of(frame: FrameType | None) -> Dispatch:
             owner = _cache_owner(frame)
             if owner is not None:
                 owners.append(owner)
+            elif frame.f_code.co_name == "compile" and module == "jax._src.stages":
+                ahead_of_time = True
         elif top not in _PASSED_OVER:
             # The program's own code called the compile.
             site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
             break
         frame = frame.f_back
-    return Dispatch(eager=False, owners=tuple(owners), site=site)
+    return Dispatch(eager=False, owners=tuple(owners), site=site, ahead_of_time=ahead_of_time)
 
 
 def _dispatch_verdict(frame: FrameType, module: str) -> bool | None:

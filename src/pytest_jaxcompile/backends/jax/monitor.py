@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.classify import SkipReason, skip_reason_from_log
@@ -74,6 +75,7 @@ class JaxEvent:
     retrace: Retrace | None = None  # for JAX's tracing-cache miss explanations
     key_record: tuple[str, tuple[Any, ...]] | None = None  # a cache_key (template, args)
     cpu_s: float | None = None  # the process's CPU clock when a compile phase's event fired
+    signature: str | None = None  # a lowering's input types (`input_signature`)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class ModuleCompile:
     key: KeyParts = field(default_factory=KeyParts)  # its cache key's parts, when read
     nested: bool = False  # measured by a fixture call inside the capture
     eager: bool = False  # JAX's eager dispatch of an operation outside jit (see eager.py)
+    signature: str | None = None  # its input types, from its lowering (`input_signature`)
 
     @property
     def seconds(self) -> float:
@@ -183,6 +186,7 @@ class EventLog:
             elif name == EVENT_LOWER:
                 pending.lower_s += event.duration_s or 0.0
                 lowered_cpu = event.cpu_s
+                pending.signature = event.signature or pending.signature
             elif name == EVENT_CACHE_REQUEST:
                 pending.cache_requests += 1
             elif name == EVENT_CACHE_HIT:
@@ -393,9 +397,17 @@ class CompileMonitor:
             eager = event == EVENT_BACKEND_COMPILE and dispatch.eager
         if thread in self._captures:
             cpu = time.process_time() if event in COMPILE_PHASES else None
+            signature = input_signature(sys._getframe(1)) if event == EVENT_LOWER else None
             self.deliver(
                 thread,
-                JaxEvent(event, float(duration_secs), _fun_name(kwargs), eager=eager, cpu_s=cpu),
+                JaxEvent(
+                    event,
+                    float(duration_secs),
+                    _fun_name(kwargs),
+                    eager=eager,
+                    cpu_s=cpu,
+                    signature=signature,
+                ),
             )
 
     def _on_time_span(self, event: str, start_time: float, end_time: float, **_: Any) -> None:
@@ -434,6 +446,31 @@ class CompileMonitor:
             logger = logging.getLogger(name)
             logger.removeFilter(self._filters.pop(name))
             logger.setLevel(self._saved_levels.pop(name))
+
+
+SIGNATURE_FRAMES = 12  # the lowering's jaxpr is a few frames above JAX's lowering event
+_JAXPR_LOCALS = ("closed_jaxpr", "jaxpr")
+
+
+def input_signature(frame: FrameType | None) -> str | None:
+    """The input types of the module being lowered (``f32[8,64],i32[]``), from the
+    ClosedJaxpr JAX's lowering frames hold; None where none is found."""
+    for _ in range(SIGNATURE_FRAMES):
+        if frame is None:
+            return None
+        for name in _JAXPR_LOCALS:
+            avals = getattr(frame.f_locals.get(name), "in_avals", None)
+            if avals is not None:
+                return ",".join(_short(aval) for aval in avals)
+        frame = frame.f_back
+    return None
+
+
+def _short(aval: Any) -> str:
+    try:
+        return str(aval.str_short(short_dtypes=True))
+    except (AttributeError, TypeError):
+        return str(aval)
 
 
 def _fun_name(kwargs: dict[str, Any]) -> str | None:

@@ -5,6 +5,9 @@ process: otherwise a module-level ``train_step`` counts one compile in the first
 calls it and none in the next. ``jax.clear_caches()`` guarantees that, but it also drops
 the executables of JAX's eager dispatch (``jnp.ones(5)``, ``x + 1``), which every test
 then compiles again: on optax's ``alias_test.py`` that nearly doubled the suite's time.
+So where it can, the plugin makes JAX forget only the program's work that is still in
+memory (`forget_program_work`: the cache entries keyed on those functions and jaxprs), and
+eager dispatch keeps its executables.
 
 JAX keeps a program's traces and executables in caches keyed on the function a jitted
 callable wraps and on its jaxprs, weakly or through strong references that keep those
@@ -13,8 +16,9 @@ objects alive. So the monitor notes, for every trace, lowering and compile of th
 weak references. While every one of them is gone, nothing the program compiled can be
 reused and the caches need no clearing: a test that jits its own functions leaves nothing
 behind (once the garbage collector has freed what a reference cycle still held). A work
-whose owners the stack does not name (``jax.jit(f).lower(x).compile()``,
-what ran before the plugin listened) counts as still in memory: when in doubt, clear.
+whose owners the stack does not name (what ran before the plugin listened, a compile that
+no jitted function or ``Lowered`` led to) counts as still in memory: when in doubt, clear.
+``jax.jit(f).lower(x).compile()`` is not such a work: its trace and lowering noted ``f``.
 JAX's eager dispatch stays cached; its compiles are counted apart and not pinned (see
 census), except for a test whose ``count_eager`` makes them count: that test always starts
 from cleared caches.
@@ -22,7 +26,9 @@ from cleared caches.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import importlib
 import threading
 import weakref
 from typing import Any
@@ -31,6 +37,48 @@ from pytest_jaxcompile.backends.jax.eager import Dispatch
 from pytest_jaxcompile.backends.settings import CLEAR_ALWAYS, CLEAR_NEVER
 
 BEFORE_LISTENING = "the first census'd test in this process (what ran before it is unknown)"
+
+
+def forget_program_work(owners: list[Any]) -> bool:
+    """Make JAX forget what it traced, lowered and compiled for `owners` (functions a jitted
+    callable wraps, jaxprs), and nothing else; False where this JAX cannot (the caller then
+    clears every cache).
+
+    JAX registers every staging and compile cache (``jax._src.util._caches``): those keyed
+    weakly on a function or jaxpr drop its entries with ``evict_weakref``, the ``lu.cache``
+    ones with ``evict_function`` (what ``jitted.clear_cache()`` does for one function, and
+    ``jax.clear_caches()`` for all). Caches with strong keys hold JAX's own objects
+    (shardings, devices, eager dispatch's jitted primitives) and are kept. The C++ fast
+    paths have no eviction by key and are emptied: they refill from the Python caches
+    above without compiling. A retrace of a forgotten function makes a new jaxpr, so its
+    lowering and compile run again, as after ``jax.clear_caches()``.
+    """
+    try:
+        from jax._src import pjit, util
+
+        registry = list(util._caches)
+        fast_paths = [pjit._cpp_pjit_cache_fun_only, pjit._cpp_pjit_cache_explicit_attributes]
+        function_caches = importlib.import_module("jax._src.lib")._jax.PjitFunctionCache
+    except (ImportError, AttributeError):
+        return False
+    evictions = [
+        evict
+        for cache in registry
+        if (
+            evict := getattr(cache, "evict_weakref", None) or getattr(cache, "evict_function", None)
+        )
+    ]
+    # Releases with a second registry of weak caches (jax 0.4) evict nothing through this one.
+    if hasattr(util, "_weakref_lru_caches") or not evictions:
+        return False
+    for evict in evictions:
+        for owner in owners:
+            with contextlib.suppress(TypeError):  # a key type this cache never holds
+                evict(owner)
+    for fast_path in fast_paths:
+        fast_path.clear()
+    function_caches.clear_all()
+    return True
 
 
 class ProgramResidue:
@@ -49,7 +97,10 @@ class ProgramResidue:
             return
         with self._lock:
             if not dispatch.owners:
-                self._untracked = _untracked_reason(dispatch.site)
+                # A Lowered's compile: what could reuse it is the Lowered itself (which
+                # no cache clear resets) or its trace and lowering, noted when they ran.
+                if not dispatch.ahead_of_time:
+                    self._untracked = _untracked_reason(dispatch.site)
                 return
             for owner in dispatch.owners:
                 try:
@@ -82,6 +133,15 @@ class ProgramResidue:
         with self._lock:
             self._held.update(self._alive())
             return self._reason()
+
+    def owners(self) -> list[Any] | None:
+        """The program's objects still in memory that JAX keys its work on; None when some
+        of the program's work is keyed on what nobody noted (then only a full clear helps).
+        """
+        with self._lock:
+            if self._untracked is not None:
+                return None
+            return [owner for ref in self._alive().values() if (owner := ref()) is not None]
 
     def _reason(self) -> str | None:
         if self._untracked is not None:
@@ -121,6 +181,11 @@ def clear_in_process_caches() -> None:
 def clear_before_census(residue: ProgramResidue, mode: str, *, eager_counted: bool) -> str | None:
     """Clear JAX's in-process caches before a census'd test where what it compiles could
     otherwise depend on the tests before it; why they were cleared, None when they were not.
+
+    Only the program's work still in memory is forgotten where JAX allows it (eager
+    dispatch stays cached); everything is cleared under ``always``, for a test whose eager
+    dispatch counts (``count_eager``: its eager compiles must happen in it), and when some
+    of the program's work is not known to be keyed on a noted object.
     """
     if mode == CLEAR_NEVER:
         return None
@@ -131,7 +196,9 @@ def clear_before_census(residue: ProgramResidue, mode: str, *, eager_counted: bo
     else:
         reason = residue.still_in_memory()
     if reason is not None:
-        clear_in_process_caches()
+        owners = residue.owners() if mode != CLEAR_ALWAYS and not eager_counted else None
+        if owners is None or not forget_program_work(owners):
+            clear_in_process_caches()
         residue.cleared()
     return reason
 
@@ -150,4 +217,4 @@ def describe(owner: Any) -> str:
 
 def _untracked_reason(site: str | None) -> str:
     where = f" at {site}" if site else ""
-    return f"a compile{where} that names no jitted function (e.g. ahead-of-time .compile())"
+    return f"a compile{where} that names no jitted function"
