@@ -1,4 +1,5 @@
-"""Real suites: the plugin on test files that ship with real JAX projects (optax, chex).
+"""Real suites: the plugin on test files that ship with real JAX projects (optax, chex, and
+flax and numpyro, whose source distributions ship their tests).
 
     python benchmarks/real_suites.py [--rounds 3] [--reruns 3] [--suite optax --suite chex]
                                      [--way census --way loaded]
@@ -6,7 +7,8 @@
 
 Installs pinned versions of the projects (and pytest, pytest-xdist, this plugin as an
 editable install) into a scratch venv -- nothing here touches the plugin's own install --,
-copies the selected test files out of the installed packages into a scratch directory (a
+copies the selected test files out of the installed packages (or out of the project's source
+distribution, ``pip download --no-binary :all: --no-deps``) into a scratch directory (a
 rootdir of their own, so pins land there), and measures:
 
 1. Overhead. After one untimed run that fills the persistent cache, each round runs the
@@ -57,8 +59,9 @@ PINNED = ["jax==0.10.2", "jaxlib==0.10.2", "pytest==9.2.0", "pytest-xdist==3.8.0
 class Suite:
     name: str
     requirements: tuple[str, ...]
-    files: tuple[str, ...]  # paths inside site-packages
+    files: tuple[str, ...]  # paths inside site-packages, or inside the sdist
     default_args: tuple[str, ...]
+    sdist: str | None = None  # "NAME==VERSION": the files come from its source distribution
 
 
 SUITES = {
@@ -74,6 +77,22 @@ SUITES = {
         ("chex/_src/variants_test.py", "chex/_src/dataclass_test.py"),
         (),
     ),
+    # Wrapper-style jit: flax.nnx.jit wraps jax.jit around its own function and keeps the
+    # user's function in its own cache; numpyro's MCMC and SVI keep jitted kernels in theirs.
+    "flax": Suite(
+        "flax",
+        ("flax==0.12.8",),
+        ("tests/nnx/transforms_test.py",),
+        (),
+        sdist="flax==0.12.8",
+    ),
+    "numpyro": Suite(
+        "numpyro",
+        ("numpyro==0.22.0",),
+        ("test/test_compile.py", "test/test_handlers.py", "test/test_util.py"),
+        (),
+        sdist="numpyro==0.22.0",
+    ),
 }
 
 WAYS = {
@@ -83,7 +102,6 @@ WAYS = {
     "census, always clear": ["--compile-census", "--compile-clear-caches=always"],
     "census -n 2": ["--compile-census", "-n", "2"],
 }
-FAILING = {"DRIFT", "MISS", "GREW"}
 # Statuses that pass the gate alike: `noisy` is `ok` judged on CPU seconds because the host
 # was loaded (two workers on two cores are), so ok <-> noisy is the load, not the verdict.
 PASSING_ALIKE = {"ok", "noisy", "improved"}
@@ -112,7 +130,24 @@ def site_packages(python: Path) -> Path:
     return Path(out)
 
 
-def prepare(directory: Path, suite: Suite, packages: Path) -> list[str]:
+def sdist_root(python: Path, requirement: str, workdir: Path) -> Path:
+    """The unpacked source distribution of `requirement` (downloaded once per workdir)."""
+    target = workdir / "sdists" / requirement.replace("==", "-")
+    if not target.exists():
+        download = workdir / "sdists" / "download"
+        pip = [str(python), "-m", "pip", "download", "-q", "--no-binary", ":all:"]
+        subprocess.run([*pip, "--no-deps", "-d", str(download), requirement], check=True)
+        (archive,) = [
+            path
+            for path in download.iterdir()
+            if path.name.lower().replace("_", "-").startswith(target.name.lower())
+        ]
+        shutil.unpack_archive(archive, target)
+    (root,) = [path for path in target.iterdir() if path.is_dir()]
+    return root
+
+
+def prepare(directory: Path, suite: Suite, source: Path) -> list[str]:
     """A fresh rootdir holding copies of the suite's test files; returns their names."""
     if directory.exists():
         shutil.rmtree(directory)
@@ -121,7 +156,7 @@ def prepare(directory: Path, suite: Suite, packages: Path) -> list[str]:
     names = []
     for file in suite.files:
         name = file.replace("/", "_")
-        shutil.copy(packages / file, directory / name)
+        shutil.copy(source / file, directory / name)
         names.append(name)
     return names
 
@@ -175,11 +210,20 @@ def census_head(stdout: str, lines: int = 4) -> list[str]:
 
 
 def verdicts(report: Path) -> dict[tuple[str, str], str]:
+    """Each row's status, upper-cased where the gate says the row fails the session (the
+    report's own ``fails``: the statuses that fail under the session's settings)."""
     data = json.loads(report.read_text())
     out: dict[tuple[str, str], str] = {}
     for verdict in data["verdicts"]:
-        out[(verdict["cell"], verdict["transform"])] = verdict["status"]
+        status = verdict["status"]
+        out[(verdict["cell"], verdict["transform"])] = (
+            f"{status.upper()} (fails)" if verdict.get("fails") else status
+        )
     return out
+
+
+def failing(statuses: dict[tuple[str, str], str]) -> Counter[str]:
+    return Counter(status for status in statuses.values() if status.endswith("(fails)"))
 
 
 def spread(values: list[float]) -> str:
@@ -249,18 +293,31 @@ def overhead(
 def gate(
     python: Path, suite: Suite, selection: list[str], files: list[str], directory: Path, reruns: int
 ) -> bool:
-    """Prints the gate figures; False on a failing row or a verdict -n 2 changes."""
+    """Prints the gate figures; False on a failing row, a verdict -n 2 or the reversed order
+    changes, or an alarm of `check` over the sessions' records."""
     args = [*files, *selection]
+    records = ["--compile-record-dir", str(directory / "records")]
     for label in ("cold", "warm"):
-        run = run_pytest(python, directory, ["--compile-census", "--compile-pin-update", *args])
+        run = run_pytest(
+            python, directory, ["--compile-census", "--compile-pin-update", *records, *args]
+        )
         print(f"  pin {label}: {run.seconds:.1f} s, exit {run.returncode}, {run.counts}")
+    pins = list((directory / "pins").glob("*.toml"))
+    pin_lines = sum(len(path.read_text().splitlines()) for path in pins)
+    pinned_rows = sum(path.read_text().count("\ntransform = ") for path in pins)
+    print(
+        f"  pins: {len(pins)} file(s), {pin_lines} TOML lines for {pinned_rows} row(s) "
+        f"({pin_lines / max(pinned_rows, 1):.1f} lines per row)"
+    )
     false_alarms = 0
     disagreements = 0
     for index in range(reruns):
         serial = directory / f"serial-{index}.json"
         parallel = directory / f"xdist-{index}.json"
         run_s = run_pytest(
-            python, directory, ["--compile-census", "--compile-report", str(serial), *args]
+            python,
+            directory,
+            ["--compile-census", "--compile-report", str(serial), *records, *args],
         )
         run_p = run_pytest(
             python,
@@ -268,8 +325,7 @@ def gate(
             ["--compile-census", "-n", "2", "--compile-report", str(parallel), *args],
         )
         v_s, v_p = verdicts(serial), verdicts(parallel)
-        failing_s = Counter(s for s in v_s.values() if s in FAILING)
-        failing_p = Counter(s for s in v_p.values() if s in FAILING)
+        failing_s, failing_p = failing(v_s), failing(v_p)
         both = v_s.keys() & v_p.keys()
         differ = sorted(
             row
@@ -296,7 +352,96 @@ def gate(
         f"  total over {reruns} rerun(s): {false_alarms} failing row(s) (false alarms), "
         f"{disagreements} row(s) judged differently by -n 2"
     )
-    return false_alarms == 0 and disagreements == 0
+    reversed_ok = reversed_rerun(python, directory, args)
+    history_ok = check_history(python, directory)
+    loaded_rerun(python, directory, args)
+    return false_alarms == 0 and disagreements == 0 and reversed_ok and history_ok
+
+
+def reversed_rerun(python: Path, directory: Path, args: list[str]) -> bool:
+    """A rerun with the tests in the reverse of their collection order (ids passed in that
+    order): every row's verdict must pass alike, and the rows must be the same."""
+    collected = run_pytest(python, directory, ["--collect-only", "-q", *args])
+    ids = [line for line in collected.stdout.splitlines() if "::" in line]
+    report = directory / "reversed.json"
+    run = run_pytest(
+        python,
+        directory,
+        ["--compile-census", "-p", "no:randomly", "--compile-report", str(report), *ids[::-1]],
+    )
+    serial = verdicts(directory / "serial-0.json") if (directory / "serial-0.json").exists() else {}
+    found = verdicts(report)
+    differ = [
+        row
+        for row in found.keys() & serial.keys()
+        if found[row] != serial[row] and not {found[row], serial[row]} <= PASSING_ALIKE
+    ]
+    only = found.keys() ^ serial.keys()
+    print(
+        f"  reversed order ({len(ids)} tests): exit {run.returncode}, "
+        f"failing {dict(failing(found))}, {len(differ)} row(s) judged differently from the "
+        f"first serial rerun, {len(only)} row(s) in one of the two only"
+    )
+    for row in sorted(only)[:5]:
+        print(f"    {row[0]} [{row[1]}]: serial {serial.get(row)}, reversed {found.get(row)}")
+    return not failing(found) and not differ and not only
+
+
+def check_history(python: Path, directory: Path) -> bool:
+    """`check` over the records of the sessions above (pin cold, pin warm, the serial
+    reruns), as the plugin would judge the last session: its failing rows and warnings."""
+    report = directory / "check.json"
+    command = [str(python), "-m", "pytest_jaxcompile", "check", "--pins-dir", "pins"]
+    done = subprocess.run(
+        [*command, "--json", str(report), "records"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+    )
+    sessions = len(list((directory / "records").glob("*.jsonl")))
+    rows = json.loads(report.read_text())["verdicts"] if report.exists() else []
+    failing_rows = [row for row in rows if row.get("fails")]
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    warnings = [line for line in lines if "warning" in line.lower()]
+    print(
+        f"  check over {sessions} session(s) of records: exit {done.returncode}, "
+        f"{len(rows)} row(s) judged, {len(failing_rows)} failing, {len(warnings)} warning(s)"
+    )
+    for line in [*warnings, *lines[:1]][:3]:
+        print(f"    {line}")
+    return done.returncode == 0 and not failing_rows and not warnings
+
+
+def loaded_rerun(python: Path, directory: Path, args: list[str]) -> None:
+    """A serial rerun with every core kept busy by spinning processes: the lines its
+    compile summary takes at default verbosity."""
+    spinners = [
+        subprocess.Popen([str(python), "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        run = run_pytest(python, directory, ["--compile-census", *args])
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    text = run.stdout.splitlines()
+    start = next((i for i, line in enumerate(text) if "jax compile times" in line), None)
+    end = next(
+        (
+            i
+            for i in range(len(text) - 1, -1, -1)
+            if text[i].startswith("=") and start is not None and i > start
+        ),
+        len(text),
+    )
+    section = text[start + 1 : end] if start is not None else []
+    print(
+        f"  loaded rerun (every core busy): exit {run.returncode}, "
+        f"compile summary {len(section)} line(s):"
+    )
+    for line in section[:12]:
+        print(f"    {line}")
 
 
 def main() -> int:
@@ -374,13 +519,14 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="jaxcompile-real-suites-"))
     for suite in suites:
         selection = selections[suite.name]
+        source = packages if suite.sdist is None else sdist_root(python, suite.sdist, workdir)
         print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
-        files = prepare(workdir / f"{suite.name}-overhead", suite, packages)
+        files = prepare(workdir / f"{suite.name}-overhead", suite, source)
         ways = [way for way in WAYS if way == "disabled" or not args.way or way in args.way]
         good &= overhead(
             python, suite, selection, files, workdir / f"{suite.name}-overhead", args.rounds, ways
         )
-        files = prepare(workdir / f"{suite.name}-gate", suite, packages)
+        files = prepare(workdir / f"{suite.name}-gate", suite, source)
         if args.reruns > 0:  # --reruns 0: the overhead figures only
             good &= gate(
                 python, suite, selection, files, workdir / f"{suite.name}-gate", args.reruns
