@@ -183,6 +183,11 @@ def test_a_module_level_function_stays_and_an_aot_compile_goes_with_its_function
         return v + 1.0
 
     compiled = jax.jit(aot).lower(jnp.ones(9)).compile()
+    if jax.__version__.startswith("0.4."):
+        # jax 0.4's .lower() runs through frames that name no jitted function: when in
+        # doubt, the census clears everything, as it always did there.
+        assert "names no jitted function" in str(monitor.residue.still_in_memory())
+        return
     assert "aot" in str(monitor.residue.still_in_memory())  # noted by its trace
     del compiled, aot
     gc.collect()
