@@ -299,8 +299,9 @@ def _report(
         )
     walls = [s["wall_s"] for s in sessions]
     counted = [sum(v for v in s["seconds"].values() if v is not None) for s in sessions]
-    idle = [s["wall_s"] for s in sessions if not s["busy"] and not s.get("beside")]
-    busy = [s["wall_s"] for s in sessions if s["busy"]]
+    alone = sessions[:spread_sessions]  # the idle and busy sessions, each alone
+    idle = [s["wall_s"] for s in alone if not s["busy"] and not s.get("beside")]
+    busy = [s["wall_s"] for s in alone if s["busy"]]
     print(
         f"\ncost per session: {min(walls):.0f}-{max(walls):.0f} s wall "
         f"(idle {min(idle):.0f}-{max(idle):.0f} s"
