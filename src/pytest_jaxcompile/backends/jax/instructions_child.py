@@ -63,11 +63,12 @@ def _instrumentation_on() -> None:
         raise RuntimeError(f"callgrind_control --instr=on failed: {error.strip()}")
 
 
-def _summary(path: Path) -> int:
-    for line in path.read_text(errors="replace").splitlines():
-        if line.startswith(("summary:", "totals:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"{path.name} holds no summary line")
+def _summary(dump: bytes, name: str) -> int:
+    """The total of a callgrind dump (its ``summary:`` or ``totals:`` line)."""
+    found = re.search(rb"^(?:summary|totals): *(\d+)", dump, re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"{name} holds no summary line")
+    return int(found.group(1))
 
 
 def _function_id(dump: bytes, name: bytes) -> bytes | None:
@@ -205,8 +206,9 @@ def _count_once(
     gc.enable()
     del executable  # torn down outside the count (its threads' work too: _settle)
     dump = _latest_dump(out_dir)
-    instructions = _summary(dump)
-    reused = fusion_compilers_reused(dump.read_bytes())
+    text = dump.read_bytes()  # read once: a dump is megabytes, and this runs under valgrind
+    instructions = _summary(text, dump.name)
+    reused = fusion_compilers_reused(text)
     _clear_dumps(out_dir)
     return instructions, reused, seconds
 
