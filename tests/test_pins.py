@@ -250,3 +250,23 @@ def test_a_pin_is_a_dozen_lines_with_ops_and_key_parts_inline_and_old_files_read
         {"computation": "c1", "flags": "f1"},
         ["--xla_cpu_x=1"],
     )
+
+
+def test_a_census_pin_without_xla_flags_is_ten_lines_and_reads_back_as_no_flags(
+    tmp_path: Path,
+) -> None:
+    # What a census row of a real suite pins: no op histogram, key parts, no XLA flags.
+    record = make_record(
+        cell="tests/t.py::test_a",
+        source="census",
+        cache_key_parts={f"part_{index}": "0" * 64 for index in range(8)},
+        cache_key_flags=[],
+        compile_cpu_s=0.2,
+    )
+    (path,) = PinStore(tmp_path).update([record])
+    text = path.read_text()
+    body = text[text.index("[pins.") :].rstrip("\n").split("\n")
+    assert len(body) <= 10, text
+    assert "key_flags" not in text
+    (pin,) = read_pin_file(path).pins.values()
+    assert pin.key_flags == []  # "no flags", which notes compare, not "unknown"

@@ -20,7 +20,7 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     platform_version = "cpu"
     ops = { "stablehlo.add" = 4, ... }        # one line each: inline tables and arrays
     key_parts = { computation = "...", ... }
-    key_flags = []
+    key_flags = ["--xla_cpu_..."]   # only when XLA flags were set
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
     [tests."tests/test_models.py::test_mlp"]
@@ -169,7 +169,8 @@ class Pin:
             table["ops"] = dict(sorted(self.ops.items()))
         if self.key_parts:
             table["key_parts"] = dict(sorted(self.key_parts.items()))  # deterministic bytes
-            table["key_flags"] = list(self.key_flags or [])
+            if self.key_flags:  # absent beside key_parts: no XLA flags (read back as [])
+                table["key_flags"] = list(self.key_flags)
         for name in (*VERSION_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS):
             if getattr(self, name) is not None:
                 table[name] = getattr(self, name)
@@ -567,7 +568,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         source=raw.get("source"),
         ops=_op_histogram(raw),
         key_parts=_text_table(raw, "key_parts"),
-        key_flags=_text_list(raw, "key_flags"),
+        # Written only when a flag is set: key parts without them mean none was.
+        key_flags=_text_list(raw, "key_flags") or ([] if "key_parts" in raw else None),
         jaxlib_version=raw.get("jaxlib_version"),
         platform_version=raw.get("platform_version"),
         compiled_temp_bytes=_count(raw, "compiled_temp_bytes"),
