@@ -314,6 +314,27 @@ def test_a_dump_without_xla_s_fusion_compiler_pool_says_nothing_of_it() -> None:
     assert fusion_compilers_reused(older_jaxlib) is None
 
 
+@pytest.mark.parametrize(
+    ("cpus", "worker", "cpu"),
+    [
+        ({0, 1}, None, 0),  # a serial session: the first CPU it may use
+        ({0, 1}, "gw0", 0),
+        ({0, 1}, "gw1", 1),  # the second worker's child keeps to another CPU
+        ({0, 1}, "gw2", 0),  # more workers than CPUs: round robin
+        ({2, 5, 7}, "gw1", 5),  # an affinity mask of its own
+        ({3}, "gw4", 3),
+        ({0, 1}, "master", 0),
+        (set(), "gw1", None),
+    ],
+)
+def test_each_xdist_worker_s_counting_child_keeps_to_its_own_cpu(
+    cpus: set[int], worker: str | None, cpu: int | None
+) -> None:
+    from pytest_jaxcompile.backends.jax.instructions_child import one_cpu_of
+
+    assert one_cpu_of(cpus, worker) == cpu
+
+
 def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

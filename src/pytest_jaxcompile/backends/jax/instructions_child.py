@@ -173,14 +173,24 @@ def _warm_up(compiler: Compiler) -> None:
         jax.jit(jax.grad(throwaway)).lower(jnp.ones((4, 4), jnp.float32)).compile()
 
 
+def one_cpu_of(cpus: set[int], worker: str | None) -> int | None:
+    """The CPU a counting child keeps to: under xdist, worker ``gwN`` takes the N-th of the
+    CPUs it may use (round robin), so the children of two workers do not share one CPU."""
+    if not cpus:
+        return None
+    ordered = sorted(cpus)
+    index = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
+    return ordered[index % len(ordered)]
+
+
 def _one_cpu() -> None:
     """Run on one CPU, before JAX starts a thread: every thread pool XLA and LLVM size
     from the CPUs this process may use then has one thread (valgrind runs one thread at
     a time anyway), so work is not split differently from run to run."""
     if hasattr(os, "sched_getaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        if cpus:
-            os.sched_setaffinity(0, {cpus[0]})
+        cpu = one_cpu_of(os.sched_getaffinity(0), os.environ.get("PYTEST_XDIST_WORKER"))
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
 
 
 def _settle() -> None:
