@@ -97,7 +97,7 @@ def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path
         "tests/t.py::test_drift [vag] compiled in 5.000 s, pin 1.000 s (5.00x, tolerance 75%25)"
     )
     assert (
-        "%0AIf the slowdown is intended, re-pin and commit the pin files: pytest "
+        "%0AIf the change is intended, re-pin and commit the pin files: pytest "
         "--compile-pin-update tests/t.py::test_drift" in drift
     )
     assert improved.startswith("::warning file=tests/t.py,line=20,")

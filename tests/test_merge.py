@@ -188,7 +188,7 @@ def test_merge_judges_all_rows_and_fails_on_drift(
     assert "  ok         1 row(s) within tolerance (-v lists them)" in out
     assert "compile rows: 1 DRIFT, 1 ok" in out
     assert out[-1] == (
-        "If the slowdown is intended, re-pin and commit the pin files: "
+        "If the change is intended, re-pin and commit the pin files: "
         "pytest --compile-pin-update tests/test_a.py::test_a"
     )
     # Raising the tolerance on the command line passes it.

@@ -293,7 +293,7 @@ _INSTRUCTIONS_DRIFT = (
 _OTHER_DRIFTS = {RSS_PHASE: _RSS_DRIFT, INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT}
 _ADVICE: dict[Status, str] = {
     Status.GREW: "If the growth is intended, re-pin and commit the pin files:",
-    Status.DRIFT: "If the slowdown is intended, re-pin and commit the pin files:",
+    Status.DRIFT: "If the change is intended, re-pin and commit the pin files:",
     Status.IMPROVED: "Re-pin to lock the improvement in:",
     Status.UNPINNED: "Pin them with:",
 }
@@ -566,8 +566,8 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
                 BlockKind.STALE,
                 Tone.WARN,
                 f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
-                "measured nothing (delete them from the pin file if the transform is gone): "
-                + ", ".join(f"{name} {count}" for name, count in sorted(files.items())),
+                f"measured nothing, in {len(files)} pin file(s) (delete them from the pin file "
+                "if the transform is gone):",
                 details=tuple(stale.name for stale in outcome.stale),
                 paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
             )
