@@ -88,6 +88,22 @@ def test_check_cli_exits_1_on_drift_and_lists_it(pinned: Path) -> None:
     assert looser.returncode == 0, looser.stdout
 
 
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_a_subcommand_warns_of_a_percentage_given_as_the_tolerance(
+    pinned: Path, command: str
+) -> None:
+    """Accepted, as pytest accepts it, and said on stderr naming the subcommand's flag."""
+    write_lines(pinned / "records" / "a.jsonl", [row(1, cell=A, compile_s=1.1)])
+    result = cli(pinned, command, "records", "--tolerance", "50")
+    assert result.returncode == 0, result.stderr
+    assert (
+        "pytest-jaxcompile: warning: --tolerance = 50 allows +5000% over the pin: a row is "
+        "DRIFT only when 51x slower" in result.stderr
+    )
+    quiet = cli(pinned, command, "records", "--tolerance", "10")
+    assert "warning" not in quiet.stderr
+
+
 def test_check_cli_a_jax_bump_is_an_expected_recompile_not_drift(pinned: Path) -> None:
     write_lines(
         pinned / "records" / "a.jsonl",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -426,15 +427,17 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
     return text
 
 
-def implausible(values: Mapping[str, Any]) -> list[str]:
-    """A warning for each value over its option's `implausible_above`, naming the option."""
+def implausible(values: Mapping[str, Any], subcommand: bool = False) -> list[str]:
+    """A warning for each value over its option's `implausible_above`, naming the option
+    as pytest (flag and ini key) or as a subcommand (its short flag) takes it."""
     messages = []
     for option in OPTIONS:
         value = values.get(option.name)
         if option.implausible_above is None or value is None or value <= option.implausible_above:
             continue
+        named = option.short_flag if subcommand else f"{option.flag} (ini {option.name})"
         messages.append(
-            f"{option.flag} (ini {option.name}) = {value:g} allows +{percent(value)} over the pin: "
+            f"{named} = {value:g} allows +{percent(value)} over the pin: "
             f"a row is DRIFT only when {1 + value:g}x slower, which turns the gate almost off. "
             f"It is a fraction (0.75 = +75%); over {option.implausible_above:g} "
             f"(+{percent(option.implausible_above)}) it is most likely a percentage."
@@ -555,13 +558,18 @@ def add_threshold_arguments(parser: argparse.ArgumentParser, *, inherit: bool = 
 
 
 def given_thresholds(args: argparse.Namespace) -> dict[str, Any]:
-    """The verdict options given on a subcommand's command line, by Thresholds field."""
-    given = {}
+    """The verdict options given on a subcommand's command line, by Thresholds field;
+    a value most likely mistaken (a percentage for a fraction) is warned of on stderr,
+    as pytest warns of it."""
+    given, by_name = {}, {}
     for option in THRESHOLD_OPTIONS:
         assert option.threshold is not None
         value = getattr(args, option.threshold, None)
         if value is not None:
             given[option.threshold] = value
+            by_name[option.name] = value
+    for message in implausible(by_name, subcommand=True):
+        print(f"pytest-jaxcompile: warning: {message}", file=sys.stderr)
     return given
 
 
