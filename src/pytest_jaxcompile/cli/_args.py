@@ -60,6 +60,18 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_reports_argument(parser: argparse.ArgumentParser, more: str = "") -> None:
+    """The JSON reports a subcommand reads (`output.json_report.report_paths` walks them)."""
+    parser.add_argument(
+        "reports",
+        nargs="+",
+        type=Path,
+        metavar="REPORT",
+        help="JSON reports written by pytest --compile-report; a directory stands for every "
+        "*.json file below it" + more,
+    )
+
+
 def add_pins_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pins-dir",

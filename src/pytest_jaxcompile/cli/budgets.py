@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from pytest_jaxcompile.cli._args import error
+from pytest_jaxcompile.cli._args import add_reports_argument, error
 from pytest_jaxcompile.gate.budget import suggested_budgets
 from pytest_jaxcompile.options import BY_NAME
 from pytest_jaxcompile.output.json_report import ReportError, load_report, report_paths
@@ -17,14 +16,7 @@ HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "reports",
-        nargs="+",
-        type=Path,
-        metavar="REPORT",
-        help="JSON reports written by pytest --compile-report (directories: every *.json "
-        "below); a test in several reports gets its highest count",
-    )
+    add_reports_argument(parser, "; a test in several reports gets its highest count")
     eager = BY_NAME["compile_count_eager"]
     parser.add_argument(eager.short_flag, action="store_true", help=eager.help_text())
 

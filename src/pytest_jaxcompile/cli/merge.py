@@ -17,7 +17,11 @@ from pathlib import Path
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._version import __version__
-from pytest_jaxcompile.cli._args import add_pins_argument, add_pr_comment_arguments
+from pytest_jaxcompile.cli._args import (
+    add_pins_argument,
+    add_pr_comment_arguments,
+    add_reports_argument,
+)
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
@@ -54,14 +58,7 @@ WIDTH = 80
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "reports",
-        nargs="+",
-        type=Path,
-        metavar="REPORT",
-        help="JSON reports written by pytest --compile-report; a directory stands for every "
-        "*.json file below it",
-    )
+    add_reports_argument(parser)
     add_pins_argument(parser)
     add_threshold_arguments(parser, inherit=True)
     parser.add_argument(
