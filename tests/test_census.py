@@ -208,7 +208,7 @@ def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -
     project.tests(IMPLICIT_TEST)
     project.run("--compile-pin-update")
     (path,) = project.pins_dir.glob("*.toml")
-    assert '[tests."test_models.py::test_step"]\ncompiles = 1' in path.read_text()
+    assert '[tests]\n"test_models.py::test_step" = { compiles = 1 }' in path.read_text()
     project.tests(
         IMPLICIT_TEST.replace("max_compiles=1", "max_compiles=5").replace(
             "assert float(loss) > 0",

@@ -270,3 +270,30 @@ def test_a_census_pin_without_xla_flags_is_ten_lines_and_reads_back_as_no_flags(
     assert "key_flags" not in text
     (pin,) = read_pin_file(path).pins.values()
     assert pin.key_flags == []  # "no flags", which notes compare, not "unknown"
+
+
+def test_census_compile_counts_are_a_line_per_test_and_the_old_tables_still_read(
+    tmp_path: Path,
+) -> None:
+    cells = ["tests/t.py::test_a", 'tests/t.py::test_b[x"y]']
+    records = [make_record(cell=cell, source="census") for cell in cells]
+    (path,) = PinStore(tmp_path / "new").update(records, compiles={cells[0]: 3, cells[1]: 1})
+    text = path.read_text()
+    tests = text[text.index("[tests]") :].splitlines()
+    assert tests == [
+        "[tests]",
+        '"tests/t.py::test_a" = { compiles = 3 }',
+        '"tests/t.py::test_b[x\\"y]" = { compiles = 1 }',
+    ]
+    assert read_pin_file(path).compiles == {cells[0]: 3, cells[1]: 1}
+    assert (
+        PinStore.load(tmp_path / "new").update(records, compiles={cells[0]: 3, cells[1]: 1}) == []
+    )  # same bytes again
+
+    old = tmp_path / "old.toml"
+    old.write_text(
+        text[: text.index("[tests]")]
+        + '[tests."tests/t.py::test_a"]\ncompiles = 3\n\n[tests."tests/t.py::test_b[x\\"y]"]\n'
+        + "compiles = 1\n"
+    )
+    assert read_pin_file(old).compiles == {cells[0]: 3, cells[1]: 1}

@@ -23,8 +23,8 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     key_flags = ["--xla_cpu_..."]   # only when XLA flags were set
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
-    [tests."tests/test_models.py::test_mlp"]
-    compiles = 3        # backend compiles of the whole test (census)
+    [tests]             # backend compiles of each whole test (census), a line each
+    "tests/test_models.py::test_mlp" = { compiles = 3 }
 
     # A settings variant's pins (rows whose XLA flags or compile options in the cache key
     # differ from the defaults: `CompileRecord.variant`), shaped like [pins], by variant:
@@ -193,6 +193,11 @@ def _inline(value: Any) -> str:
     return "[" + ", ".join(item("x", element)[len("x = ") :] for element in value) + "]"
 
 
+def _toml_key(name: str) -> str:
+    """`name` as a TOML key, quoted as tomli_w quotes it."""
+    return tomli_w.dumps({name: 0}).rstrip("\n").removesuffix(" = 0")
+
+
 def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, SECONDS_DIGITS)
 
@@ -259,18 +264,12 @@ class PinGroup:
         for (cell, transform, variant), pin in self.all_pins():
             where = ("pins",) if not variant else ("variants", variant)
             parts.append(_pin_text((*where, cell, transform), pin))
-        if self.compiles:
-            parts.append(
-                "\n"
-                + tomli_w.dumps(
-                    {
-                        "tests": {
-                            cell: {"compiles": self.compiles[cell]}
-                            for cell in sorted(self.compiles)
-                        }
-                    }
-                )
-            )
+        if self.compiles:  # one line per test: `"<cell>" = { compiles = 3 }`
+            parts.append("\n[tests]\n")
+            parts += [
+                f"{_toml_key(cell)} = {{ compiles = {self.compiles[cell]} }}\n"
+                for cell in sorted(self.compiles)
+            ]
         return "".join(parts)
 
 
