@@ -294,7 +294,29 @@ def overhead(
             f"{statistics.median(per_test.values()) if per_test else 0}, "
             f"max {max(per_test.values()) if per_test else 0}"
         )
+        cleared = Counter(
+            _reason_kind(ledger["caches_cleared_because"])
+            for ledger in data["ledgers"]
+            if ledger.get("caches_cleared_because")
+        )
+        eager = sum(ledger.get("eager_compiles") or 0 for ledger in data["ledgers"])
+        print(
+            f"  started with the program's work forgotten: {sum(cleared.values())} of "
+            f"{len(data['ledgers'])} census'd test(s); eager compiles {eager}"
+        )
+        for reason, count in cleared.most_common(6):
+            print(f"    {count:4d}  {reason}")
     return same_counts
+
+
+def _reason_kind(reason: str) -> str:
+    """A clearing's reason without the object it names when that object is the test's own
+    (``TestJIT.test_x.<locals>.f (tests_mod) is still in memory``), so reasons group."""
+    named, _, rest = reason.partition(" (")
+    enclosing = named.split(".<locals>.")[0].rsplit(".", 1)[-1]
+    if ".<locals>." in named and enclosing.startswith("test") and rest.endswith("in memory"):
+        return f"a function defined in a test ({rest}"
+    return reason
 
 
 def gate(

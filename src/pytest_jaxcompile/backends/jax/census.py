@@ -8,7 +8,6 @@ name, and counts against ``max_compiles`` only when the test asks (``count_eager
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -69,7 +68,7 @@ def census_records(
     # Census rows name the XLA flags only: the compile options of a compile are not seen.
     variant = variant_of(flags_in_key())
     # Load when the call ended, so the load gate applies to census rows as well.
-    host = host_state()
+    host = host_state(cpu_count=environment.hardware.cpu_count)
     compiles = log.own_compiles()
     names = signed_names([(module.fun_name, module.signature) for module in compiles])
     records = []
@@ -101,7 +100,7 @@ def census_records(
                         reason_detail=verdict.detail,
                         notes=list(verdict.notes),
                     ),
-                    host_state=dataclasses.replace(host, cpu_count=environment.hardware.cpu_count),
+                    host_state=host,
                     source=CENSUS_SOURCE,
                     figures=dict(
                         trace_s=module.trace_s or None,

@@ -123,6 +123,10 @@ class EventLog:
     events: list[JaxEvent] = field(default_factory=list)
     spans: list[TimeSpan] = field(default_factory=list)
     explained: bool = False  # JAX explained its tracing-cache misses meanwhile
+    # module_compiles() of the events so far (a census reads it several times per test)
+    _grouped: tuple[int, list[ModuleCompile]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def count(self, name: str) -> int:
         return sum(1 for event in self.events if event.name == name)
@@ -164,12 +168,18 @@ class EventLog:
         return total
 
     def module_compiles(self) -> list[ModuleCompile]:
-        """Group the stream into backend compiles.
+        """Group the stream into backend compiles (grouped again only when events came in
+        since the last call; callers read the compiles, never change them).
 
         JAX fires the cache events (and logs) inside the backend-compile timer, whose
         duration event comes last, and traces and lowers before it, so everything since
         the previous compile belongs to the one that closes with the next duration event.
         """
+        if self._grouped is None or self._grouped[0] != len(self.events):
+            self._grouped = (len(self.events), self._group())
+        return list(self._grouped[1])
+
+    def _group(self) -> list[ModuleCompile]:
         compiles: list[ModuleCompile] = []
         pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
         logged_name: str | None = None  # from the dispatch log, for jax 0.4.30

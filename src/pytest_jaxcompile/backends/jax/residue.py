@@ -53,6 +53,28 @@ def forget_program_work(owners: list[Any]) -> bool:
     above without compiling. A retrace of a forgotten function makes a new jaxpr, so its
     lowering and compile run again, as after ``jax.clear_caches()``.
     """
+    parts = _forgetting_parts()
+    if parts is None:
+        return False
+    evictions, fast_paths, function_caches = parts
+    for evict in evictions:
+        for owner in owners:
+            with contextlib.suppress(TypeError):  # a key type this cache never holds
+                evict(owner)
+    for fast_path in fast_paths:
+        fast_path.clear()
+    function_caches.clear_all()
+    return True
+
+
+def can_forget_program_work() -> bool:
+    """Whether this JAX lets `forget_program_work` forget one function's work."""
+    return _forgetting_parts() is not None
+
+
+def _forgetting_parts() -> tuple[list[Any], list[Any], Any] | None:
+    """JAX's evictions by key (one per registered cache that has one), its C++ fast paths,
+    and its C++ function caches; None where this JAX has not all of them."""
     try:
         from jax._src import pjit, util
 
@@ -60,7 +82,7 @@ def forget_program_work(owners: list[Any]) -> bool:
         fast_paths = [pjit._cpp_pjit_cache_fun_only, pjit._cpp_pjit_cache_explicit_attributes]
         function_caches = importlib.import_module("jax._src.lib")._jax.PjitFunctionCache
     except (ImportError, AttributeError):
-        return False
+        return None
     evictions = [
         evict
         for cache in registry
@@ -70,15 +92,8 @@ def forget_program_work(owners: list[Any]) -> bool:
     ]
     # Releases with a second registry of weak caches (jax 0.4) evict nothing through this one.
     if hasattr(util, "_weakref_lru_caches") or not evictions:
-        return False
-    for evict in evictions:
-        for owner in owners:
-            with contextlib.suppress(TypeError):  # a key type this cache never holds
-                evict(owner)
-    for fast_path in fast_paths:
-        fast_path.clear()
-    function_caches.clear_all()
-    return True
+        return None
+    return evictions, fast_paths, function_caches
 
 
 class ProgramResidue:
@@ -90,6 +105,13 @@ class ProgramResidue:
         self._untracked: str | None = BEFORE_LISTENING
         # Owners that outlived a garbage collection: held by the program, not by a cycle.
         self._held: dict[int, weakref.ref[Any]] = {}
+        self._forgettable: bool | None = None  # can_forget_program_work(), asked once
+
+    def forgettable(self) -> bool:
+        """Whether this JAX can forget one function's work (`can_forget_program_work`)."""
+        if self._forgettable is None:
+            self._forgettable = can_forget_program_work()
+        return self._forgettable
 
     def note(self, dispatch: Dispatch) -> None:
         """A trace, lowering or compile ran below `dispatch`: remember what keeps it."""
@@ -108,30 +130,32 @@ class ProgramResidue:
                 except TypeError:  # an object without weak references: cannot be watched
                     self._untracked = f"{describe(owner)}, which cannot be watched"
 
-    def still_in_memory(self) -> str | None:
+    def still_in_memory(self, collect_all: bool = True) -> str | None:
         """Why the program's compiled work may still be in JAX's caches; None when it is not.
 
         An owner that looks alive may be held only by a reference cycle the garbage
         collector has not reached yet: a test's frames kept by an exception's traceback
         (unittest's ``SkipTest`` inside ``subTest``, as optax's tests raise) hold its jitted
-        ``step``. A collection settles it, far cheaper than clearing JAX's caches and
-        compiling every eager operation again: the young generations first (a test's cycle
-        is young; about 2 ms), then all of them (about 70 ms with JAX loaded). An owner that
-        outlives a full collection is held for real (a module-level function) and is not
-        collected for again.
+        ``step``. A collection of the young generations settles most (a test's cycle is
+        young; about 2 ms). With `collect_all`, where only clearing all of JAX's caches
+        would help (then every eager operation compiles again), all generations are
+        collected too (35-70 ms with JAX loaded); without it, forgetting the owners' work
+        (a few ms) is cheaper than the full collection. An owner that outlives the
+        collection is taken as held by the program (a module-level function, a library's
+        cache) and is not collected for again.
         """
         with self._lock:
             reason = self._reason()
             if reason is None or self._untracked is not None or self._held_alive():
                 return reason
         # Outside the lock: a finalizer may compile, and note() takes the lock.
-        for generation in (1, 2):
+        for generation in (1, 2) if collect_all else (1,):
             gc.collect(generation)
             with self._lock:
                 if self._reason() is None:
                     return None
         with self._lock:
-            self._held.update(self._alive())
+            self._held.update(self._alive())  # not collected for again
             return self._reason()
 
     def owners(self) -> list[Any] | None:
@@ -194,7 +218,7 @@ def clear_before_census(residue: ProgramResidue, mode: str, *, eager_counted: bo
     elif eager_counted:
         reason = "its eager dispatch counts against max_compiles (count_eager)"
     else:
-        reason = residue.still_in_memory()
+        reason = residue.still_in_memory(collect_all=not residue.forgettable())
     if reason is not None:
         owners = residue.owners() if mode != CLEAR_ALWAYS and not eager_counted else None
         if owners is None or not forget_program_work(owners):
