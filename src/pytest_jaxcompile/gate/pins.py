@@ -267,7 +267,7 @@ class PinGroup:
         if self.compiles:  # one line per test: `"<cell>" = { compiles = 3 }`
             parts.append("\n[tests]\n")
             parts += [
-                f"{_toml_key(cell)} = {{ compiles = {self.compiles[cell]} }}\n"
+                f"{_toml_key(cell)} = {_inline({'compiles': self.compiles[cell]})}\n"
                 for cell in sorted(self.compiles)
             ]
         return "".join(parts)
