@@ -88,6 +88,58 @@ def test_census_rows_of_implicit_compiles_carry_their_cache_state(project: JaxPr
     assert warm["module_name"] == "jit_train_step"  # every version logs a hit's module
 
 
+EAGER_AND_OWN_TEST = """
+    import json, logging
+    import jax, jax.numpy as jnp, pytest
+    from jax._src import cache_key
+
+    LOGGER = logging.getLogger("jax._src.cache_key")
+
+    def double(v):
+        return v * 2.0
+
+    @pytest.mark.compile_budget()  # a census of this test only
+    def test_mixed(monkeypatch):
+        seen = {}
+        original = cache_key.get
+
+        def get(module, *args, **kwargs):  # whether JAX logs this key's parts
+            name = str(module.operation.attributes["sym_name"]).strip('"')
+            seen[name] = LOGGER.isEnabledFor(logging.DEBUG)
+            return original(module, *args, **kwargs)
+
+        monkeypatch.setattr(cache_key, "get", get)
+        x = jnp.arange(5.0)  # eager dispatch
+        y = (x + 1.0) * 3.0  # eager dispatch
+        jax.jit(double)(y).block_until_ready()  # the program's own
+        float(y.sum())  # eager dispatch
+        with open("logged.json", "w") as out:
+            json.dump(seen, out)
+
+    def test_level_restored():  # after the census'd test
+        assert LOGGER.level == logging.NOTSET
+        assert not LOGGER.isEnabledFor(logging.DEBUG)
+"""
+
+
+def test_only_the_programs_compiles_pay_for_logging_their_key_parts(
+    project: JaxProject,
+) -> None:
+    """JAX hashes every key part a second time to log it: eager dispatch's keys are not
+    logged (nothing reads them), the program's are, and the logger's level is restored."""
+    import json
+
+    project.conftest()
+    project.tests(EAGER_AND_OWN_TEST)
+    project.run("-p", "no:randomly").assert_outcomes(passed=2)
+    logged = json.loads((project.path / "logged.json").read_text())
+    assert logged.pop("jit_double") is True
+    assert logged and not any(logged.values()), logged  # jit_add, jit_multiply, ...
+    row = project.rows()[("test_mixed", "jit(double)")]
+    assert row["fingerprint"] == f"computation:{row['cache_key_parts']['computation']}"
+    assert set(project.rows()) == {("test_mixed", "jit(double)")}
+
+
 def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(IMPLICIT_TEST)

@@ -13,7 +13,7 @@ import pytest
 from conftest import JaxProject
 from records_factory import make_record
 
-from pytest_jaxcompile.backends.memory import MIB, RssSampler
+from pytest_jaxcompile.backends.memory import MIB, RssSampler, RssWatch
 from pytest_jaxcompile.gate.budget import parse_budget
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -124,6 +124,46 @@ def test_the_sampler_sees_memory_touched_inside_the_block() -> None:
         "compile_rss_growth_mib": result.growth_mib,
         "compile_rss_scope": "compile",
     }
+
+
+def _sampling_threads() -> int:
+    import threading
+
+    return sum(1 for thread in threading.enumerate() if thread.name == "jaxcompile-rss")
+
+
+def test_a_watch_samples_block_after_block_with_one_thread() -> None:
+    """A census'd session's test calls, in turn: one thread, and each block's figures its own
+    (a block after the memory was freed does not inherit the previous block's peak)."""
+    import time
+
+    threads_before = _sampling_threads()
+    watch = RssWatch(0.001)
+    results = []
+    for size in (64, 0, 32):
+        with watch.block() as block:
+            touched = b"x" * (size * MIB)
+            time.sleep(0.05)  # long enough for the thread to sample inside
+            del touched
+        results.append(block.stop())
+        assert block.result is results[-1]
+        assert _sampling_threads() == threads_before + 1
+    watch.close()
+    assert _sampling_threads() == threads_before
+    big, idle, medium = results
+    assert big.peak_bytes - big.before_bytes >= 60 * MIB and big.samples > 2
+    assert idle.growth_mib < 16 and idle.samples > 2
+    assert 28 <= medium.growth_mib < 60
+    with pytest.raises(RuntimeError, match="closed"):
+        watch.block().__enter__()
+
+
+def test_a_watch_that_never_sampled_starts_no_thread() -> None:
+    threads_before = _sampling_threads()
+    watch = RssWatch()
+    watch.close()
+    watch.close()  # closing twice is harmless
+    assert _sampling_threads() == threads_before
 
 
 def test_a_spike_between_samples_is_caught_by_the_kernels_high_water_mark() -> None:

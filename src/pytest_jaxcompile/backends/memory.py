@@ -1,7 +1,9 @@
 """The process's resident memory while something runs: its peak and its growth.
 
 `RssSampler` is a context manager: a daemon thread reads the process's resident set size
-every `interval_s` while the block runs, and the block's start and end are read too. The
+every `interval_s` while the block runs, and the block's start and end are read too
+(`RssWatch` does the same for many blocks in turn with one thread: a census'd session's
+test calls, where starting a thread per test cost about 0.5 ms a test). The
 kernel's own high-water mark (Linux's ``VmHWM``; ``ru_maxrss`` elsewhere) is read before
 and after: when it rose during the block, the new mark was reached inside the block and is
 its exact peak, whatever the sampling missed; when it did not, the peak is the highest
@@ -111,6 +113,20 @@ class RssPeak:
         }
 
 
+def _peak_of(
+    before: int,
+    sampled: int,
+    samples: int,
+    mark_before: int | None,
+    sampler_cpu_s: float = 0.0,
+) -> RssPeak:
+    """A block's figures from its samples and the kernel's high-water mark around it."""
+    mark_after = high_water_mark()
+    exact = mark_before is not None and mark_after is not None and mark_after > mark_before
+    peak = max(sampled, mark_after) if exact and mark_after is not None else sampled
+    return RssPeak(before, peak, samples, exact, sampler_cpu_s, sampled)
+
+
 class RssSampler:
     """``with RssSampler(0.001) as sampler: ...``, then ``sampler.result``."""
 
@@ -156,16 +172,113 @@ class RssSampler:
         self._thread.join()
         self._sample()
         self._reader.close()
-        mark_after = high_water_mark()
-        exact = (
-            self._mark_before is not None
-            and mark_after is not None
-            and mark_after > self._mark_before
+        self.result = _peak_of(
+            self._before, self._peak, self._samples, self._mark_before, self._thread_cpu_s
         )
-        peak = max(self._peak, mark_after) if exact and mark_after is not None else self._peak
-        self.result = RssPeak(
-            self._before, peak, self._samples, exact, self._thread_cpu_s, self._peak
-        )
+        return self.result
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RssWatch:
+    """One sampling thread for many blocks in turn, each measured like `RssSampler`'s:
+    ``with watch.block() as block: ...``, then ``block.stop()``; `close` ends the thread.
+
+    The thread starts with the first block and sleeps between blocks. A sample that was
+    being read when its block ended is dropped (`_generation`), never given to the next.
+    """
+
+    def __init__(self, interval_s: float = TEST_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._sampling = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._reader: _RssReader | None = None
+        self._generation = 0
+        self._peak = 0
+        self._samples = 0
+
+    def _run(self, reader: _RssReader) -> None:
+        while True:
+            self._sampling.wait()
+            if self._closed:
+                return
+            generation = self._generation
+            time.sleep(self.interval_s)
+            rss = reader.read()
+            with self._lock:
+                if generation == self._generation and self._sampling.is_set():
+                    self._samples += 1
+                    self._peak = max(self._peak, rss)
+
+    def begin(self) -> int:
+        """Start sampling a block; the RSS at its start."""
+        if self._closed:
+            raise RuntimeError("RssWatch is closed")
+        if self._reader is None:
+            self._reader = _RssReader()
+            self._thread = threading.Thread(
+                target=self._run, args=(self._reader,), name="jaxcompile-rss", daemon=True
+            )
+            self._thread.start()
+        before = self._reader.read()
+        with self._lock:
+            self._generation += 1
+            self._peak, self._samples = before, 1
+        self._sampling.set()
+        return before
+
+    def end(self) -> tuple[int, int]:
+        """Stop sampling the block: its highest sample (the end read too) and their count."""
+        assert self._reader is not None, "no block began"
+        self._sampling.clear()
+        end = self._reader.read()
+        with self._lock:
+            self._generation += 1
+            return max(self._peak, end), self._samples + 1
+
+    def block(self) -> RssBlock:
+        return RssBlock(self)
+
+    def close(self) -> None:
+        """End the thread (once); a watch that never sampled has none."""
+        self._closed = True
+        self._sampling.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+class RssBlock:
+    """One block an `RssWatch` samples: ``with watch.block() as block: ...``, then
+    ``block.stop()`` (or ``block.result``)."""
+
+    def __init__(self, watch: RssWatch) -> None:
+        self._watch = watch
+        self.result: RssPeak | None = None
+        self._before = 0
+        self._mark_before: int | None = None
+
+    def __enter__(self) -> RssBlock:
+        self._mark_before = high_water_mark()
+        self._before = self._watch.begin()
+        return self
+
+    def stop(self) -> RssPeak:
+        """Stop sampling (once) and return the result; leaving the block stops it too."""
+        if self.result is None:
+            peak, samples = self._watch.end()
+            self.result = _peak_of(self._before, peak, samples, self._mark_before)
         return self.result
 
     def __exit__(

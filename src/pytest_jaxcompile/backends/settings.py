@@ -9,6 +9,7 @@ backend; what only one framework knows (XLA's flag rules, JAX's settings) is its
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,9 +39,13 @@ class Requirements:
 
 def parse_xla_flags(raw: str | None) -> dict[str, str | None]:
     """``--a=1 --b`` -> ``{"--a": "1", "--b": None}``; the last occurrence wins, as in XLA."""
+    return dict(_parsed_flags(raw)) if raw else {}
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed_flags(raw: str) -> tuple[tuple[str, str | None], ...]:
+    # Parsed once per value: a census reads XLA_FLAGS at every test that compiled.
     flags: dict[str, str | None] = {}
-    if not raw:
-        return flags
     try:
         words = shlex.split(raw)
     except ValueError:  # unbalanced quotes: fall back to whitespace, as XLA would see it
@@ -48,7 +53,7 @@ def parse_xla_flags(raw: str | None) -> dict[str, str | None]:
     for word in words:
         name, sep, value = word.partition("=")
         flags[name] = value if sep else None
-    return flags
+    return tuple(flags.items())
 
 
 def render_flags(flags: Mapping[str, str | None]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile.backends import BackendSession, all_backends, backend
+from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
 from pytest_jaxcompile.gate.judging import judge
@@ -79,6 +80,8 @@ class SessionCollector:
             )
             for each in all_backends()
         }
+        # The peak RSS of each census'd test call, sampled by one thread for the session.
+        self.rss = RssWatch(TEST_INTERVAL_S)
         self._started = time.perf_counter()
 
     @property
@@ -131,7 +134,7 @@ class SessionCollector:
             problems = over_budget(budget, self.rows.of(cell))
         else:
             request = census_request(item, budget, self.settings, cell in self.counted_cells)
-            call = CensusedCall(self.backends.values(), request, item, self.rows)
+            call = CensusedCall(self.backends.values(), request, item, self.rows, self.rss)
             with call.listening():
                 result = yield
             problems = over_budget(budget, self.rows.of(cell)) + call.problems()
@@ -179,6 +182,7 @@ class SessionCollector:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """The gate's conclusion (before the outputs, which render it)."""
+        self.rss.close()
         backends = self.backends.values()
         for each in backends:
             each.finish()

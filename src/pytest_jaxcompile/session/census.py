@@ -24,7 +24,7 @@ from pytest_jaxcompile.backends import (
     MeasureContext,
     backend_of,
 )
-from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssSampler
+from pytest_jaxcompile.backends.memory import RssWatch
 from pytest_jaxcompile.backends.settings import Requirements, uncacheable_problem
 from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.budget import CompileBudget, budget_of
@@ -83,17 +83,19 @@ class CensusedCall:
         request: CensusRequest,
         item: pytest.Item,
         rows: SessionRows,
+        rss: RssWatch,
     ) -> None:
         self.censuses: list[CallCensus] = [
             census for each in backends if (census := each.census(request)) is not None
         ]
         self._item = item
         self._rows = rows
+        self._rss = rss
 
     @contextmanager
     def listening(self) -> Iterator[None]:
         """Around the test call: every census listens, the call's peak RSS is sampled."""
-        sampler = RssSampler(TEST_INTERVAL_S)  # census rows: the call's peak RSS
+        sampler = self._rss.block()  # census rows: the call's peak RSS
         with ExitStack() as listening:
             for census in self.censuses:
                 census.start()

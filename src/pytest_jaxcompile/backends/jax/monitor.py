@@ -248,7 +248,7 @@ class _CacheLogFilter(logging.Filter):
     def __init__(self, monitor: CompileMonitor, passes_at: int) -> None:
         super().__init__()
         self._monitor = monitor
-        self._passes_at = passes_at
+        self.passes_at = passes_at
 
     def filter(self, record: logging.LogRecord) -> bool:
         template = str(record.msg)
@@ -261,7 +261,7 @@ class _CacheLogFilter(logging.Filter):
                 return False  # JAX writes it only because the plugin asked
             if template.startswith(EXPLAIN_RAISED_PREFIXES):
                 level = logging.DEBUG
-        return level >= self._passes_at
+        return level >= self.passes_at
 
 
 def _event_from_log(template: str, args: tuple[Any, ...]) -> JaxEvent | None:
@@ -307,6 +307,10 @@ class CompileMonitor:
         self._log_users: dict[str, int] = {}
         self._saved_levels: dict[str, int] = {}
         self._filters: dict[str, _CacheLogFilter] = {}
+        # Open captures that read cache-key parts, by thread, and whether the key logger is
+        # held at its own level for an eager compile (see `_on_duration`).
+        self._key_readers: dict[int, int] = {}
+        self._key_logger_quiet = False
         # Threads on which the plugin (not the user) turned jax_explain_cache_misses on.
         self.explaining_threads: set[int] = set()
         # What the program's traces and compiles left in JAX's in-process caches.
@@ -379,6 +383,8 @@ class CompileMonitor:
                     outer.events.append(JaxEvent(NESTED_BEGIN))
                 stack.append(log)
                 self._open_loggers(loggers)
+                if key_parts:
+                    self._key_readers[thread] = self._key_readers.get(thread, 0) + 1
             try:
                 yield log
             finally:
@@ -390,6 +396,10 @@ class CompileMonitor:
                         outer.events.append(JaxEvent(NESTED_END))
                     if not stack:
                         self._captures.pop(thread, None)
+                    if key_parts:
+                        self._key_readers[thread] -= 1
+                        if not self._key_readers[thread]:
+                            del self._key_readers[thread]
                     self._close_loggers(loggers)
 
     # Listener callbacks: keep them cheap, they run inside every JAX compile.
@@ -405,6 +415,14 @@ class CompileMonitor:
             dispatch = dispatch_of(sys._getframe(1))
             self.residue.note(dispatch)
             eager = event == EVENT_BACKEND_COMPILE and dispatch.eager
+            if thread in self._key_readers and event in (EVENT_LOWER, EVENT_BACKEND_COMPILE):
+                # JAX computes the cache key between a module's lowering and its backend
+                # compile, and at DEBUG hashes every part a second time to log it: worth it
+                # for the program's compiles (rows keep their key parts), not for eager
+                # dispatch's, whose keys nothing reads.
+                self._quiet_key_logger(
+                    event == EVENT_LOWER and dispatch.eager and len(self._key_readers) == 1
+                )
         if thread in self._captures:
             cpu = time.process_time() if event in COMPILE_PHASES else None
             signature = input_signature(sys._getframe(1)) if event == EVENT_LOWER else None
@@ -456,6 +474,21 @@ class CompileMonitor:
             logger = logging.getLogger(name)
             logger.removeFilter(self._filters.pop(name))
             logger.setLevel(self._saved_levels.pop(name))
+            if name == KEY_PARTS_LOGGER:
+                self._key_logger_quiet = False
+
+    def _quiet_key_logger(self, quiet: bool) -> None:
+        """Hold the cache-key logger at the level it had without the plugin (`quiet`), or
+        at DEBUG again, while a capture reads key parts; only on the capturing thread, and
+        only when it is the one thread reading them (the level is process-wide)."""
+        if quiet == self._key_logger_quiet or KEY_PARTS_LOGGER not in self._log_users:
+            return
+        self._key_logger_quiet = quiet
+        logger = logging.getLogger(KEY_PARTS_LOGGER)
+        saved = self._saved_levels[KEY_PARTS_LOGGER]
+        logger.setLevel(
+            saved if quiet else min(logging.DEBUG, self._filters[KEY_PARTS_LOGGER].passes_at)
+        )
 
 
 SIGNATURE_FRAMES = 12  # the lowering's jaxpr is a few frames above JAX's lowering event
