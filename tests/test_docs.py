@@ -1348,3 +1348,98 @@ def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path
         "that order) is an error naming the file, and is left as it is:",
         unmarked.stderr.split("\n"),
     )
+
+
+def test_the_pin_files_in_pins_md_are_what_the_code_writes(tmp_path: Path) -> None:
+    """docs/pins.md's pin files: two fixture pins sharing their provenance under [common];
+    a fixture pin alone in its file (nothing in common); census pins sharing key parts."""
+    from pytest_jaxcompile.records import HostState
+
+    def made(**fields: Any) -> CompileRecord:
+        return row(
+            fields.pop("cell", "tests/test_model.py::test_mlp"),
+            fields.pop("transform", "vag"),
+            fields.pop("compile_s"),
+            timestamp="2026-11-30T01:31:36+00:00",
+            host_state=HostState(cpu_count=2, load_avg_1m=fields.pop("load", 2.99)),
+            platform_version="cpu",
+            **fields,
+        )
+
+    def written(name: str, records: list[CompileRecord]) -> list[str]:
+        (path,) = pin(tmp_path / name, records).glob("*.toml")
+        return path.read_text().splitlines()
+
+    two = written(
+        "two",
+        [
+            made(
+                compile_s=0.1111,
+                fingerprint="sha256:5f230061d4bde40bce4f24070077a831cfef652d7a7b5851f86604a948b249b3",
+            ),
+            made(
+                cell="tests/test_model.py::test_mlp_lowered",
+                transform="jit",
+                compile_s=0.0646,
+                fingerprint="sha256:b0039858ce2e88fe12f6cfffd8428047b02ab692f69db456faa173e1346b371d",
+            ),
+        ],
+    )
+    assert_shown("docs/pins.md", "one table per cell and\ntransform:", two)
+    histogram = ops(add=4, dot_general=6, tanh=2, multiply=8)
+    shared = {  # key parts (hashes shortened) that no module changes
+        "XLA flags": "e3b0c44298fc1c14",
+        "accelerator_config": "b0d706005711cace",
+        "backend version": "3357b7ac532f27e4",
+        "compression": "0ea55c28f8014d88",
+        "custom_hook": "e3b0c44298fc1c14",
+        "jax_lib version": "40d13e87ba3f9c11",
+    }
+    alone = written(
+        "alone",
+        [
+            made(
+                compile_s=0.1111,
+                compile_cpu_s=0.1402,
+                fingerprint="sha256:5f230061d4bde40bce4f24070077a831cfef652d7a7b5851f86604a948b249b3",
+                histogram=histogram,
+                op_count=70,
+                cache_key_parts={
+                    **shared,
+                    "computation": "477b5247c2a3f0de",
+                    "compile_options": "fba62294e1d07c3b",
+                },
+                cache_key_flags=[],
+            )
+        ],
+    )
+    assert_shown("docs/pins.md", "a census row's pin has no `op_count` and `ops`):", alone)
+    census = [
+        made(
+            cell=f"tests/test_model.py::test_{name}",
+            transform=transform,
+            compile_s=seconds,
+            compile_cpu_s=cpu,
+            fingerprint=f"computation:{computation}",
+            load=load,
+            source="census",
+            cache_key_parts={**shared, "compile_options": options, "computation": computation},
+            cache_key_flags=[],
+        )
+        for name, transform, seconds, cpu, load, options, computation in (
+            (
+                "step",
+                "jit(train_step)",
+                0.0412,
+                0.0533,
+                1.32,
+                "ed69881be36dae1b",
+                "6f144ecb9fdb7c15",
+            ),
+            ("eval", "jit(evaluate)", 0.0208, 0.0251, 1.32, "68a9774a86ab3a54", "2297a791e5d1594c"),
+            ("init", "jit(init)", 0.0153, 0.0187, 1.41, "68a9774a86ab3a54", "a59f2b077e8cbebc"),
+        )
+    ]
+    assert_shown(
+        "docs/pins.md", "A census pin is then five to seven lines:", written("census", census)
+    )

@@ -9,17 +9,21 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     mixed_precision = false
     cache_state = "cold"
 
+    # Every pin below has these, unless it sets its own:
+    [common]            # what most pins share (COMMON_FIELDS), written once
+    pinned_at = "2026-11-30T01:00:00+00:00"
+    jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
+    platform_version = "cpu"
+    key_parts = { "XLA flags" = "...", ... }  # the parts most pins share, part by part
+
     [pins."tests/test_models.py::test_mlp".vag]
     compile_s = 0.3121
     compile_cpu_s = 0.3301
     fingerprint = "sha256:..."
     op_count = 70
-    pinned_at = "2026-11-30T01:00:00+00:00"
     load_avg_1m = 0.41
-    jaxlib_version = "0.10.2"       # optional: versions JAX's cache key hashes
-    platform_version = "cpu"
     ops = { "stablehlo.add" = 4, ... }        # one line each: inline tables and arrays
-    key_parts = { computation = "...", ... }
+    key_parts = { computation = "...", ... }  # its own parts, beside [common]'s
     key_flags = ["--xla_cpu_..."]   # only when XLA flags were set
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
 
@@ -43,6 +47,7 @@ import hashlib
 import re
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,14 +261,20 @@ class PinGroup:
 
     def render(self) -> str:
         """The file's text: each pin a table of the reviewed figures, one line each, and
-        its op histogram, key parts and key flags one inline line each (a pin is a dozen
-        lines, not one line per op); the default settings' pins under [pins], each settings
-        variant's under [variants."<variant>"]. Files of earlier releases, with those as
-        sub-tables and multi-line arrays, read the same (TOML does not tell them apart)."""
+        its op histogram, key parts and key flags one inline line each (a pin is a few
+        lines, not one line per op); what most pins share (their provenance, the key parts
+        no module changes) once under [common]; the default settings' pins under [pins],
+        each settings variant's under [variants."<variant>"]. Files of earlier releases,
+        with none in common and sub-tables and multi-line arrays, read the same (TOML does
+        not tell those apart)."""
         parts = [PIN_FILE_HEADER, tomli_w.dumps({"key": key_table(self.key)})]
-        for (cell, transform, variant), pin in self.all_pins():
+        tables = {row: pin.to_toml() for row, pin in self.all_pins()}
+        common = common_fields(list(tables.values()))
+        if common:
+            parts.append(f"\n{COMMON_COMMENT}\n{_table_text(('common',), common)}")
+        for (cell, transform, variant), table in tables.items():
             where = ("pins",) if not variant else ("variants", variant)
-            parts.append(_pin_text((*where, cell, transform), pin))
+            parts.append("\n" + _table_text((*where, cell, transform), _own(table, common)))
         if self.compiles:  # one line per test: `"<cell>" = { compiles = 3 }`
             parts.append("\n[tests]\n")
             parts += [
@@ -273,17 +284,88 @@ class PinGroup:
         return "".join(parts)
 
 
-def _pin_text(path: tuple[str, ...], pin: Pin) -> str:
-    """One pin's table at `path` (``pins, cell, transform``): its figures one line each,
-    then its inline fields."""
-    table = pin.to_toml()
-    nested: dict[str, Any] = {
+def _table_text(path: tuple[str, ...], table: dict[str, Any]) -> str:
+    """A pin's table (or [common]) at `path` (``pins, cell, transform``): its figures one
+    line each, then its inline fields."""
+    lines: dict[str, Any] = {
         name: value for name, value in table.items() if name not in INLINE_FIELDS
     }
+    inline = [f"{name} = {_inline(table[name])}\n" for name in INLINE_FIELDS if name in table]
+    if not lines:  # inline fields alone (a [common] of key parts): tomli_w writes no header
+        return f"{_header(path)}\n" + "".join(inline)
+    nested = lines
     for part in reversed(path):
         nested = {part: nested}
-    inline = [f"{name} = {_inline(table[name])}\n" for name in INLINE_FIELDS if name in table]
-    return "\n" + tomli_w.dumps(nested) + "".join(inline)
+    return tomli_w.dumps(nested) + "".join(inline)
+
+
+def _header(path: tuple[str, ...]) -> str:
+    """The header line of the table at `path`, as tomli_w renders it."""
+    nested: dict[str, Any] = {"x": 0}
+    for part in reversed(path):
+        nested = {part: nested}
+    return next(line for line in tomli_w.dumps(nested).splitlines() if line.startswith("["))
+
+
+# Fields a pin file writes once under [common] when most pins share a value: where and how
+# the pins were made. The figures a reviewer reads (compile_s, fingerprint, ...) and a
+# hand-set tolerance stay on each pin. `key_parts` is shared part by part.
+COMMON_FIELDS = (
+    "pinned_at",
+    "load_avg_1m",
+    "source",
+    *VERSION_PIN_FIELDS,
+    "compile_instructions_identity",
+)
+COMMON_COMMENT = "# Every pin below has these, unless it sets its own:"
+
+
+def common_fields(tables: list[dict[str, Any]]) -> dict[str, Any]:
+    """The [common] table of pins rendered as `tables`: each field of COMMON_FIELDS that
+    every pin has, with the value most of them (at least two) share, and the key parts
+    every pin has, each with the value most of them share. Ties go to the first pin's."""
+    common: dict[str, Any] = {}
+    for name in COMMON_FIELDS:
+        values = [table.get(name) for table in tables]
+        if None not in values and values:
+            value, count = Counter(values).most_common(1)[0]
+            if count > 1:
+                common[name] = value
+    all_parts = [table.get("key_parts") or {} for table in tables]
+    if all_parts and all(all_parts):
+        shared = set(all_parts[0]).intersection(*all_parts[1:])
+        parts = {}
+        for part in sorted(shared):
+            value, count = Counter(each[part] for each in all_parts).most_common(1)[0]
+            if count > 1:
+                parts[part] = value
+        if parts:
+            common["key_parts"] = parts
+    return common
+
+
+def _own(table: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """A pin's table less what [common] says for it."""
+    own = {}
+    for name, value in table.items():
+        if name == "key_parts" and "key_parts" in common:
+            shared = common["key_parts"]
+            value = {part: text for part, text in value.items() if shared.get(part) != text}
+            if value:
+                own[name] = value
+        elif name not in common or common[name] != value:
+            own[name] = value
+    return own
+
+
+def _with_common(raw: dict[str, Any], common: dict[str, Any]) -> dict[str, Any]:
+    """A pin's table as written, with what [common] says for it (its own values first;
+    its own key parts beside the common ones)."""
+    merged = {**common, **raw}
+    shared_parts, own_parts = common.get("key_parts"), raw.get("key_parts")
+    if isinstance(shared_parts, dict) and isinstance(own_parts, dict):
+        merged["key_parts"] = {**shared_parts, **own_parts}
+    return merged
 
 
 def key_table(key: ComparabilityKey) -> dict[str, Any]:
@@ -369,10 +451,11 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
         )
 
     group = PinGroup(key=key, path=path)
+    common = _common_table(path, text, document.get("common", {}))
     raw_pins = document.get("pins", {})
     if not isinstance(raw_pins, dict):
         raise PinFileError(path, "[pins] must be a table of cells", _line_of(text, "pins"))
-    _parse_pins(path, text, raw_pins, group.pins, "")
+    _parse_pins(path, text, raw_pins, group.pins, "", common)
     raw_variants = document.get("variants", {})
     if not isinstance(raw_variants, dict):
         raise PinFileError(
@@ -385,7 +468,7 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
                 f"[variants] {variant!r} must be a settings variant's table of cells",
                 _line_of(text, f"[variants.{variant}") or _line_of(text, "[variants"),
             )
-        _parse_pins(path, text, variant_pins, group.pins_of(variant), variant)
+        _parse_pins(path, text, variant_pins, group.pins_of(variant), variant, common)
     raw_tests = document.get("tests", {})
     if not isinstance(raw_tests, dict):
         raise PinFileError(path, "[tests] must be a table of cells", _line_of(text, "[tests"))
@@ -400,7 +483,7 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
                 f"[tests] {cell!r} must hold exactly `compiles = <{whole()}>`",
                 header or _line_of(text, "[tests"),
             ) from None
-    unknown = set(document) - {"key", "pins", "tests", "variants"}
+    unknown = set(document) - {"key", "common", "pins", "tests", "variants"}
     if unknown:
         raise PinFileError(
             path,
@@ -410,10 +493,40 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
     return group
 
 
+def _common_table(path: Path, text: str, raw: object) -> dict[str, Any]:
+    """The [common] table, checked as a pin's fields are (it holds only COMMON_FIELDS and
+    key_parts)."""
+    line = _line_of(text, "[common]")
+    if not isinstance(raw, dict):
+        raise PinFileError(path, "[common] must be a table of pin fields", line)
+    unknown = set(raw) - {*COMMON_FIELDS, "key_parts"}
+    if unknown:
+        first = sorted(unknown)[0]
+        raise PinFileError(
+            path,
+            f"[common] holds only {', '.join((*COMMON_FIELDS, 'key_parts'))}; "
+            f"not {', '.join(sorted(unknown))} (set it on each pin)",
+            _field_line(text, line, first) or line,
+        )
+    try:
+        _pin_from_table({"compile_s": 0.0, **raw})
+    except PinFieldError as error:
+        raise PinFileError(
+            path, f"[common] {error}", _field_line(text, line, error.field) or line
+        ) from None
+    return raw
+
+
 def _parse_pins(
-    path: Path, text: str, raw_pins: dict[str, Any], into: dict[PinId, Pin], variant: str
+    path: Path,
+    text: str,
+    raw_pins: dict[str, Any],
+    into: dict[PinId, Pin],
+    variant: str,
+    common: dict[str, Any],
 ) -> None:
-    """One table of cells and their transforms' pins ([pins], or a variant's)."""
+    """One table of cells and their transforms' pins ([pins], or a variant's), each with
+    what [common] says for it."""
     for cell, transforms in raw_pins.items():
         if not isinstance(transforms, dict):
             raise PinFileError(path, f"pins for {cell!r} must be a table", _line_of(text, cell))
@@ -425,7 +538,7 @@ def _parse_pins(
                 header = _pin_line(text, cell, transform, variant)
                 raise PinFileError(path, f"pin {name} must be a table", header)
             try:
-                into[(cell, transform)] = _pin_from_table(raw)
+                into[(cell, transform)] = _pin_from_table(_with_common(raw, common))
             except PinFieldError as error:
                 header = _pin_line(text, cell, transform, variant)
                 line = _field_line(text, header, error.field) or header
@@ -448,10 +561,8 @@ def _field_line(text: str, table_line: int | None, name: str) -> int | None:
 
 def _pin_line(text: str, cell: str, transform: str, variant: str = "") -> int | None:
     """The line of a pin's table header (as tomli-w renders it), for error messages."""
-    table: dict[str, Any] = {cell: {transform: {"x": 0}}}
-    rendered = tomli_w.dumps({"variants": {variant: table}} if variant else {"pins": table})
-    header = next(line for line in rendered.splitlines() if line.startswith("["))
-    return _line_of(text, header) or _line_of(text, cell)
+    where = ("variants", variant) if variant else ("pins",)
+    return _line_of(text, _header((*where, cell, transform))) or _line_of(text, cell)
 
 
 def pin_line(path: Path, cell: str, transform: str, variant: str = "") -> int | None:
