@@ -10,7 +10,10 @@ is off (JAX computes no key). `CompileMonitor.capture(key_parts=True)` reads the
 around a compile the `jax_compile` fixture measures and around a census'd test: the logger is
 lowered to DEBUG while a capture is open, and its filter takes the records of the capturing
 thread and lets through to the user's handlers exactly what would have reached them anyway,
-so their captured log output does not change.
+so their captured log output does not change. Between the lowering of a module of JAX's eager
+dispatch and its backend compile the logger is back at its own level: nothing reads those
+keys, and on a suite of short tests eager dispatch is most of the compiles (815 of 955 on
+flax's `nnx` transform tests).
 """
 
 from __future__ import annotations
