@@ -198,7 +198,7 @@ class RssWatch:
         self.interval_s = interval_s
         self._lock = threading.Lock()
         self._sampling = threading.Event()
-        self._closed = False
+        self._closing = threading.Event()  # wakes the thread from its interval at once
         self._thread: threading.Thread | None = None
         self._reader: _RssReader | None = None
         self._generation = 0
@@ -208,10 +208,9 @@ class RssWatch:
     def _run(self, reader: _RssReader) -> None:
         while True:
             self._sampling.wait()
-            if self._closed:
-                return
             generation = self._generation
-            time.sleep(self.interval_s)
+            if self._closing.wait(self.interval_s):
+                return
             rss = reader.read()
             with self._lock:
                 if generation == self._generation and self._sampling.is_set():
@@ -220,7 +219,7 @@ class RssWatch:
 
     def begin(self) -> int:
         """Start sampling a block; the RSS at its start."""
-        if self._closed:
+        if self._closing.is_set():
             raise RuntimeError("RssWatch is closed")
         if self._reader is None:
             self._reader = _RssReader()
@@ -249,7 +248,7 @@ class RssWatch:
 
     def close(self) -> None:
         """End the thread (once); a watch that never sampled has none."""
-        self._closed = True
+        self._closing.set()
         self._sampling.set()
         if self._thread is not None:
             self._thread.join()

@@ -496,7 +496,11 @@ def parse_pin_file(path: Path, text: str) -> PinGroup:
 def _common_table(path: Path, text: str, raw: object) -> dict[str, Any]:
     """The [common] table, checked as a pin's fields are (it holds only COMMON_FIELDS and
     key_parts)."""
-    line = _line_of(text, "[common]")
+    # The header's own line: a test id may contain "[common]" too
+    line = next(
+        (at for at, each in enumerate(text.splitlines(), start=1) if each.strip() == "[common]"),
+        None,
+    )
     if not isinstance(raw, dict):
         raise PinFileError(path, "[common] must be a table of pin fields", line)
     unknown = set(raw) - {*COMMON_FIELDS, "key_parts"}
