@@ -140,6 +140,39 @@ def test_only_the_programs_compiles_pay_for_logging_their_key_parts(
     assert set(project.rows()) == {("test_mixed", "jit(double)")}
 
 
+def test_a_second_thread_reading_key_parts_gets_the_key_logger_at_debug() -> None:
+    """The logger's level is process-wide: held quiet for one thread's eager compile, it is
+    at DEBUG again as soon as another thread opens a capture that reads key parts."""
+    import logging
+    import threading
+
+    from pytest_jaxcompile.backends.jax.keyparts import LOGGER
+    from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
+
+    logger = logging.getLogger(LOGGER)
+    monitor = CompileMonitor()
+    seen: list[bool] = []
+
+    def other_thread() -> None:
+        with monitor.capture(key_parts=True):
+            seen.append(logger.isEnabledFor(logging.DEBUG))
+
+    try:
+        with monitor.capture(key_parts=True):
+            assert logger.isEnabledFor(logging.DEBUG)
+            with monitor._lock:  # as the lowering of an eager compile on this thread does
+                monitor._set_key_logger_quiet(True)
+            assert not logger.isEnabledFor(logging.DEBUG)
+            thread = threading.Thread(target=other_thread)
+            thread.start()
+            thread.join()
+            assert logger.isEnabledFor(logging.DEBUG)
+        assert seen == [True]
+        assert logger.level == logging.NOTSET and not logger.isEnabledFor(logging.DEBUG)
+    finally:
+        monitor.uninstall()
+
+
 def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(IMPLICIT_TEST)

@@ -385,6 +385,8 @@ class CompileMonitor:
                 self._open_loggers(loggers)
                 if key_parts:
                     self._key_readers[thread] = self._key_readers.get(thread, 0) + 1
+                    if len(self._key_readers) > 1:  # another thread may be mid eager compile
+                        self._set_key_logger_quiet(False)
             try:
                 yield log
             finally:
@@ -420,9 +422,10 @@ class CompileMonitor:
                 # compile, and at DEBUG hashes every part a second time to log it: worth it
                 # for the program's compiles (rows keep their key parts), not for eager
                 # dispatch's, whose keys nothing reads.
-                self._quiet_key_logger(
-                    event == EVENT_LOWER and dispatch.eager and len(self._key_readers) == 1
-                )
+                with self._lock:
+                    self._set_key_logger_quiet(
+                        event == EVENT_LOWER and dispatch.eager and len(self._key_readers) == 1
+                    )
         if thread in self._captures:
             cpu = time.process_time() if event in COMPILE_PHASES else None
             signature = input_signature(sys._getframe(1)) if event == EVENT_LOWER else None
@@ -477,10 +480,11 @@ class CompileMonitor:
             if name == KEY_PARTS_LOGGER:
                 self._key_logger_quiet = False
 
-    def _quiet_key_logger(self, quiet: bool) -> None:
+    def _set_key_logger_quiet(self, quiet: bool) -> None:
         """Hold the cache-key logger at the level it had without the plugin (`quiet`), or
-        at DEBUG again, while a capture reads key parts; only on the capturing thread, and
-        only when it is the one thread reading them (the level is process-wide)."""
+        at DEBUG again, while a capture reads key parts; quiet only for an eager compile on
+        the one thread reading key parts (the level is process-wide). Called with the lock
+        held."""
         if quiet == self._key_logger_quiet or KEY_PARTS_LOGGER not in self._log_users:
             return
         self._key_logger_quiet = quiet
