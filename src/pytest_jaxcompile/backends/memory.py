@@ -1,9 +1,10 @@
 """The process's resident memory while something runs: its peak and its growth.
 
-`RssSampler` is a context manager: a daemon thread reads the process's resident set size
-every `interval_s` while the block runs, and the block's start and end are read too
-(`RssWatch` does the same for many blocks in turn with one thread: a census'd session's
-test calls, where starting a thread per test cost about 0.5 ms a test). The
+`RssWatch` owns a daemon thread that reads the process's resident set size every
+`interval_s` while a block (`RssBlock`) runs, and each block's start and end are read too;
+one watch samples many blocks in turn (a census'd session's test calls: a thread per test
+cost about 0.5 ms a test), and `RssSampler` is one block with a watch of its own (a
+fixture's compile). The
 kernel's own high-water mark (Linux's ``VmHWM``; ``ru_maxrss`` elsewhere) is read before
 and after: when it rose during the block, the new mark was reached inside the block and is
 its exact peak, whatever the sampling missed; when it did not, the peak is the highest
@@ -127,65 +128,6 @@ def _peak_of(
     return RssPeak(before, peak, samples, exact, sampler_cpu_s, sampled)
 
 
-class RssSampler:
-    """``with RssSampler(0.001) as sampler: ...``, then ``sampler.result``."""
-
-    def __init__(self, interval_s: float = COMPILE_INTERVAL_S) -> None:
-        self.interval_s = interval_s
-        self.result: RssPeak | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._reader: _RssReader | None = None
-        self._peak = 0
-        self._samples = 0
-        self._before = 0
-        self._mark_before: int | None = None
-        self._thread_cpu_s = 0.0
-
-    def _sample(self) -> None:
-        assert self._reader is not None
-        rss = self._reader.read()
-        self._samples += 1
-        if rss > self._peak:
-            self._peak = rss
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
-        self._thread_cpu_s = time.thread_time()
-
-    def __enter__(self) -> RssSampler:
-        self._reader = _RssReader()
-        self._mark_before = high_water_mark()
-        self._before = self._reader.read()
-        self._peak, self._samples = self._before, 1
-        self._thread = threading.Thread(target=self._run, name="jaxcompile-rss", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> RssPeak:
-        """Stop sampling (once) and return the result; leaving the block stops it too."""
-        if self.result is not None:
-            return self.result
-        self._stop.set()
-        assert self._thread is not None and self._reader is not None, "not started"
-        self._thread.join()
-        self._sample()
-        self._reader.close()
-        self.result = _peak_of(
-            self._before, self._peak, self._samples, self._mark_before, self._thread_cpu_s
-        )
-        return self.result
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
 class RssWatch:
     """One sampling thread for many blocks in turn, each measured like `RssSampler`'s:
     ``with watch.block() as block: ...``, then ``block.stop()``; `close` ends the thread.
@@ -204,12 +146,14 @@ class RssWatch:
         self._generation = 0
         self._peak = 0
         self._samples = 0
+        self.thread_cpu_s = 0.0  # CPU seconds the thread spent, once closed
 
     def _run(self, reader: _RssReader) -> None:
         while True:
             self._sampling.wait()
             generation = self._generation
             if self._closing.wait(self.interval_s):
+                self.thread_cpu_s = time.thread_time()
                 return
             rss = reader.read()
             with self._lock:
@@ -260,10 +204,12 @@ class RssWatch:
 
 class RssBlock:
     """One block an `RssWatch` samples: ``with watch.block() as block: ...``, then
-    ``block.stop()`` (or ``block.result``)."""
+    ``block.stop()`` (or ``block.result``). A block that owns its watch closes it when it
+    stops, and its result carries the thread's CPU seconds (`RssSampler`)."""
 
-    def __init__(self, watch: RssWatch) -> None:
+    def __init__(self, watch: RssWatch, *, owns_watch: bool = False) -> None:
         self._watch = watch
+        self._owns_watch = owns_watch
         self.result: RssPeak | None = None
         self._before = 0
         self._mark_before: int | None = None
@@ -277,7 +223,10 @@ class RssBlock:
         """Stop sampling (once) and return the result; leaving the block stops it too."""
         if self.result is None:
             peak, samples = self._watch.end()
-            self.result = _peak_of(self._before, peak, samples, self._mark_before)
+            if self._owns_watch:
+                self._watch.close()
+            cpu_s = self._watch.thread_cpu_s if self._owns_watch else 0.0
+            self.result = _peak_of(self._before, peak, samples, self._mark_before, cpu_s)
         return self.result
 
     def __exit__(
@@ -287,3 +236,11 @@ class RssBlock:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class RssSampler(RssBlock):
+    """``with RssSampler(0.001) as sampler: ...``, then ``sampler.result``: one block with a
+    sampling thread of its own (a fixture's compile; its CPU seconds are in the result)."""
+
+    def __init__(self, interval_s: float = COMPILE_INTERVAL_S) -> None:
+        super().__init__(RssWatch(interval_s), owns_watch=True)
