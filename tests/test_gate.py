@@ -458,6 +458,36 @@ def test_a_suite_that_does_not_use_it_never_imports_jax(pytester: pytest.Pyteste
     assert "jax compile times" not in result.stdout.str()
 
 
+def test_a_suite_that_imports_jax_without_measuring_does_not_start_its_backend(
+    pytester: pytest.Pytester,
+) -> None:
+    """Nothing measured, no pins, no report: the session's end leaves JAX's backend as the
+    tests left it (detecting the hardware would start it: device memory on a GPU). With
+    pins, it is detected, to find the pins of tests that ran unmeasured."""
+    pytester.makeconftest(
+        """
+        import jax
+
+        def pytest_unconfigure(config):
+            from jax._src import xla_bridge
+
+            print("backend started:", xla_bridge.backends_are_initialized())
+        """
+    )
+    pytester.makepyfile("def test_no_jax_work():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["backend started: False"])
+    pins = pytester.mkdir("pins")
+    (pins / "other.toml").write_text(
+        '[key]\nhardware = "h"\njax_version = "0"\nmixed_precision = false\n'
+        'cache_state = "cold"\nframework = "jax"\n'
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["backend started: True"])
+
+
 def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
     result.stdout.fnmatch_lines(

@@ -43,6 +43,7 @@ lose nothing), and replace it atomically.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -373,6 +374,7 @@ def key_table(key: ComparabilityKey) -> dict[str, Any]:
     return key.to_dict()
 
 
+@functools.lru_cache(maxsize=256)  # a pure function, asked once per row judged
 def pin_file_name(key: ComparabilityKey) -> str:
     """A readable, filesystem-safe name; lossy, so a short hash keeps it unique."""
     precision = "mixed" if key.mixed_precision else "full"
@@ -733,6 +735,10 @@ class PinStore:
         if not directory.is_dir():
             return cls(directory)
         return cls(directory, (read_pin_file(path) for path in sorted(directory.glob("*.toml"))))
+
+    def is_empty(self) -> bool:
+        """Whether no pin file was read."""
+        return not self._groups
 
     def groups(self) -> Iterator[PinGroup]:
         yield from sorted(self._groups.values(), key=lambda group: group.key)

@@ -22,15 +22,26 @@ from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import Workers
 
 
-def measured_identities(rows: SessionRows, backends: Iterable[BackendSession]) -> set[Identity]:
-    """(hardware, version) this process ran under, also when it measured nothing."""
+def measured_identities(
+    rows: SessionRows, backends: Iterable[BackendSession], *, unmeasured_too: bool
+) -> set[Identity]:
+    """(hardware, version) this process ran under; when it measured nothing, only with
+    `unmeasured_too` (see `environment_wanted`: detecting it costs tens of milliseconds)."""
     identities = {(record.hardware, record.framework_version) for record in rows.records}
     measured = bool(identities)
+    if not measured and not unmeasured_too:
+        return identities
     for each in backends:
         identity = each.identity(measured)
         if identity is not None:
             identities.add(identity)
     return identities
+
+
+def environment_wanted(store: PinStore | None, settings: Settings) -> bool:
+    """Whether a session that measured nothing should still say where it ran: its pins
+    of tests that ran unmeasured are stale there, and a report lists its environment."""
+    return store is None or not store.is_empty() or settings.report_path is not None
 
 
 def clobbers(
@@ -62,7 +73,8 @@ def conclude_session(
     outcome = conclude(
         rows.records,
         rows.ran_cells,
-        measured_identities(rows, backends) | workers.identities,
+        measured_identities(rows, backends, unmeasured_too=environment_wanted(store, settings))
+        | workers.identities,
         store,
         GateSettings(settings.thresholds, settings.pin_update),
         rootdir=rootdir,
