@@ -126,6 +126,8 @@ def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
     a persistent cache is on."""
     environ = os.environ if environ is None else environ
     flags = " ".join(environ.get(name, "") for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"))
+    if not flags.strip():
+        return []  # the usual case, before JAX's list of left-out flags is made a set
     exact, prefixes = _flags_left_out()
     return sorted(
         flag
