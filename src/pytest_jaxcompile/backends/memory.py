@@ -27,8 +27,8 @@ from typing import Any
 MIB = 1024 * 1024
 COMPILE_INTERVAL_S = 0.001  # the jax_compile fixture: one compile, sampled finely
 # A census'd test call: sampled coarsely, for its whole length. Census rows' RSS is shown,
-# never judged, and a new process-wide peak is exact whatever the interval (VmHWM); each
-# sample costs the test's thread the GIL for ~50 us (5 ms: 1 to 2 % of a Python-bound test).
+# never judged, and a new process-wide peak is exact whatever the interval (VmHWM); the
+# thread takes the GIL for each sample (docs/benchmarks.md, run 7: up to ~2 % on optax).
 TEST_INTERVAL_S = 0.025
 RSS_DIGITS = 1  # MiB are recorded to 0.1
 
