@@ -4,11 +4,11 @@
 `interval_s` while a block (`RssBlock`) runs, and each block's start and end are read too;
 one watch samples many blocks in turn (a census'd session's test calls: a thread per test
 cost about 0.5 ms a test), and `RssSampler` is one block with a watch of its own (a
-fixture's compile). The
-kernel's own high-water mark (Linux's ``VmHWM``; ``ru_maxrss`` elsewhere) is read before
-and after: when it rose during the block, the new mark was reached inside the block and is
-its exact peak, whatever the sampling missed; when it did not, the peak is the highest
-sample (a spike shorter than the interval can be missed; docs/memory.md says how close).
+fixture's compile). The kernel's own high-water mark (Linux's ``VmHWM``; ``ru_maxrss``
+elsewhere) is read before and after: when it rose during the block, the new mark was
+reached inside the block and is its exact peak, whatever the sampling missed; when it did
+not, the peak is the highest sample (a spike shorter than the interval can be missed;
+docs/memory.md says how close).
 
 Framework-neutral: JAX fixture rows sample one ``compile()``, census rows a whole test call,
 torch rows ``torch.compile``'s first call. Nothing here imports jax or torch.
@@ -132,7 +132,7 @@ def _peak_of(
 
 
 class RssWatch:
-    """One sampling thread for many blocks in turn, each measured like `RssSampler`'s:
+    """One sampling thread for many blocks in turn, each measured as above:
     ``with watch.block() as block: ...``, then ``block.stop()``; `close` ends the thread.
 
     The thread starts with the first block and sleeps between blocks. A sample that was

@@ -41,11 +41,7 @@ from pytest_jaxcompile.session.census import (
     measure_context,
     requirement_problems,
 )
-from pytest_jaxcompile.session.conclusion import (
-    conclude_session,
-    environment_wanted,
-    measured_identities,
-)
+from pytest_jaxcompile.session.conclusion import conclude_session, measured_identities
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
@@ -192,9 +188,8 @@ class SessionCollector:
             each.finish()
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
-            unmeasured_too = environment_wanted(self.store, self.settings)
             workeroutput[WORKER_OUTPUT_KEY] = payload(
-                self.rows, measured_identities(self.rows, backends, unmeasured_too=unmeasured_too)
+                self.rows, measured_identities(self.rows, backends, self.store, self.settings)
             )
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)

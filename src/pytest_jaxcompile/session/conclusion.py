@@ -23,25 +23,25 @@ from pytest_jaxcompile.session.xdist import Workers
 
 
 def measured_identities(
-    rows: SessionRows, backends: Iterable[BackendSession], *, unmeasured_too: bool
+    rows: SessionRows,
+    backends: Iterable[BackendSession],
+    store: PinStore | None,
+    settings: Settings,
 ) -> set[Identity]:
-    """(hardware, version) this process ran under; when it measured nothing, only with
-    `unmeasured_too` (see `environment_wanted`: detecting it costs tens of milliseconds)."""
+    """(hardware, version) this process ran under. When it measured nothing, only where
+    that serves something: its pins of tests that ran unmeasured are stale there, and a
+    report lists its environment. Otherwise JAX is left alone: detecting the hardware
+    starts its backend (an accelerator's memory) when the tests had only imported it."""
     identities = {(record.hardware, record.framework_version) for record in rows.records}
     measured = bool(identities)
-    if not measured and not unmeasured_too:
+    wanted = store is None or not store.is_empty() or settings.report_path is not None
+    if not measured and not wanted:
         return identities
     for each in backends:
         identity = each.identity(measured)
         if identity is not None:
             identities.add(identity)
     return identities
-
-
-def environment_wanted(store: PinStore | None, settings: Settings) -> bool:
-    """Whether a session that measured nothing should still say where it ran: its pins
-    of tests that ran unmeasured are stale there, and a report lists its environment."""
-    return store is None or not store.is_empty() or settings.report_path is not None
 
 
 def clobbers(
@@ -73,8 +73,7 @@ def conclude_session(
     outcome = conclude(
         rows.records,
         rows.ran_cells,
-        measured_identities(rows, backends, unmeasured_too=environment_wanted(store, settings))
-        | workers.identities,
+        measured_identities(rows, backends, store, settings) | workers.identities,
         store,
         GateSettings(settings.thresholds, settings.pin_update),
         rootdir=rootdir,
