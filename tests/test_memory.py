@@ -13,7 +13,7 @@ import pytest
 from conftest import JaxProject
 from records_factory import make_record
 
-from pytest_jaxcompile.backends.memory import MIB, RssSampler, RssWatch
+from pytest_jaxcompile.backends.memory import MIB, RssBlock, RssSampler, RssWatch
 from pytest_jaxcompile.gate.budget import parse_budget
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -111,9 +111,23 @@ def test_cost_analysis_as_a_list_of_dicts_a_dict_or_nothing() -> None:
     assert unknown["flops"] is None and unknown["compiled_temp_bytes"] is None
 
 
+def _until_sampled(block: RssBlock, samples: int = 2) -> None:
+    """Wait (sleeping, so the thread can take the GIL) until the thread has read `samples`
+    more times: `b"x" * n` holds the GIL while it writes, so a block freed at once could be
+    gone before the thread ever ran, and the kernel's mark only helps on a new process peak."""
+    import time
+
+    wanted = block.samples_taken + samples
+    deadline = time.monotonic() + 60
+    while block.samples_taken < wanted:
+        assert time.monotonic() < deadline, "the sampling thread never sampled"
+        time.sleep(0.001)
+
+
 def test_the_sampler_sees_memory_touched_inside_the_block() -> None:
     with RssSampler(0.001) as sampler:
         block = b"x" * (64 * MIB)  # touched: every page is written
+        _until_sampled(sampler)
         del block
     result = sampler.stop()
     assert result is sampler.result
@@ -135,15 +149,13 @@ def _sampling_threads() -> int:
 def test_a_watch_samples_block_after_block_with_one_thread() -> None:
     """A census'd session's test calls, in turn: one thread, and each block's figures its own
     (a block after the memory was freed does not inherit the previous block's peak)."""
-    import time
-
     threads_before = _sampling_threads()
     watch = RssWatch(0.001)
     results = []
     for size in (64, 0, 32):
         with watch.block() as block:
             touched = b"x" * (size * MIB)
-            time.sleep(0.05)  # long enough for the thread to sample inside
+            _until_sampled(block)
             del touched
         results.append(block.stop())
         assert block.result is results[-1]

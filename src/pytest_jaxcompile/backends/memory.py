@@ -164,6 +164,12 @@ class RssWatch:
                     self._samples += 1
                     self._peak = max(self._peak, rss)
 
+    @property
+    def samples_taken(self) -> int:
+        """Samples of the current block so far, its start read included."""
+        with self._lock:
+            return self._samples
+
     def begin(self) -> int:
         """Start sampling a block; the RSS at its start."""
         if self._closing.is_set():
@@ -221,6 +227,11 @@ class RssBlock:
         self._mark_before = high_water_mark()
         self._before = self._watch.begin()
         return self
+
+    @property
+    def samples_taken(self) -> int:
+        """Samples of this block so far (while it runs)."""
+        return self._watch.samples_taken
 
     def stop(self) -> RssPeak:
         """Stop sampling (once) and return the result; leaving the block stops it too."""
