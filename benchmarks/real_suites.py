@@ -186,6 +186,11 @@ def run_pytest(python: Path, directory: Path, args: list[str]) -> Run:
         "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
     }
     env.pop("PYTHONPATH", None)
+    # Bytecode is written, as in a user's venv (pip compiles what it installs): with the
+    # caller's PYTHONDONTWRITEBYTECODE every census run would recompile the plugin's modules
+    # (pytest rewrites a plugin's asserts first), about 0.1 s a session that the disabled run,
+    # which never imports the plugin, does not pay. The warm-up run writes it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cpu_before = _children_cpu_s()
     start = time.perf_counter()
     proc = subprocess.run(
