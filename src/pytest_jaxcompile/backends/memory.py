@@ -28,7 +28,8 @@ MIB = 1024 * 1024
 COMPILE_INTERVAL_S = 0.001  # the jax_compile fixture: one compile, sampled finely
 # A census'd test call: sampled coarsely, for its whole length. Census rows' RSS is shown,
 # never judged, and a new process-wide peak is exact whatever the interval (VmHWM); the
-# thread takes the GIL for each sample (docs/benchmarks.md, run 7: up to ~2 % on optax).
+# thread takes the GIL for each sample (docs/benchmarks.md: on optax, up to ~2 % in run 7's
+# A/B, none measurable under a busy core in run 8's).
 TEST_INTERVAL_S = 0.025
 RSS_DIGITS = 1  # MiB are recorded to 0.1
 
