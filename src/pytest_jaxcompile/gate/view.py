@@ -34,6 +34,7 @@ from pytest_jaxcompile.gate.limits import (
 )
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.pins import pin_file_name
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
@@ -833,11 +834,25 @@ class SessionView:
         return [block for block in self.blocks if block.fails]
 
 
+def group_pin_file(
+    outcome: Outcome, key: ComparabilityKey, verdicts: Sequence[Verdict]
+) -> Path | None:
+    """The pin file of the group's own key, where any of its rows was judged against pins.
+
+    Never a verdict's own pin file: a MISS row (cold) is compared with its warm pin, and an
+    instruction count with a pin of any key, yet the group is the cold key's.
+    """
+    if all(verdict.pin_file is None for verdict in verdicts):
+        return None
+    found = outcome.pin_files.get(key)
+    return found if found is not None else outcome.pins_dir / pin_file_name(key)
+
+
 def session_view(outcome: Outcome) -> SessionView:
     """The view of a concluded session (or of merged reports, or of a records corpus)."""
     groups = []
     for key, verdicts in by_key(outcome.verdicts):
-        pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
+        pin_file = group_pin_file(outcome, key, verdicts)
         rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
