@@ -1,11 +1,13 @@
 """The documentation against the code: the files tools read (the example workflows, the
 report schema), the options and pin file names the docs give, and every output example in
 README.md and docs/, rebuilt from the records and pins it shows and compared line for line
-(`assert_shown`; a doc's `...` marks what it leaves out)."""
+(`assert_shown`; a doc's `...` marks what it leaves out), or, for a block marked
+`<!-- sample: NAME -->`, rebuilt whole and rewritten by `JAXCOMPILE_REGENERATE_DOCS=1`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1441,3 +1443,157 @@ def test_the_pin_files_in_pins_md_are_what_the_code_writes(tmp_path: Path) -> No
         )
     ]
     assert_shown("docs/pins.md", "measured seconds apart):", written("census", census))
+
+
+# --------------------------------------------------------------------------- marked samples
+# A fenced block right after `<!-- sample: NAME -->` in README.md or docs/ is rebuilt whole
+# by the function registered under NAME below, from the code that prints it, and must equal
+# it line for line (no `...`). `JAXCOMPILE_REGENERATE_DOCS=1 pytest tests/test_docs.py`
+# (without -n: each page is rewritten in place) writes what the code prints into the blocks.
+
+SAMPLE_MARK = re.compile(r"(?m)^<!-- sample: ([a-z0-9-]+) -->\n(```[a-z]*\n)(.*?)(^```$)", re.S)
+SAMPLES: dict[str, Callable[[Path], list[str]]] = {}
+
+
+def sample(name: str) -> Callable[[Callable[[Path], list[str]]], Callable[[Path], list[str]]]:
+    """Register the function that prints the doc sample marked `name`."""
+
+    def register(build: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
+        assert name not in SAMPLES, name
+        SAMPLES[name] = build
+        return build
+
+    return register
+
+
+def marked_samples() -> list[tuple[str, str]]:
+    """(page, name) of every marked sample, pages relative to the repository."""
+    found = []
+    for page in _documents():
+        if page.suffix == ".md":
+            for match in SAMPLE_MARK.finditer(page.read_text()):
+                found.append((page.relative_to(REPO).as_posix(), match.group(1)))
+    return found
+
+
+def test_every_marked_sample_has_a_producer_and_every_producer_a_sample() -> None:
+    names = [name for _, name in marked_samples()]
+    assert len(names) == len(set(names)), "a sample is marked twice"
+    assert set(names) == set(SAMPLES)
+
+
+def test_a_changed_sample_is_reported_and_regenerated(tmp_path: Path) -> None:
+    """The mechanism itself: a block that differs fails; regenerating rewrites only it."""
+    page = tmp_path / "page.md"
+    page.write_text("# T\n\n<!-- sample: x -->\n```\nold\n```\n\n```\nkept\n```\n")
+    assert not _sample_matches(page, "x", ["new", "lines"], regenerate=False)
+    assert _sample_matches(page, "x", ["new", "lines"], regenerate=True)
+    assert page.read_text() == "# T\n\n<!-- sample: x -->\n```\nnew\nlines\n```\n\n```\nkept\n```\n"
+    assert _sample_matches(page, "x", ["new", "lines"], regenerate=False)
+
+
+def _sample_matches(page: Path, name: str, printed: list[str], regenerate: bool) -> bool:
+    """Whether the page's block marked `name` is `printed`; rewritten to it if asked."""
+    import os
+
+    text = page.read_text()
+    match = next(m for m in SAMPLE_MARK.finditer(text) if m.group(1) == name)
+    wanted = "".join(f"{line}\n" for line in printed)
+    if match.group(3) == wanted:
+        return True
+    if not regenerate:
+        return False
+    new = text[: match.start(3)] + wanted + text[match.end(3) :]
+    temporary = page.with_name(page.name + ".regenerated")
+    temporary.write_text(new)
+    os.replace(temporary, page)
+    return True
+
+
+@pytest.mark.parametrize(("page", "name"), marked_samples())
+def test_the_marked_sample_is_what_the_code_prints(page: str, name: str, tmp_path: Path) -> None:
+    import os
+
+    printed = SAMPLES[name](tmp_path)
+    regenerate = os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1"
+    assert _sample_matches(REPO / page, name, printed, regenerate), (
+        f"{page}, sample {name!r}, is not what the code prints "
+        "(JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n" + "\n".join(printed)
+    )
+
+
+def pytest_closing_line(text: str) -> str:
+    """pytest's own last line, as the samples show it after the plugin's section."""
+    return section_header(text)
+
+
+def sessions(tmp_path: Path, *runs: tuple[list[CompileRecord], bool]) -> list[Outcome]:
+    """The gate's conclusions of sessions run one after another on one pins directory:
+    (rows, pin update) each."""
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    concluded = []
+    for rows, update in runs:
+        settings = GateSettings(Thresholds(), pin_update=update)
+        store = PinStore.load(tmp_path / "pins")
+        cells = sorted({record.cell for record in rows})
+        concluded.append(conclude(rows, cells, [], store, settings, rootdir=tmp_path))
+    return concluded
+
+
+# docs/index.md's first test: test_mlp's value_and_grad and test_mlp_lowered's jit.
+FIRST_MLP, FIRST_LOWERED = "tests/test_model.py::test_mlp", "tests/test_model.py::test_mlp_lowered"
+
+
+def _first_test_rows(state: str, vag: float, jit: float, **fields: Any) -> list[CompileRecord]:
+    return [
+        row(FIRST_MLP, "vag", vag, state, trace_s=0.09, lower_s=0.03, **fields),
+        row(FIRST_LOWERED, "jit", jit, state, trace_s=0.03, lower_s=0.01, **fields),
+    ]
+
+
+def _first_test_pinned(tmp_path: Path) -> list[Outcome]:
+    """Two `--compile-pin-update` sessions: an empty cache (cold), then a filled one (warm)."""
+    return sessions(
+        tmp_path,
+        (_first_test_rows("cold", 0.100, 0.041), True),
+        (_first_test_rows("warm", 0.004, 0.002), True),
+    )
+
+
+@sample("index-pin-update")
+def _index_pin_update(tmp_path: Path) -> list[str]:
+    cold, warm = _first_test_pinned(tmp_path)
+    return [
+        "$ pytest --compile-pin-update",
+        *terminal(cold),
+        "$ pytest --compile-pin-update",
+        *terminal(warm),
+    ]
+
+
+@sample("index-drift")
+def _index_drift(tmp_path: Path) -> list[str]:
+    """The cache removed (cold rows) and the model made deeper (both modules changed)."""
+    _first_test_pinned(tmp_path)
+    deeper = _first_test_rows("cold", 0.750, 0.202, fingerprint="sha256:deeper")
+    (drifted,) = sessions(tmp_path, (deeper, False))
+    drifted.session_s = 4.09
+    assert drifted.failed
+    return [
+        "$ rm -rf .jax_cache && DEPTH=400 pytest -v",
+        *terminal(drifted, verbose=True),
+        pytest_closing_line("2 passed in 4.09s"),
+    ]
+
+
+def test_the_concepts_in_index_md_name_every_status() -> None:
+    """docs/index.md's Concepts list names each status a row can get, as the code spells it."""
+    from pytest_jaxcompile.gate.status import Status
+
+    text = (REPO / "docs" / "index.md").read_text()
+    concepts = text[text.index("## Concepts") : text.index("## A first test")]
+    missing = [status.value for status in Status if f"`{status.value}`" not in concepts]
+    assert missing == [], f"docs/index.md's Concepts list does not name {missing}"
