@@ -1597,3 +1597,66 @@ def test_the_concepts_in_index_md_name_every_status() -> None:
     concepts = text[text.index("## Concepts") : text.index("## A first test")]
     missing = [status.value for status in Status if f"`{status.value}`" not in concepts]
     assert missing == [], f"docs/index.md's Concepts list does not name {missing}"
+
+
+def _torch_mlp_frames() -> dict[str, tuple[Any, float]]:
+    """docs/torch.md's MLP, as torch measured its first call (cold, then warm): the frames
+    and the first call's wall seconds (frozen in test_torch_frames.py)."""
+    from test_torch_frames import MLP_COLD, MLP_COLD_WALL_S, MLP_WARM, MLP_WARM_WALL_S
+
+    from pytest_jaxcompile.backends.torch.measure import frames_from_metrics
+
+    return {
+        "cold": (frames_from_metrics([MLP_COLD], 0), MLP_COLD_WALL_S),
+        "warm": (frames_from_metrics([MLP_WARM], 0), MLP_WARM_WALL_S),
+    }
+
+
+@sample("torch-first-call-ledger")
+def _torch_first_call_ledger(tmp_path: Path) -> list[str]:
+    """The ledger of each first call, as the summary lists a test's ledger."""
+    from pytest_jaxcompile.backends.torch.measure import build_ledger, classify_frame
+    from pytest_jaxcompile.output.terminal import ledger_line
+
+    lines = []
+    for process, (frames, wall_s) in zip(
+        ("first process (empty cache)", "second process (same TORCHINDUCTOR_CACHE_DIR)"),
+        _torch_mlp_frames().values(),
+        strict=True,
+    ):
+        ledger = build_ledger(frames, "test_models.py::test_mlp", wall_s)
+        assert ledger is not None
+        verdict = classify_frame(frames[0], caches_enabled=True)
+        state = f"{verdict.cache_state.value} ({verdict.detail})" if verdict.detail else ""
+        lines += [f"{process}: {state or verdict.cache_state.value}", ledger_line(ledger)]
+    return lines
+
+
+@sample("torch-warm-row")
+def _torch_warm_row(tmp_path: Path) -> list[str]:
+    """The warm row's figures as the fixture records them (frame_records' fields)."""
+    import json
+
+    from pytest_jaxcompile.backends.torch.measure import classify_frame
+
+    ((frame,), _) = _torch_mlp_frames()["warm"]
+    figures = {
+        "cache_state": classify_frame(frame, caches_enabled=True).cache_state.value,
+        "compile_s": frame.compile_s,
+        "backend_compile_s": frame.backend_compile_s,
+        "phases": frame.phases or None,
+        "overlays": frame.overlays,
+        "missing_metrics": list(frame.missing) or None,
+    }
+    return json.dumps(figures, indent=2).split("\n")
+
+
+@sample("torch-recompile")
+def _torch_recompile(tmp_path: Path) -> list[str]:
+    """A frame compiled twice under compile_budget(max_compiles=1): a new shape (frozen
+    metrics of a real recompile, test_torch_frames.py)."""
+    from test_torch_frames import RECOMPILE
+
+    from pytest_jaxcompile.backends.torch.measure import frames_from_metrics, recompile_problems
+
+    return recompile_problems(1, frames_from_metrics(RECOMPILE, start_time_us=0))
