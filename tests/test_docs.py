@@ -1660,3 +1660,13 @@ def _torch_recompile(tmp_path: Path) -> list[str]:
     from pytest_jaxcompile.backends.torch.measure import frames_from_metrics, recompile_problems
 
     return recompile_problems(1, frames_from_metrics(RECOMPILE, start_time_us=0))
+
+
+@sample("verdicts-busy-pin-update")
+def _verdicts_busy_pin_update(tmp_path: Path) -> list[str]:
+    """docs/verdicts.md: the first test's pin update at a load of 1.3 per core."""
+    from pytest_jaxcompile.records import HostState
+
+    busy = HostState(cpu_count=2, load_avg_1m=2.6, load_per_core=1.3, process_cpu_s=1.0)
+    (pinned,) = sessions(tmp_path, (_first_test_rows("cold", 0.100, 0.041, host_state=busy), True))
+    return ["$ pytest --compile-pin-update", *terminal(pinned)]

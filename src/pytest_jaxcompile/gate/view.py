@@ -507,6 +507,26 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
     return blocks
 
 
+def busy_pin_text(outcome: Outcome) -> str | None:
+    """A pin update whose rows were measured above compile_max_load, said: their pinned
+    wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
+    max_load = outcome.thresholds.max_load
+    if not outcome.pin_update or max_load is None:
+        return None
+    loads = [
+        load
+        for verdict in outcome.verdicts
+        if (load := verdict.record.host_state.load_per_core) is not None and load > max_load
+    ]
+    if not loads:
+        return None
+    return (
+        f"{len(loads)} row(s) pinned at a load above compile_max_load = {max_load:g} (up to "
+        f"{max(loads):.2f} per core): their pinned wall seconds include time spent waiting "
+        "for a core; pin on a quiet machine where you can"
+    )
+
+
 def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     root = outcome.rootdir
     blocks: list[Block] = []
@@ -544,6 +564,9 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
+    busy = busy_pin_text(outcome)
+    if busy is not None:
+        blocks.append(Block(BlockKind.WARNING, Tone.WARN, busy))
     always_cold = always_cold_text(outcome.always_cold)
     if always_cold is not None:  # also in a pin update: why some rows stay cold pins
         blocks.append(
