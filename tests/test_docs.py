@@ -1670,3 +1670,67 @@ def _verdicts_busy_pin_update(tmp_path: Path) -> list[str]:
     busy = HostState(cpu_count=2, load_avg_1m=2.6, load_per_core=1.3, process_cpu_s=1.0)
     (pinned,) = sessions(tmp_path, (_first_test_rows("cold", 0.100, 0.041, host_state=busy), True))
     return ["$ pytest --compile-pin-update", *terminal(pinned)]
+
+
+def row_lines(printed: list[str], starts: str) -> list[str]:
+    """The printed row line starting with `starts` and the cause lines under it."""
+    index = next(i for i, line in enumerate(printed) if line.startswith(starts))
+    causes = 1
+    while printed[index + causes].startswith("      "):
+        causes += 1
+    return printed[index : index + causes]
+
+
+def header_line(printed: list[str]) -> str:
+    """The first key header of the plugin's section."""
+    return next(line for line in printed if " | " in line and not line.startswith(" "))
+
+
+@sample("cache-state-miss")
+def _cache_state_miss(tmp_path: Path) -> list[str]:
+    """Pinned cold and warm; then a flag in XLA_FLAGS, under --compile-expect-warm."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
+    cell, parts = "test_models.py::test_mlp", {"computation": "c1", "XLA flags": "f1"}
+    pinned = [
+        row(cell, "jit", 0.120, "cold", cache_key_parts=parts, cache_key_flags=[]),
+        row(cell, "jit", 0.004, "warm", cache_key_parts=parts, cache_key_flags=[]),
+    ]
+    flagged = {"cache_key_parts": {**parts, "XLA flags": "f2"}}
+    flagged["cache_key_flags"] = ["--xla_cpu_multi_thread_eigen=false"]
+    rows = [row(cell, "jit", 0.131, "cold", **flagged)]
+    outcome = gate_outcome(tmp_path, pinned, rows, thresholds=Thresholds(expect_warm=True))
+    return row_lines(terminal(outcome), "  MISS ")
+
+
+@sample("comparability-key-header")
+def _comparability_key_header(tmp_path: Path) -> list[str]:
+    pinned = [row("tests/test_model.py::test_mlp", "vag", 0.100, "cold")]
+    rows = [row("tests/test_model.py::test_mlp", "vag", 0.104, "cold")]
+    return [header_line(terminal(gate_outcome(tmp_path, pinned, rows)))]
+
+
+@sample("comparability-key-upgrade")
+def _comparability_key_upgrade(tmp_path: Path) -> list[str]:
+    """Pinned under jax 0.9.2, measured under 0.10.2 (-v lists the unpinned row)."""
+    cell = "tests/test_model.py::test_mlp"
+    pinned = [row(cell, "vag", 0.100, "cold", jax_version="0.9.2")]
+    outcome = gate_outcome(tmp_path, pinned, [row(cell, "vag", 0.116, "cold")])
+    printed = terminal(outcome, verbose=True)
+    upgrade = next(i for i, line in enumerate(printed) if line.startswith("jax upgrade "))
+    return [*row_lines(printed, "  unpinned "), "...", *printed[upgrade : upgrade + 3]]
+
+
+@sample("comparability-key-hardware-override")
+def _comparability_key_hardware_override(tmp_path: Path) -> list[str]:
+    rows = [row("tests/test_model.py::test_mlp", "vag", 0.100, "cold", hardware="ci-pool-a")]
+    printed = terminal(gate_outcome(tmp_path, [], rows))
+    return ["$ pytest --compile-hardware ci-pool-a", printed[0], header_line(printed)]
+
+
+@sample("comparability-key-mixed")
+def _comparability_key_mixed(tmp_path: Path) -> list[str]:
+    """test_bf16 declared mixed precision, not pinned yet (-v lists the unpinned row)."""
+    rows = [row("tests/test_states.py::test_bf16", "sq", 0.023, "cold", mixed_precision=True)]
+    printed = terminal(gate_outcome(tmp_path, [], rows), verbose=True)
+    return [header_line(printed), *row_lines(printed, "  unpinned ")]
