@@ -1734,3 +1734,57 @@ def _comparability_key_mixed(tmp_path: Path) -> list[str]:
     rows = [row("tests/test_states.py::test_bf16", "sq", 0.023, "cold", mixed_precision=True)]
     printed = terminal(gate_outcome(tmp_path, [], rows), verbose=True)
     return [header_line(printed), *row_lines(printed, "  unpinned ")]
+
+
+@sample("pins-variant-row")
+def _pins_variant_row(tmp_path: Path) -> list[str]:
+    """A test measuring one function with and without a compile option, as pinned below
+    (-v lists ok rows)."""
+    cell, variant = "tests/test_model.py::test_ab", "xla_backend_optimization_level=0"
+    pinned = [row(cell, "f", 0.0731), row(cell, "f", 0.0412, variant=variant)]
+    rows = [row(cell, "f", 0.0735), row(cell, "f", 0.0409, variant=variant)]
+    printed = terminal(gate_outcome(tmp_path, pinned, rows), verbose=True)
+    return row_lines(printed, f"  ok         {cell} [f | ")
+
+
+@sample("pins-stale")
+def _pins_stale(tmp_path: Path) -> list[str]:
+    """test_mlp's jit transform removed since it was pinned."""
+    cell = "tests/test_model.py::test_mlp"
+    pinned = [row(cell, "vag", 0.100), row(cell, "jit", 0.041)]
+    printed = terminal(gate_outcome(tmp_path, pinned, [row(cell, "vag", 0.100)]))
+    start = next(i for i, line in enumerate(printed) if line.startswith("stale pins:"))
+    return printed[start : start + 2]
+
+
+def _broken_pin_file_error(tmp_path: Path, line: str, broken: str) -> list[str]:
+    """What pytest prints when the first test's pin file has `line` replaced by `broken`
+    (a real pytest run; the temporary directory shown as /tmp/jcdoc)."""
+    import subprocess
+    import sys
+
+    pins = pin(tmp_path, [row(FIRST_MLP, "vag", 0.100), row(FIRST_LOWERED, "jit", 0.041)])
+    (path,) = pins.glob("*.toml")
+    text = path.read_text()
+    assert f"\n{line}\n" in text
+    path.write_text(text.replace(f"\n{line}\n", f"\n{broken}\n"))
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    return result.stderr.replace(str(tmp_path), "/tmp/jcdoc").rstrip("\n").split("\n")
+
+
+@sample("pins-broken-number")
+def _pins_broken_number(tmp_path: Path) -> list[str]:
+    return _broken_pin_file_error(tmp_path, "compile_s = 0.041", 'compile_s = "fast"')
+
+
+@sample("pins-broken-toml")
+def _pins_broken_toml(tmp_path: Path) -> list[str]:
+    return _broken_pin_file_error(tmp_path, "load_avg_1m = 0.5", "load_avg_1m = 0.5 0.6")
