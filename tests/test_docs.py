@@ -1788,3 +1788,149 @@ def _pins_broken_number(tmp_path: Path) -> list[str]:
 @sample("pins-broken-toml")
 def _pins_broken_toml(tmp_path: Path) -> list[str]:
     return _broken_pin_file_error(tmp_path, "load_avg_1m = 0.5", "load_avg_1m = 0.5 0.6")
+
+
+OUTPUT_LANGUAGES = ("", "text", "console", "markdown")  # fences that show what a tool prints
+
+
+def fences(text: str) -> list[tuple[str, str, list[str]]]:
+    """Each fenced block of a Markdown text: its language, the line before it, its lines."""
+    found = []
+    lines = text.split("\n")
+    index = 0
+    while index < len(lines):
+        opening = re.fullmatch(r"\s*```(\S*)\s*", lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = index + 1
+        while not re.fullmatch(r"\s*```\s*", lines[end]):
+            end += 1
+        before = lines[index - 1] if index else ""
+        found.append((opening.group(1), before, [line.strip() for line in lines[index + 1 : end]]))
+        index = end + 1
+    return found
+
+
+def unmarked_output_fences() -> dict[str, list[str]]:
+    """Per page, each output fence (no language, text, console, markdown) that no
+    `<!-- sample: NAME -->` marks, named by its first line that is not pytest's section
+    header (cut to 60 characters)."""
+    found: dict[str, list[str]] = {}
+    for page in _documents():
+        if page.suffix != ".md":
+            continue
+        for language, before, lines in fences(page.read_text()):
+            if language not in OUTPUT_LANGUAGES or before.startswith("<!-- sample: "):
+                continue
+            named = next(
+                (line for line in lines if line and not line.startswith("=====") and line != "..."),
+                "",
+            )
+            found.setdefault(page.relative_to(REPO).as_posix(), []).append(named[:60])
+    return found
+
+
+# The output fences no sample marker rebuilds whole, each named as `unmarked_output_fences`
+# names it. The list may only shrink: mark a block (and register its producer) and remove it
+# here; a new unmarked output fence fails the guard below.
+EXCERPTS_CHECKED = {  # compared with what the code prints by an `assert_shown` test above
+    "README.md": ["compile time: 10.3 s of the session's 17.4 s (59%), 5 compil"],
+    "docs/cache-state.md": ["2 row(s) can never be served from the persistent cache: 1 us"],
+    "docs/census.md": [
+        "1 test(s) with the most compile time:",
+        "3 backend compiles in this test, over its compile_budget(max",
+        "2 backend compiles in this test, over its compile_budget(max",
+        "compile budgets observed in this session (paste each line ab",
+        "compile time: 69.2 s of the session's 105.0 s (66%), 1152 co",
+        "compile count changed: test_models.py::test_shapes: 2 backen",
+        "GREW       test_models.py::test_mlp [jit] 122 ops, pin 14 op",
+        "trace profile (share of trace time by package):",
+    ],
+    "docs/corpus.md": [
+        "pytest-jaxcompile check: error: results/old.jsonl:12: compil",
+        "**Rising: 1 series** (Mann-Kendall p < 0.01 over the latest ",
+        "Latest compile time per cell and transform under each compar",
+        "## Compile times",
+        "pytest-jaxcompile report: error: README.md: expected exactly",
+        "checked the latest row per cell, transform and key: 12 row(s",
+        "trends: a sustained rise is Mann-Kendall p < 0.01 over the l",
+        "6 row(s) to pin: the latest per cell, transform and key of 1",
+        "@pytest.mark.compile_budget(max_compiles=2)  # test_models.p",
+        "old/census.jsonl: 7 to migrate (1 none, 1 cold, 3 warm, 2 un",
+    ],
+    "docs/github-actions.md": [
+        "## jax compile times: FAIL (1 DRIFT)",
+        "::error file=tests/test_model.py,line=27,title=jax compile D",
+    ],
+    "docs/instructions.md": ["DRIFT      test_mlp.py::test_mlp [grad] 521,859,586 instruct"],
+    "docs/memory.md": [
+        "GREW       test_model.py::test_train [vag] 12,288 B memory, ",
+        "DRIFT      test_model.py::test_table [lookup] 256.5 MiB rss,",
+    ],
+    "docs/merge.md": ["reports/jaxcompile-shard-1.json: 4 row(s)"],
+    "docs/settings-guard.md": [
+        "transform 'jit' compiled without the required XLA flag(s) --",
+        "settings clobbered (a required setting): XLA_FLAGS changed d",
+        "warning: settings clobbered: XLA_FLAGS changed during the se",
+        "warning: settings clobbered: jax_enable_compilation_cache ch",
+        "transform 'cb' can never be served from the persistent cache",
+        "compile_expected_platform = gpu, but JAX's default backend i",
+    ],
+    "docs/verdicts.md": [
+        "unpinned   tests/test_model.py::test_mlp [vag] 0.004 s",
+        "noisy      3 row(s) (-v lists them): test_models.py 3",
+        "compile time: 7.9 s of the session's 21.3 s (37%), 5 compile",
+        "DRIFT      test_models.py::test_mlp [jit] 0.650 s trace, pin",
+        "warning: 42 of 42 row(s) have no pin under their key: 40 pin",
+        "jax upgrade 0.9.2 -> 0.10.2 on ci-runner: 120 row(s) compare",
+        "warning: 3 row(s) compiled cold although their module is unc",
+        "compile time: 1.5 s of the session's 4.1 s (37%), 2 compile ",
+        "compile time: 0.6 s of the session's 2.2 s (27%), 2 compile ",
+        "compile time: 0.7 s of the session's 3.0 s (25%), 2 compile ",
+        "compile time: 0.1 s of the session's 3.4 s (2%), 4 compile r",
+    ],
+    "docs/xdist.md": ["compile rows missing: pytest-xdist worker gw1 went down (Not"],
+}
+NOT_OUTPUT = {  # formulas, templates, commands and file names, not what a tool prints
+    "docs/architecture.md": ["pytest session                                 outside pytes"],
+    "docs/benchmarks.md": ["python benchmarks/instruction_gate.py --idle 5 --busy 5 --un"],
+    "docs/census.md": ["wall_s = compile_s + execute_and_python_s"],
+    "docs/comparability-key.md": [
+        "(hardware, jax_version, mixed_precision, cache_state)",
+        "<platform>:<device_kind> @ <cpu_model> x<logical_cores>",
+    ],
+    "docs/corpus.md": ["results/compile/20261130T013129Z-48211-9f3a1c.jsonl"],
+    "docs/instructions.md": ["valgrind --tool=callgrind --instr-atstart=no --dump-before=g"],
+    "docs/merge.md": ["pytest-jaxcompile merge [options] REPORT [REPORT ...]"],
+    "docs/pins.md": ["pins/cpu-cpu-amd-epyc-x2--jax-0.10.2--full--cold--b62bed79.t"],
+    "docs/torch.md": ["wall_s = compile_s + execute_and_python_s"],
+    "docs/verdicts.md": ["<verdict>  <cell> [<transform>] <measured> s, pin <pinned> s"],
+}
+NOT_YET_REBUILT = {  # measured runs (benchmarks, pytest's own failure report): to convert
+    "docs/benchmarks.md": [
+        "compile time: 3.4 s of the session's 24.1 s (14%), 126 compi",
+        "compile time: 23.0 s of the session's 40.8 s (56%), 717 comp",
+        "== machine",
+        "10 modules, 21 sessions (5 with every core busy, 11 run besi",
+    ],
+    "docs/options.md": [
+        "_________________________________ test_budget ______________",
+        "_____________________ ERROR collecting tests/test_typo.py __",
+    ],
+}
+
+
+def test_every_output_fence_is_marked_or_listed_and_the_lists_only_shrink() -> None:
+    """An output sample in the docs is rebuilt by its marker, or listed above (checked as an
+    excerpt, not output at all, or not rebuilt yet); a listed block that is gone (marked,
+    removed, changed) must leave the list, so the lists can only shrink."""
+    listed: dict[str, list[str]] = {}
+    for table in (EXCERPTS_CHECKED, NOT_OUTPUT, NOT_YET_REBUILT):
+        for page, names in table.items():
+            listed.setdefault(page, []).extend(names)
+    found = unmarked_output_fences()
+    assert {page: sorted(names) for page, names in found.items()} == {
+        page: sorted(names) for page, names in listed.items()
+    }
+    assert sum(len(names) for names in NOT_YET_REBUILT.values()) <= 6
