@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._numbers import NUMBER, finite_number
@@ -35,6 +35,9 @@ from pytest_jaxcompile.records import (
     CompileRecord,
     HostState,
 )
+
+if TYPE_CHECKING:
+    import pytest
 
 LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
 STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's text
@@ -90,8 +93,9 @@ class BackendSession(Protocol):
 
     def environment(self) -> Environment: ...
 
-    def start(self) -> None:
-        """At session start: note the settings later compiles are compared with."""
+    def start(self, config: pytest.Config) -> None:
+        """At session start: note the settings later compiles are compared with (some
+        kept in `config.stash` from before any conftest.py ran)."""
         ...
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> Any:
@@ -112,6 +116,11 @@ class BackendSession(Protocol):
     ) -> list[Clobber]:
         """Settings that changed since `start`, each marked failing when it affects a
         requirement."""
+        ...
+
+    def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
+        """Settings the session set that are in force and no clobber (XLA flags added
+        during start-up), each a sentence said once."""
         ...
 
     def finish(self) -> None:

@@ -372,6 +372,7 @@ class BlockKind(str, Enum):
     PINS_UPDATED = "pins updated"
     LOST = "lost rows"
     CLOBBER = "clobber"
+    SETTINGS = "settings"  # settings the session set that are in force: no clobber
     WARNING = "warning"
     ALWAYS_COLD = "always cold"
     UPGRADE = "upgrade"
@@ -540,6 +541,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         )
         for clobber in outcome.clobbers
     ]
+    blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
