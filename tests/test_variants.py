@@ -190,3 +190,33 @@ def test_an_unpinned_variant_is_compared_with_the_default_settings_pin(tmp_path:
         judge(make_record(variant=OPTION, compile_s=0.5), store, Thresholds()).status
         is Status.IMPROVED
     )
+
+
+@pytest.mark.skipif(
+    not __import__("jax_behaviour").jax_has_backend_initialization_hooks(),
+    reason="this jax has no backend-initialization hooks: XLA_FLAGS at backend start unknown",
+)
+def test_a_flag_set_after_the_backend_started_names_no_variant(pytester: pytest.Pytester) -> None:
+    """The row is named from the flags XLA read at backend start; the late flag is reported
+    as not in force, never as the row's variant."""
+    project = JaxProject(pytester)
+    pytester.makeconftest("import jax.numpy as jnp\n\njnp.zeros(1)  # XLA reads XLA_FLAGS now\n")
+    project.tests(
+        """
+        import os
+        import jax, jax.numpy as jnp
+
+        def test_late(jax_compile):
+            os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+            jax_compile(jax.jit(lambda x: jnp.sin(x) * 2), jnp.ones(3), transform="f")
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    (record,) = [r for r in project.report()["records"] if r["source"] == "fixture"]
+    assert record["variant"] == ""
+    assert record["xla_flags"] == "--xla_backend_optimization_level=0"
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["late"] is True and clobber["changed_by"] == "test_models.py::test_late (call)"
+    assert "is not in force" in result.stdout.str()
+    assert "[f | " not in result.stdout.str()

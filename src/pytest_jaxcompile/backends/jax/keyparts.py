@@ -120,12 +120,15 @@ def _flags_left_out() -> tuple[set[str], tuple[str, ...]]:
     return {str(flag) for flag in listed}, _NOT_IN_KEY
 
 
+_KEY_ENV = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")  # the variables whose flags JAX hashes
+
+
 def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
     """The XLA flags JAX hashes into the persistent-cache key, as it reads them (from
     ``XLA_FLAGS`` and ``LIBTPU_INIT_ARGS``, less those it leaves out): known whether or not
     a persistent cache is on."""
     environ = os.environ if environ is None else environ
-    flags = " ".join(environ.get(name, "") for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"))
+    flags = " ".join(environ.get(name, "") for name in _KEY_ENV)
     if not flags.strip():
         return []  # the usual case, before JAX's list of left-out flags is made a set
     exact, prefixes = _flags_left_out()
@@ -134,6 +137,22 @@ def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
         for flag in flags.split()
         if flag.split("=")[0] not in exact and not flag.startswith(prefixes)
     )
+
+
+def flags_in_force() -> list[str]:
+    """`flags_in_key` of the XLA flags XLA compiles with: ``XLA_FLAGS`` as XLA read them when
+    its backend started, where known (`backendstart`), else as they are now. A flag set
+    after the backend started is not in force and names no variant."""
+    from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, at_backend_start
+
+    started = at_backend_start()
+    if started is None:
+        return flags_in_key()
+    environ = {name: value for name in _KEY_ENV if (value := os.environ.get(name)) is not None}
+    environ.pop(XLA_FLAGS_ENV, None)
+    if started.xla_flags is not None:
+        environ[XLA_FLAGS_ENV] = started.xla_flags
+    return flags_in_key(environ)
 
 
 def compiler_options_of(lowered: object) -> dict[str, object]:

@@ -28,7 +28,7 @@ from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
-from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_key, variant_of
+from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_force, variant_of
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -285,7 +285,7 @@ class JaxCompile:
             or (getattr(target, "__name__", None) if not is_lowered else None)
             or transform_from_module(module_name)
         )
-        variant = variant_of(flags_in_key(), compiler_options_of(lowered))
+        variant = variant_of(flags_in_force(), compiler_options_of(lowered))
         if any(record.transform == name and record.variant == variant for record in self.records):
             raise DuplicateTransformError(
                 f"transform {name!r} was already measured in {self._context.cell}; "
