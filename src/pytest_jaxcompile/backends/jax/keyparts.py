@@ -18,6 +18,7 @@ flax's `nnx` transform tests).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,8 @@ class KeyParts:
         """The record's ``cache_key_parts`` and ``cache_key_flags`` (None: nothing logged)."""
         return {
             "cache_key_parts": dict(self.parts) or None,
-            "cache_key_flags": sorted(self.flags) if self.parts else None,
+            # each flag once: JAX logs the key's flags again for every key it computes
+            "cache_key_flags": sorted(set(self.flags)) if self.parts else None,
         }
 
     def take(self, template: object, args: tuple[object, ...]) -> None:
@@ -165,13 +167,25 @@ def compiler_options_of(lowered: object) -> dict[str, object]:
         return {}
 
 
+VARIANT_NAMED_UP_TO = 1  # settings a variant's name spells out; more are named by a hash
+
+
 def variant_of(flags: Iterable[str], options: Mapping[str, object] | None = None) -> str:
-    """A row's variant: the settings in its cache key that change the compiled program, each
-    ``name=value``, sorted and joined by ``,`` (``xla_gpu_autotune_level=0``); "" for the
-    default settings. XLA flags are named without their ``--``."""
+    """A row's variant: the settings in its cache key that change the compiled program.
+
+    One setting is named ``name=value`` (``xla_gpu_autotune_level=0``; XLA flags without
+    their ``--``); more are named by their count and a short stable hash of them, sorted
+    (``3-settings-1a2b3c4d``), so that a row's name does not carry a library's whole flag
+    list (the flags are in the record's settings and the pin's ``key_flags``). "" for the
+    default settings."""
     named = [flag.removeprefix("--") for flag in flags]
     named += [f"{name}={_option_text(value)}" for name, value in (options or {}).items()]
-    return ",".join(sorted(set(named)))
+    settings = sorted(set(named))
+    spelled = ",".join(settings)
+    if len(settings) <= VARIANT_NAMED_UP_TO:
+        return spelled
+    digest = hashlib.sha256(spelled.encode()).hexdigest()[:8]
+    return f"{len(settings)}-settings-{digest}"
 
 
 def _option_text(value: object) -> str:
