@@ -7,6 +7,8 @@ import json
 import pytest
 from conftest import JaxProject
 
+from pytest_jaxcompile.backends.hardware import usable_cpu_count
+
 # JAXMODELS_DEPTH of the injected regression (default 2): its compile takes about 8x as long
 # on jax 0.12 (1.5 s here), some 350x on jax 0.4.30 (24 s).
 HEAVY_DEPTH = "512"
@@ -431,6 +433,14 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
         "load_per_core",
         "process_cpu_s",
     }
+    # the values, not only the keys: the usable CPUs (as the hardware identity counts them),
+    # the load over those CPUs, the compile's own CPU seconds
+    host = record["host_state"]
+    assert host["cpu_count"] == usable_cpu_count() >= 1
+    assert record["hardware"].endswith(f" x{host['cpu_count']}")
+    assert 0 <= host["load_avg_1m"] < 1000
+    assert host["load_per_core"] == 0.0  # the suite's JAXCOMPILE_LOAD_PER_CORE=0 (conftest.py)
+    assert 0 < host["process_cpu_s"] < 600
     assert record["module_name"] == "jit_mlp_loss"
     assert record["fingerprint"].startswith("sha256:")
     assert record["outcome"] == "passed"

@@ -102,7 +102,7 @@ class HostState:
 
     cpu_count: int | None = None
     load_avg_1m: float | None = None
-    load_per_core: float | None = None  # 1-minute load average / logical cores
+    load_per_core: float | None = None  # 1-minute load average / cpu_count (usable CPUs)
     process_cpu_s: float | None = None
 
 

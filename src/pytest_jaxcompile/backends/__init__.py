@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._numbers import NUMBER, finite_number
-from pytest_jaxcompile.backends.hardware import Hardware, usable_cpu_count
+from pytest_jaxcompile.backends.hardware import Hardware, Host, usable_cpu_count
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import (
     FRAMEWORKS,
@@ -371,22 +371,33 @@ def new_record(
     )
 
 
-def host_state(process_cpu_s: float | None = None, cpu_count: int | None = None) -> HostState:
+def host_state(
+    process_cpu_s: float | None = None,
+    cpu_count: int | None = None,
+    host: Host | None = None,
+    load_avg: Callable[[], float] | None = None,
+) -> HostState:
     """Cores, load and the process's CPU seconds; load per core may be set by env.
 
+    ``load_per_core`` is the 1-minute load average over the usable CPUs recorded beside
+    it (``cpu_count``: the affinity mask capped by the cgroup CPU quota, as the hardware
+    identity counts them), not over every CPU of the host: XLA compiles on the usable ones.
     ``JAXCOMPILE_LOAD_PER_CORE`` replaces the measured load per core: for containers
     whose load average is the host's, and to exercise the load gate on purpose.
     `cpu_count`: the usable CPUs where the caller knows them (the session's hardware);
-    reading them means reading cgroup files, about half a millisecond.
+    reading them means reading cgroup files (on `host`, this machine by default), about
+    half a millisecond. `load_avg`: the 1-minute load average (psutil's by default).
     """
-    cpu_count = usable_cpu_count() if cpu_count is None else cpu_count
-    import psutil  # only when measuring: plugin start-up does not pay for it
+    cpu_count = usable_cpu_count(host) if cpu_count is None else cpu_count
+    if load_avg is None:
+        import psutil  # only when measuring: plugin start-up does not pay for it
 
+        load_avg = lambda: psutil.getloadavg()[0]  # noqa: E731
     try:
-        load: float | None = psutil.getloadavg()[0]
+        load: float | None = float(load_avg())
     except (OSError, AttributeError):
         load = None
-    per_core = None if load is None else load / max(psutil.cpu_count() or cpu_count, 1)
+    per_core = None if load is None else load / max(cpu_count, 1)
     override = os.environ.get(LOAD_OVERRIDE_ENV, "").strip()
     if override:
         try:

@@ -350,7 +350,9 @@ class JaxCompile:
                     reason_detail=verdict.detail,
                     notes=list(verdict.notes),
                 ),
-                host_state=host_state(cpu_after - cpu_before),
+                host_state=host_state(
+                    cpu_after - cpu_before, cpu_count=environment.hardware.cpu_count
+                ),
                 mixed_precision=mixed_precision,
                 figures=dict(
                     compile_cpu_s=round(min(cpu for _, cpu in samples), 6),
