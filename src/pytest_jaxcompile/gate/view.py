@@ -270,6 +270,10 @@ _MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
         "were measured above {max_load:g} load per core{cpu}; their wall seconds "
         "are not judged (strict judges them)",
     ),
+    Status.FAILED: (
+        "failed to compile (its seconds and error kept; never judged against a pin)",
+        "failed to compile (their seconds and errors kept; never judged against a pin)",
+    ),
     Status.NOT_JUDGED: (
         "is not judged (an in-memory cache hit, or a cache state the evidence did not decide)",
         "are not judged (in-memory cache hits, or a cache state the evidence did not decide)",
