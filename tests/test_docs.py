@@ -980,33 +980,63 @@ def test_the_merged_summary_in_merge_md_is_what_merge_prints(
 def test_the_clobbered_settings_in_settings_guard_md_are_what_the_code_prints(
     tmp_path: Path,
 ) -> None:
-    """docs/settings-guard.md: XLA_FLAGS replaced by a test before XLA started (a required
-    flag: fails), the same after XLA started (a warning), the cache switched off."""
-    from pytest_jaxcompile.backends.settings import Clobber
+    """docs/settings-guard.md: XLA_FLAGS replaced in conftest.py before XLA started (a
+    required flag: fails), replaced by a test after XLA started (not in force: a warning),
+    the cache switched off; flags a library added during start-up (no clobber)."""
+    import dataclasses
+
+    from records_factory import make_record
+
+    from pytest_jaxcompile.backends.jax.backendstart import FlagsChange
+    from pytest_jaxcompile.backends.jax.guard import (
+        PLUGIN_LOAD,
+        clobber_affects_requirements,
+        find_clobbers,
+        startup_notes,
+    )
+    from pytest_jaxcompile.backends.settings import Clobber, Requirements, parse_xla_flags
 
     page, at_start = "docs/settings-guard.md", "--xla_force_host_platform_device_count=1"
-    replaced = {
-        "setting": "XLA_FLAGS",
-        "at_start": at_start,
-        "at_compile": "--xla_dump_hlo_as_text",
-        "first_cell": "test_models.py::test_b",
-        "discarded": ("--xla_force_host_platform_device_count",),
-    }
-    for number, (after, clobber) in enumerate(
+    late = "--xla_dump_hlo_as_text"
+    start: dict[str, Any] = {"xla_flags": parse_xla_flags(at_start), "xla_flags_since": PLUGIN_LOAD}
+
+    def compiled(cell: str, now: str, started: str) -> Any:
+        started_with = {"flags": parse_xla_flags(started), "captured_at": "backend_start"}
+        settings = {"xla_flags": parse_xla_flags(now), "xla_flags_at_backend_start": started_with}
+        return make_record(cell=f"test_models.py::{cell}", xla_flags=now, settings=settings)
+
+    required = Requirements(xla_flags=parse_xla_flags(at_start))
+    (before,) = find_clobbers(
+        start, [compiled("test_a", late, late)], [FlagsChange("conftest.py", late)]
+    )
+    before = dataclasses.replace(before, fails=clobber_affects_requirements(before, required))
+    (after,) = find_clobbers(
+        start,
+        [compiled("test_a", at_start, at_start), compiled("test_b", late, at_start)],
+        [FlagsChange("test_models.py::test_b (call)", late)],
+    )
+    added = f"{at_start} {late}"
+    notes = startup_notes(
+        start, [compiled("test_a", added, added)], [FlagsChange("conftest.py", added)]
+    )
+    for number, (heading, clobbers, shown_notes) in enumerate(
         (
-            ("which flags set in the environment were discarded", Clobber(**replaced, fails=True)),
-            ("**After JAX's backend started**", Clobber(**replaced, at_backend_start=at_start)),
+            ("**Flags discarded or changed before", [before], []),
+            ("**Any change after JAX's backend started**", [after], []),
+            ("**Flags added before JAX's backend started", [], notes),
             (
                 "unsets its dir or turns it off is named",
-                Clobber("jax_enable_compilation_cache", True, False, "test_models.py::test_b"),
+                [Clobber("jax_enable_compilation_cache", True, False, "test_models.py::test_b")],
+                [],
             ),
         )
     ):
         outcome = gate_outcome(
             tmp_path / str(number), [], [row("test_models.py::test_a", "jit", 0.1)]
         )
-        outcome.clobbers = [clobber]
-        assert_shown(page, after, terminal(outcome))
+        outcome.clobbers, outcome.settings_notes = clobbers, shown_notes
+        assert_shown(page, heading, terminal(outcome))
+    assert before.fails and not after.fails
 
 
 def test_the_lost_worker_in_xdist_md_is_what_the_code_prints(tmp_path: Path) -> None:

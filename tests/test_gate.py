@@ -7,6 +7,8 @@ import json
 import pytest
 from conftest import JaxProject
 
+from pytest_jaxcompile.backends.hardware import usable_cpu_count
+
 # JAXMODELS_DEPTH of the injected regression (default 2): its compile takes about 8x as long
 # on jax 0.12 (1.5 s here), some 350x on jax 0.4.30 (24 s).
 HEAVY_DEPTH = "512"
@@ -431,6 +433,14 @@ def test_report_holds_the_documented_record_fields(project: JaxProject) -> None:
         "load_per_core",
         "process_cpu_s",
     }
+    # the values, not only the keys: the usable CPUs (as the hardware identity counts them),
+    # the load over those CPUs, the compile's own CPU seconds
+    host = record["host_state"]
+    assert host["cpu_count"] == usable_cpu_count() >= 1
+    assert record["hardware"].endswith(f" x{host['cpu_count']}")
+    assert 0 <= host["load_avg_1m"] < 1000
+    assert host["load_per_core"] == 0.0  # the suite's JAXCOMPILE_LOAD_PER_CORE=0 (conftest.py)
+    assert 0 < host["process_cpu_s"] < 600
     assert record["module_name"] == "jit_mlp_loss"
     assert record["fingerprint"].startswith("sha256:")
     assert record["outcome"] == "passed"
@@ -551,3 +561,40 @@ def test_what_the_fixture_cannot_measure_is_named_with_what_it_expects(
     text = result.stdout.str()
     assert "Cannot apply JAX transformations" not in text
     assert "cannot create weak reference" not in text
+
+
+def test_a_compile_that_raises_keeps_its_row_shown_failed_and_never_judged(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row keeps the seconds the compile spent and its error, in every output (terminal,
+    JSON report, GitHub summary); the test fails with the compile's own error; no pin."""
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax, jax.numpy as jnp
+
+        def test_broken(jax_compile):
+            broken = jax.jit(lambda x: x * 2, compiler_options={"xla_no_such_option": 1})
+            jax_compile(broken, jnp.ones(3), transform="broken")
+        """
+    )
+    summary = project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
+    result = project.run()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*No such compile option*"])  # the original error
+    shown = "*failed * test_models.py::test_broken [[]broken *[[]the compile raised JaxRuntime*"
+    result.stdout.fnmatch_lines([shown])
+    report = project.report()
+    (record,) = report["records"]
+    assert record["error"].startswith("JaxRuntimeError: INVALID_ARGUMENT: No such compile option")
+    assert record["compile_s"] > 0 and record["outcome"] == "failed"
+    (verdict,) = report["verdicts"]
+    assert verdict["status"] == "failed"
+    assert "compile failed after" in verdict["note"]
+    assert "**failed**" in summary.read_text()
+    assert "No such compile option" in summary.read_text()
+    project.run("--compile-pin-update").assert_outcomes(failed=1)
+    assert not list(project.pins_dir.glob("*.toml"))  # never pinned

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_jaxcompile.backends import host_state
 from pytest_jaxcompile.backends.hardware import (
     Host,
     detect_hardware,
@@ -297,3 +298,33 @@ def test_the_documented_cpu_names_are_what_the_code_gives() -> None:
     doc = DOC.read_text()
     for _, expected in CPU_MODELS.values():
         assert f"`{expected}`" in doc
+
+
+def test_load_per_core_is_over_the_usable_cpus_a_quota_allows(tmp_path: Path) -> None:
+    """A 2-core cgroup quota on a 64-core affinity mask: the load is shared by 2 cores."""
+    quota = Host(root=v2_container(tmp_path, "200000 100000\n"), affinity=range(64))
+    state = host_state(1.25, host=quota, load_avg=lambda: 6.0)
+    assert state.cpu_count == 2
+    assert state.load_avg_1m == 6.0
+    assert state.load_per_core == 3.0
+    assert state.process_cpu_s == 1.25
+    unlimited = Host(root=v2_container(tmp_path / "free", "max 100000\n"), affinity=range(8))
+    assert host_state(host=unlimited, load_avg=lambda: 6.0).load_per_core == 0.75
+    # the hardware's count, where the caller knows it, is what the load is shared by
+    assert host_state(cpu_count=4, load_avg=lambda: 6.0).load_per_core == 1.5
+
+
+def test_load_per_core_is_none_without_a_load_average(tmp_path: Path) -> None:
+    def no_load() -> float:
+        raise OSError("no load average here")
+
+    state = host_state(cpu_count=2, load_avg=no_load)
+    assert state.load_avg_1m is None and state.load_per_core is None and state.cpu_count == 2
+
+
+def test_load_override_replaces_the_measured_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
+    assert host_state(cpu_count=2, load_avg=lambda: 0.1).load_per_core == 3.5
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "nan")
+    with pytest.raises(ValueError, match="JAXCOMPILE_LOAD_PER_CORE='nan'"):
+        host_state(cpu_count=2, load_avg=lambda: 0.1)

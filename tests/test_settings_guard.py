@@ -63,12 +63,12 @@ def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_for
     assert result.ret == pytest.ExitCode.OK  # the clobber is a warning
     result.stdout.fnmatch_lines(
         [
-            f"warning: settings clobbered: XLA_FLAGS changed during the session: "
-            f"'{START_FLAGS}' at session start, '--xla_dump_hlo_as_text' from "
-            "test_models.py::test_b on (the first test that saw it); XLA read XLA_FLAGS "
-            f"once, when its backend started ('{START_FLAGS}'), and does not apply this "
-            "change, but JAX hashes XLA_FLAGS into every persistent-cache key: compiles from "
-            "then on miss the entries cached under the old value and compile cold; flags "
+            "warning: settings clobbered: XLA_FLAGS changed after JAX's backend started: XLA "
+            f"started with '{START_FLAGS}'; '--xla_dump_hlo_as_text' from "
+            "test_models.py::test_b on (changed by test_models.py::test_b (call)) is not in "
+            "force: XLA read XLA_FLAGS once, when its backend started, and does not apply "
+            "this change, but JAX hashes XLA_FLAGS into every persistent-cache key: compiles "
+            "from then on miss the entries cached under the old value and compile cold; flags "
             "removed from the environment: --xla_force_host_platform_device_count (XLA still "
             "compiles with the flags it started with)"
         ]
@@ -131,6 +131,76 @@ def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
 
 
 LATE_FLAG = "--xla_dump_hlo_as_text"
+
+
+@needs_backend_hooks()
+def test_a_conftest_that_overwrites_xla_flags_before_the_backend_starts_is_a_clobber(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background's wrapper, imported in conftest.py: the flag set in the environment
+    is discarded before XLA reads it; the baseline is taken before any conftest.py."""
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.pytester.makepyfile(wrapper=WRAPPER)
+    project.pytester.makeconftest("import wrapper  # noqa: F401\n")
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    project.pytester.makeini(f"[pytest]\ncompile_required_xla_flags = {START_FLAGS}\n")
+    result = project.run()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "settings clobbered (a required setting): XLA_FLAGS changed during the session: "
+            f"'{START_FLAGS}' at plugin load (before any conftest.py), "
+            "'--xla_dump_hlo_as_text' from test_models.py::test_a on (the first test that saw "
+            "it) (changed by conftest.py); flags set in the environment were DISCARDED: "
+            "--xla_force_host_platform_device_count; the session fails."
+        ]
+    )
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["discarded"] == ["--xla_force_host_platform_device_count"]
+    assert clobber["changed_by"] == "conftest.py"
+    assert clobber["since"] == "plugin load (before any conftest.py)"
+    assert clobber["late"] is False and clobber["fails"] is True
+
+
+LIBRARY = """
+import os
+# A library that adds a flag of its own at import, keeping the user's.
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_dump_hlo_as_text"
+"""
+
+
+@needs_backend_hooks()
+def test_flags_a_library_adds_before_the_backend_starts_are_in_force_and_no_clobber(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding flags and discarding none before XLA reads them is said once, not a clobber;
+    the required flag is the same before and after: the session passes."""
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.pytester.makepyfile(library=LIBRARY)
+    project.pytester.makeconftest("import library  # noqa: F401\n")
+    project.tests(
+        MEASURE
+        + """
+    def test_a(jax_compile):
+        measure(jax_compile, "jit")
+
+    def test_b(jax_compile):
+        measure(jax_compile, "jit")
+    """
+    )
+    project.pytester.makeini(f"[pytest]\ncompile_required_xla_flags = {START_FLAGS}\n")
+    result = project.run()
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    note = "XLA flags set during start-up, by conftest.py: --xla_dump_hlo_as_text (in force)"
+    result.stdout.fnmatch_lines([note])
+    assert result.stdout.str().count("XLA flags set during start-up") == 1
+    assert "clobbered" not in result.stdout.str()
+    report = project.report()
+    assert report["clobbers"] == []
+    assert report["settings_notes"] == [note]
+
+
 REQUIRE_BOTH = f"[pytest]\ncompile_required_xla_flags =\n    {START_FLAGS}\n    {LATE_FLAG}\n"
 
 
@@ -166,7 +236,11 @@ def test_a_required_flag_set_after_the_backend_started_is_not_in_force(
     row = project.rows()[("test_a", "jit")]
     assert row["xla_flags"] == f"{START_FLAGS} {LATE_FLAG}"
     assert row["settings"]["xla_flags_at_backend_start"]["captured_at"] == "backend_start"
-    assert project.report()["clobbers"] == []  # set before the session: nothing changed in it
+    # conftest.py set it after the backend started: a late flag, not in force, named
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["late"] is True and clobber["fails"] is False
+    assert clobber["changed_by"] == "conftest.py"
+    assert clobber["at_start"] == START_FLAGS  # what XLA started with
 
 
 @needs_backend_hooks()

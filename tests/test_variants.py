@@ -3,6 +3,7 @@ cache key (an XLA flag, a compile option) are kept, pinned and judged apart (#25
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from conftest import JaxProject
 from corpus_helpers import cli
 from records_factory import make_record
 
-from pytest_jaxcompile.backends.jax.keyparts import flags_in_key, variant_of
+from pytest_jaxcompile.backends.jax.keyparts import KeyParts, flags_in_key, variant_of
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
 from pytest_jaxcompile.gate.stale import find_stale
 from pytest_jaxcompile.records import CompileRecord
@@ -110,15 +111,27 @@ def test_a_compile_option_is_a_variant_measured_pinned_and_judged_apart(
 
 
 def test_variant_names_the_key_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    spelled = (
+        "xla_backend_optimization_level=0,xla_cpu_enable_fast_math=true,"
+        "xla_cpu_fast_math_honor_nans=false"
+    )
     assert variant_of([]) == ""
     assert variant_of(["--xla_gpu_autotune_level=0"]) == "xla_gpu_autotune_level=0"
     assert variant_of(
         ["--xla_cpu_enable_fast_math=true"],
         {"xla_backend_optimization_level": 0, "xla_cpu_fast_math_honor_nans": False},
-    ) == (
-        "xla_backend_optimization_level=0,xla_cpu_enable_fast_math=true,"
-        "xla_cpu_fast_math_honor_nans=false"
+    ) == ("3-settings-" + hashlib.sha256(spelled.encode()).hexdigest()[:8])
+    # a short stable name: the same settings in any order, another name for others
+    assert variant_of(["--xla_cpu_enable_fast_math=true", "--xla_a=1"]) == variant_of(
+        ["--xla_a=1", "--xla_cpu_enable_fast_math=true", "--xla_a=1"]
     )
+    assert variant_of(["--xla_a=1", "--xla_b=1"]) != variant_of(["--xla_a=1", "--xla_b=2"])
+    # each flag in the key once, however often JAX logged it
+    parts = KeyParts()
+    for _ in range(2):
+        parts.take("get_cache_key hash of serialized %s: %s", ("computation", "aa"))
+        parts.take("Including XLA flag in cache key: %s", ("--xla_a=1",))
+    assert parts.record_fields()["cache_key_flags"] == ["--xla_a=1"]
     # Flags JAX leaves out of the key (dumps, host device count) make no variant.
     environ = {
         "XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_dump_to=/tmp/d "
@@ -190,3 +203,33 @@ def test_an_unpinned_variant_is_compared_with_the_default_settings_pin(tmp_path:
         judge(make_record(variant=OPTION, compile_s=0.5), store, Thresholds()).status
         is Status.IMPROVED
     )
+
+
+@pytest.mark.skipif(
+    not __import__("jax_behaviour").jax_has_backend_initialization_hooks(),
+    reason="this jax has no backend-initialization hooks: XLA_FLAGS at backend start unknown",
+)
+def test_a_flag_set_after_the_backend_started_names_no_variant(pytester: pytest.Pytester) -> None:
+    """The row is named from the flags XLA read at backend start; the late flag is reported
+    as not in force, never as the row's variant."""
+    project = JaxProject(pytester)
+    pytester.makeconftest("import jax.numpy as jnp\n\njnp.zeros(1)  # XLA reads XLA_FLAGS now\n")
+    project.tests(
+        """
+        import os
+        import jax, jax.numpy as jnp
+
+        def test_late(jax_compile):
+            os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+            jax_compile(jax.jit(lambda x: jnp.sin(x) * 2), jnp.ones(3), transform="f")
+        """
+    )
+    result = project.run()
+    result.assert_outcomes(passed=1)
+    (record,) = [r for r in project.report()["records"] if r["source"] == "fixture"]
+    assert record["variant"] == ""
+    assert record["xla_flags"] == "--xla_backend_optimization_level=0"
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["late"] is True and clobber["changed_by"] == "test_models.py::test_late (call)"
+    assert "is not in force" in result.stdout.str()
+    assert "[f | " not in result.stdout.str()

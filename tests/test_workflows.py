@@ -206,7 +206,14 @@ def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -
     build, publish = release["jobs"]["build"], release["jobs"]["publish"]
     assert build["permissions"] == {"contents": "read"}
     assert publish["permissions"] == {"id-token": "write"}  # trusted publishing, no token
-    assert publish["needs"] == "build" and publish["environment"]["name"] == "pypi"
+    assert set(publish["needs"]) == {"test", "build"} and publish["environment"]["name"] == "pypi"
+    # nothing is published untested: the test job runs the CI entry point, which runs the
+    # suite and the demo
+    runs_tests = "\n".join(step.get("run", "") for step in release["jobs"]["test"]["steps"])
+    assert "bash .ci/run" in runs_tests
+    ci_run = (REPO / ".ci" / "run").read_text().splitlines()
+    assert "bash scripts/test.sh" in ci_run and "bash scripts/demo.sh" in ci_run
+    assert ci_run.index("bash scripts/test.sh") < ci_run.index("bash scripts/demo.sh")
     assert any(
         step.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for step in publish["steps"]
     )

@@ -35,12 +35,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests() -> None:
-    """Watch for JAX's backend start (XLA_FLAGS as XLA reads them) before any conftest.py
-    can import JAX and start it; imports no JAX."""
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Keep XLA_FLAGS as they are before any conftest.py, and watch for JAX's backend start
+    (XLA_FLAGS as XLA reads them) before a conftest.py can import JAX; imports no JAX."""
     from pytest_jaxcompile.backends.jax.backendstart import watch
 
-    watch()
+    watch(early_config)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -102,7 +102,7 @@ class HostState:
 
     cpu_count: int | None = None
     load_avg_1m: float | None = None
-    load_per_core: float | None = None  # 1-minute load average / logical cores
+    load_per_core: float | None = None  # 1-minute load average / cpu_count (usable CPUs)
     process_cpu_s: float | None = None
 
 
@@ -149,6 +149,9 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
+    # The error the compile raised ("XlaRuntimeError: ..."); such a row keeps its seconds,
+    # is shown as failed and is never judged nor pinned (None: it compiled).
+    error: str | None = None
     # The commit measured (sha, ref, head_ref, base_ref, dirty): corpus/commit.py fills it
     # where records are written (report, record dir).
     commit: dict[str, Any] | None = None
@@ -328,6 +331,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("fingerprint", "text"),
     ("module_name", "text"),
     ("outcome", "text"),
+    ("error", "text"),
     ("compile_samples_s", "list"),
     ("jaxlib_version", "text"),
     ("commit", "object"),

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile._numbers import NUMBER, finite_number
-from pytest_jaxcompile.backends.hardware import Hardware, usable_cpu_count
+from pytest_jaxcompile.backends.hardware import Hardware, Host, usable_cpu_count
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import (
     FRAMEWORKS,
@@ -35,6 +35,9 @@ from pytest_jaxcompile.records import (
     CompileRecord,
     HostState,
 )
+
+if TYPE_CHECKING:
+    import pytest
 
 LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
 STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's text
@@ -90,8 +93,9 @@ class BackendSession(Protocol):
 
     def environment(self) -> Environment: ...
 
-    def start(self) -> None:
-        """At session start: note the settings later compiles are compared with."""
+    def start(self, config: pytest.Config) -> None:
+        """At session start: note the settings later compiles are compared with (some
+        kept in `config.stash` from before any conftest.py ran)."""
         ...
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> Any:
@@ -112,6 +116,11 @@ class BackendSession(Protocol):
     ) -> list[Clobber]:
         """Settings that changed since `start`, each marked failing when it affects a
         requirement."""
+        ...
+
+    def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
+        """Settings the session set that are in force and no clobber (XLA flags added
+        during start-up), each a sentence said once."""
         ...
 
     def finish(self) -> None:
@@ -362,22 +371,33 @@ def new_record(
     )
 
 
-def host_state(process_cpu_s: float | None = None, cpu_count: int | None = None) -> HostState:
+def host_state(
+    process_cpu_s: float | None = None,
+    cpu_count: int | None = None,
+    host: Host | None = None,
+    load_avg: Callable[[], float] | None = None,
+) -> HostState:
     """Cores, load and the process's CPU seconds; load per core may be set by env.
 
+    ``load_per_core`` is the 1-minute load average over the usable CPUs recorded beside
+    it (``cpu_count``: the affinity mask capped by the cgroup CPU quota, as the hardware
+    identity counts them), not over every CPU of the host: XLA compiles on the usable ones.
     ``JAXCOMPILE_LOAD_PER_CORE`` replaces the measured load per core: for containers
     whose load average is the host's, and to exercise the load gate on purpose.
     `cpu_count`: the usable CPUs where the caller knows them (the session's hardware);
-    reading them means reading cgroup files, about half a millisecond.
+    reading them means reading cgroup files (on `host`, this machine by default), about
+    half a millisecond. `load_avg`: the 1-minute load average (psutil's by default).
     """
-    cpu_count = usable_cpu_count() if cpu_count is None else cpu_count
-    import psutil  # only when measuring: plugin start-up does not pay for it
+    cpu_count = usable_cpu_count(host) if cpu_count is None else cpu_count
+    if load_avg is None:
+        import psutil  # only when measuring: plugin start-up does not pay for it
 
+        load_avg = lambda: psutil.getloadavg()[0]  # noqa: E731
     try:
-        load: float | None = psutil.getloadavg()[0]
+        load: float | None = float(load_avg())
     except (OSError, AttributeError):
         load = None
-    per_core = None if load is None else load / max(psutil.cpu_count() or cpu_count, 1)
+    per_core = None if load is None else load / max(cpu_count, 1)
     override = os.environ.get(LOAD_OVERRIDE_ENV, "").strip()
     if override:
         try:

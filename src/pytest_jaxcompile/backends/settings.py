@@ -115,7 +115,12 @@ def uncacheable_problem(record: CompileRecord, found: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class Clobber:
-    """A setting that differed at a compile from what it was at session start."""
+    """A setting that differed at a compile from what it was at session start.
+
+    ``XLA_FLAGS`` is compared with its value when the plugin loaded, before any
+    ``conftest.py`` (`since` says so): a clobber is a flag discarded (or changed) before
+    XLA's backend started, or a change after it started (`late`: XLA does not apply it).
+    """
 
     setting: str
     at_start: Any
@@ -125,26 +130,47 @@ class Clobber:
     fails: bool = False  # a required setting is affected
     # XLA_FLAGS only: the flags XLA read when its backend started (None: not known)
     at_backend_start: str | None = None
-    # where `at_start` was seen: None at session start, else the test of the session's
-    # first compile (the framework was not imported when the session started)
+    # where `at_start` was seen: None at `since`, else the test of the session's first
+    # compile (the framework was not imported when the session started)
     baseline_cell: str | None = None
+    since: str = "session start"
+    # where the variable was changed (a conftest.py, a module, a test phase), when known
+    changed_by: str | None = None
+    late: bool = False  # XLA_FLAGS changed after XLA's backend started
 
     @property
     def ignored_by_xla(self) -> bool:
         """XLA_FLAGS changed after XLA's backend started: XLA does not apply the change."""
-        return self.at_backend_start is not None and parse_xla_flags(
-            self.at_backend_start
-        ) != parse_xla_flags(str(self.at_compile))
+        return self.late or (
+            self.at_backend_start is not None
+            and parse_xla_flags(self.at_backend_start) != parse_xla_flags(str(self.at_compile))
+        )
 
     def describe(self) -> str:
         since = (
-            "session start"
+            self.since
             if self.baseline_cell is None
             else f"the session's first compile ({self.baseline_cell})"
         )
+        by = f" (changed by {self.changed_by})" if self.changed_by else ""
+        if self.late:
+            text = (
+                f"{self.setting} changed after JAX's backend started: XLA started with "
+                f"{self.at_start!r}; {self.at_compile!r} from {self.first_cell} on{by} is "
+                "not in force: XLA read XLA_FLAGS once, when its backend started, and does "
+                "not apply this change, but JAX hashes XLA_FLAGS into every persistent-cache "
+                "key: compiles from then on miss the entries cached under the old value and "
+                "compile cold"
+            )
+            if self.discarded:
+                text += (
+                    f"; flags removed from the environment: {', '.join(self.discarded)} "
+                    "(XLA still compiles with the flags it started with)"
+                )
+            return text
         text = (
             f"{self.setting} changed during the session: {self.at_start!r} at {since}, "
-            f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it)"
+            f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it){by}"
         )
         if self.ignored_by_xla:
             text += (
@@ -153,11 +179,6 @@ class Clobber:
                 "XLA_FLAGS into every persistent-cache key: compiles from then on miss the "
                 "entries cached under the old value and compile cold"
             )
-            if self.discarded:
-                text += (
-                    f"; flags removed from the environment: {', '.join(self.discarded)} "
-                    "(XLA still compiles with the flags it started with)"
-                )
-        elif self.discarded:
+        if self.discarded:
             text += f"; flags set in the environment were DISCARDED: {', '.join(self.discarded)}"
         return text

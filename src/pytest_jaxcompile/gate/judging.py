@@ -34,6 +34,9 @@ PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against
 
 def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     """One row against the pin under exactly its key, and nothing else."""
+    if record.error is not None:
+        seconds = "" if record.compile_s is None else f" after {record.compile_s:.3f} s"
+        return Verdict(record, Status.FAILED, note=f"compile failed{seconds}: {record.error}")
     if record.unmeasured is not None:
         return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
     if not record.state.judged:

@@ -71,6 +71,8 @@ class Outcome:
     ledgers: list[CallLedger] = field(default_factory=list)
     compile_count_changes: list[CompileCountChange] = field(default_factory=list)
     clobbers: list[Clobber] = field(default_factory=list)
+    # settings in force that the session set, no clobber ("XLA flags set during start-up")
+    settings_notes: list[str] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False

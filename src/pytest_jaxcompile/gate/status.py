@@ -31,6 +31,7 @@ class Status(str, Enum):
     MISS = "MISS"  # --compile-expect-warm: an unchanged module compiled cold; always fails
     GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
     DRIFT = "DRIFT"  # slower than the pin beyond tolerance and floor
+    FAILED = "failed"  # the compile raised: its seconds and error, never judged against a pin
     IMPROVED = "improved"
     UNPINNED = "unpinned"
     NOISY = "noisy"  # measured above compile_max_load and within tolerance on CPU seconds
@@ -51,6 +52,7 @@ _TONES = {
     Status.MISS: Tone.BAD,
     Status.GREW: Tone.BAD,
     Status.DRIFT: Tone.BAD,
+    Status.FAILED: Tone.BAD,
     Status.IMPROVED: Tone.GOOD,
     Status.UNPINNED: Tone.WARN,
     Status.NOISY: Tone.WARN,
@@ -68,6 +70,8 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
     """
     if status in (Status.MISS, Status.GREW):
         return True
+    if status is Status.FAILED:
+        return False  # its test fails with the compile's own error
     if status is Status.UNPINNED:
         return thresholds.require_pinned
     if thresholds.time_advisory:

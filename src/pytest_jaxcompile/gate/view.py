@@ -271,6 +271,10 @@ _MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
         "were measured above {max_load:g} load per core{cpu}; their wall seconds "
         "are not judged (strict judges them)",
     ),
+    Status.FAILED: (
+        "failed to compile (its seconds and error kept; never judged against a pin)",
+        "failed to compile (their seconds and errors kept; never judged against a pin)",
+    ),
     Status.NOT_JUDGED: (
         "is not judged (an in-memory cache hit, or a cache state the evidence did not decide)",
         "are not judged (in-memory cache hits, or a cache state the evidence did not decide)",
@@ -373,6 +377,7 @@ class BlockKind(str, Enum):
     PINS_UPDATED = "pins updated"
     LOST = "lost rows"
     CLOBBER = "clobber"
+    SETTINGS = "settings"  # settings the session set that are in force: no clobber
     WARNING = "warning"
     ALWAYS_COLD = "always cold"
     UPGRADE = "upgrade"
@@ -561,6 +566,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         )
         for clobber in outcome.clobbers
     ]
+    blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)

@@ -132,7 +132,7 @@ def annotation_commands(outcome: Outcome, path_of: PathOf, workspace: Path | Non
     for block in view.blocks:
         if block.kind is BlockKind.STALE:
             lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
-        elif block.kind not in (BlockKind.STATUS, BlockKind.PINS_UPDATED):
+        elif block.kind not in (BlockKind.STATUS, BlockKind.PINS_UPDATED, BlockKind.SETTINGS):
             lines.append(_block_annotation(block))
     return lines
 

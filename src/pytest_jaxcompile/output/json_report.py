@@ -129,6 +129,7 @@ def build_report(
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
+        "settings_notes": list(outcome.settings_notes),
         "compile_count_changes": [
             {
                 "cell": c.cell,

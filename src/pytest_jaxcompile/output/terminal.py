@@ -60,6 +60,8 @@ def row_text(row: RowView) -> str:
         text += f" [{repeats} repeats, spread {record.compile_spread_s:.3f} s]"
     if row.status is Status.NOT_JUDGED:
         text += f" [{record.cache_state}]"
+    elif row.status is Status.FAILED:
+        text += f" [the compile raised {record.error}]"
     return text
 
 

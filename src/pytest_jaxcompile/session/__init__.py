@@ -110,7 +110,7 @@ class SessionCollector:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         for each in self.backends.values():
-            each.start()  # the settings later compiles are compared with
+            each.start(self.config)  # the settings later compiles are compared with
         if self.is_xdist_worker:
             workerinput = getattr(self.config, "workerinput", {})
             self.counted_cells = set(workerinput.get(WORKER_INPUT_COUNTED_KEY, ()))

@@ -57,6 +57,14 @@ def clobbers(
     ]
 
 
+def settings_notes(rows: SessionRows, backends: Iterable[BackendSession]) -> list[str]:
+    """Settings in force that the session set and that are no clobber (said once each)."""
+    if not rows.records:
+        return []
+    notes = (note for each in backends for note in each.settings_notes(rows.records))
+    return list(dict.fromkeys(notes))
+
+
 def conclude_session(
     rows: SessionRows,
     workers: Workers,
@@ -80,6 +88,7 @@ def conclude_session(
         ledgers=rows.ledgers.values(),
         clobbers=clobbers(rows, backends, settings),
     )
+    outcome.settings_notes = settings_notes(rows, backends)
     outcome.lost = list(workers.lost)
     outcome.session_s = time.perf_counter() - started
     outcome.workers = max(len(workers.merged), 1)

@@ -21,6 +21,7 @@ from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 if TYPE_CHECKING:
+    from pytest_jaxcompile.backends.jax.backendstart import FlagsChange, FlagsWatch
     from pytest_jaxcompile.backends.jax.instructions import InstructionStager
     from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
     from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog, ModuleCompile
@@ -88,6 +89,7 @@ class JaxSession:
         self._environment: JaxEnvironment | None = None
         self._tracing_warm = False  # warm_up_tracing ran in this process
         self._start_settings: dict[str, Any] = {}
+        self._flags_watch: FlagsWatch | None = None  # XLA_FLAGS from plugin load on
 
     @property
     def monitor(self) -> CompileMonitor:
@@ -104,9 +106,13 @@ class JaxSession:
             self._environment = JaxEnvironment.detect(self._hardware_override)
         return self._environment
 
-    def start(self) -> None:
-        from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, watch
-        from pytest_jaxcompile.backends.jax.guard import snapshot_settings
+    def start(self, config: pytest.Config) -> None:
+        from pytest_jaxcompile.backends.jax.backendstart import (
+            FLAGS_WATCH_KEY,
+            XLA_FLAGS_ENV,
+            watch,
+        )
+        from pytest_jaxcompile.backends.jax.guard import PLUGIN_LOAD, snapshot_settings
         from pytest_jaxcompile.backends.settings import parse_xla_flags
 
         # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
@@ -130,6 +136,11 @@ class JaxSession:
             if jax_imported()
             else {"xla_flags": parse_xla_flags(os.environ.get(XLA_FLAGS_ENV))}
         )
+        # XLA_FLAGS are compared with their value before any conftest.py ran, where known
+        self._flags_watch = config.stash.get(FLAGS_WATCH_KEY, None)
+        if self._flags_watch is not None:
+            self._start_settings["xla_flags"] = parse_xla_flags(self._flags_watch.at_load)
+            self._start_settings["xla_flags_since"] = PLUGIN_LOAD
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> JaxCompile:
         from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
@@ -166,8 +177,16 @@ class JaxSession:
 
         return [
             dataclasses.replace(clobber, fails=clobber_affects_requirements(clobber, requirements))
-            for clobber in find_clobbers(self._start_settings, records)
+            for clobber in find_clobbers(self._start_settings, records, self._flag_changes())
         ]
+
+    def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
+        from pytest_jaxcompile.backends.jax.guard import startup_notes
+
+        return startup_notes(self._start_settings, records, self._flag_changes())
+
+    def _flag_changes(self) -> list[FlagsChange]:
+        return [] if self._flags_watch is None else list(self._flags_watch.changes)
 
     def finish(self) -> None:
         if self._stager is not None:  # each xdist worker counts its own rows

@@ -16,6 +16,11 @@ XLA read, captured here:
 The capture is process-wide, as XLA's parse is: the first backend start counts. It is kept
 on the hook object in JAX's own hook list, so a second session in the same process (or this
 module imported afresh) finds it instead of starting over.
+
+What the backend-start value is compared with is `FlagsWatch.at_load`: ``XLA_FLAGS`` when
+the plugin's hooks first ran, before any ``conftest.py`` was imported. The watch notes, per
+pytest session, each module (a ``conftest.py``, a plugin, a test module) or test phase after
+which the variable had a new value, so a clobber can name where it happened.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pytest
 
 XLA_FLAGS_ENV = "XLA_FLAGS"
 XLA_BRIDGE = "jax._src.xla_bridge"
@@ -123,8 +131,66 @@ def _unwatch_imports() -> None:
     sys.meta_path[:] = [finder for finder in sys.meta_path if not getattr(finder, _MARKER, False)]
 
 
-def watch() -> None:
-    """Start capturing XLA_FLAGS at JAX's backend start; idempotent, imports no JAX."""
+@dataclass(frozen=True)
+class FlagsChange:
+    """``XLA_FLAGS`` had a new `value` (None: unset) once `where` had run."""
+
+    where: str  # "conftest.py", "test_models.py", "test_models.py::test_b (call)"
+    value: str | None
+
+
+class FlagsWatch:
+    """``XLA_FLAGS`` from the plugin's load on: the value before any ``conftest.py`` ran,
+    and each module or test phase after which it had changed (a pytest plugin, registered
+    by `watch`; it reads the environment only)."""
+
+    def __init__(self, rootpath: Path) -> None:
+        self.at_load = os.environ.get(XLA_FLAGS_ENV)
+        self.changes: list[FlagsChange] = []
+        self._rootpath = rootpath
+        self._last = self.at_load
+
+    def note(self, where: str) -> None:
+        value = os.environ.get(XLA_FLAGS_ENV)
+        if value != self._last:
+            self.changes.append(FlagsChange(where, value))
+            self._last = value
+
+    def changed_by(self, value: str | None) -> str | None:
+        """Where ``XLA_FLAGS`` was first seen set to `value`; None when not seen."""
+        return next((change.where for change in self.changes if change.value == value), None)
+
+    def pytest_plugin_registered(self, plugin: object) -> None:
+        # a conftest.py or plugin module is registered right after its import
+        file = getattr(plugin, "__file__", None)
+        if isinstance(plugin, ModuleType) and isinstance(file, str):
+            path = Path(file)
+            try:
+                self.note(path.relative_to(self._rootpath).as_posix())
+            except ValueError:
+                self.note(plugin.__name__)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.note(report.nodeid or "collection")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.note(f"{report.nodeid} ({report.when})")
+
+
+FLAGS_WATCH_KEY = pytest.StashKey[FlagsWatch]()
+FLAGS_WATCH_PLUGIN = "jaxcompile-xla-flags"
+
+
+def watch(config: pytest.Config | None = None) -> None:
+    """Start capturing XLA_FLAGS at JAX's backend start; idempotent, imports no JAX.
+
+    With `config` (before any conftest.py is loaded): also keep ``XLA_FLAGS`` as it is now,
+    the baseline, and watch where it changes (`FlagsWatch`, in `config.stash`).
+    """
+    if config is not None and FLAGS_WATCH_KEY not in config.stash:
+        flags_watch = FlagsWatch(config.rootpath)
+        config.stash[FLAGS_WATCH_KEY] = flags_watch
+        config.pluginmanager.register(flags_watch, FLAGS_WATCH_PLUGIN)
     bridge = sys.modules.get(XLA_BRIDGE)
     if bridge is not None:
         _register(bridge)

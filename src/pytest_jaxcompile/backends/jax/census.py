@@ -25,7 +25,7 @@ from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.explain import recompile_explanations
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
-from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART, flags_in_key, variant_of
+from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART, flags_in_force, variant_of
 from pytest_jaxcompile.backends.jax.measure import CacheSettings, JaxEnvironment
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -66,7 +66,7 @@ def census_records(
     in_force = snapshot_settings()
     xla_flags = os.environ.get(XLA_FLAGS_ENV)
     # Census rows name the XLA flags only: the compile options of a compile are not seen.
-    variant = variant_of(flags_in_key())
+    variant = variant_of(flags_in_force())
     # Load when the call ended, so the load gate applies to census rows as well.
     host = host_state(cpu_count=environment.hardware.cpu_count)
     compiles = log.own_compiles()

@@ -9,13 +9,14 @@ backend's start from `backendstart`. The framework-neutral types and rules (`Req
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_jaxcompile.backends import backend_of
 from pytest_jaxcompile.backends.jax.backendstart import (
     CAPTURED_AT_BACKEND_START,
     XLA_FLAGS_ENV,
+    FlagsChange,
     at_backend_start,
 )
 from pytest_jaxcompile.backends.settings import (
@@ -153,44 +154,133 @@ def required_flags_problem(record: CompileRecord, required: Mapping[str, str | N
     return text + "; required by ini compile_required_xla_flags)"
 
 
-def find_clobbers(start: Mapping[str, Any], records: Iterable[CompileRecord]) -> list[Clobber]:
+PLUGIN_LOAD = "plugin load (before any conftest.py)"  # where the XLA_FLAGS baseline is taken
+
+
+def find_clobbers(
+    start: Mapping[str, Any],
+    records: Iterable[CompileRecord],
+    changes: Sequence[FlagsChange] = (),
+) -> list[Clobber]:
     """The first compile under different XLA_FLAGS or cache settings than at start.
+
+    XLA_FLAGS are compared with ``start["xla_flags"]`` (taken at plugin load, before any
+    conftest.py, where ``start["xla_flags_since"]`` says so): flags discarded or changed
+    before XLA's backend started, and a change after it started (not in force), are
+    clobbers; flags only added before the start are not (`startup_notes`). `changes`: where
+    the environment's value changed (`FlagsWatch`), to name who clobbered it.
 
     Only rows of backends that compile with XLA carry these settings. JAX's cache settings
     are known at start only when the project imported JAX by then; otherwise the session's
     first compile is what later compiles are compared with.
     """
-    clobbers: dict[str, Clobber] = {}
-    start_flags: Mapping[str, str | None] = start.get("xla_flags", {})
+    clobbers, _ = _flag_findings(start, records, changes)
     start_cache: dict[str, Any] = dict(start.get("cache", {}))
     baseline_cell: dict[str, str] = {}  # cache settings first seen at a compile, not at start
+    found: dict[str, Clobber] = {}
     for record in records:
         if not backend_of(record).xla_rules:
             continue
-        settings = record.settings or {}
-        flags = settings.get("xla_flags", {})
-        if "XLA_FLAGS" not in clobbers and flags != start_flags:
-            started = flags_at_backend_start(settings)
-            clobbers["XLA_FLAGS"] = Clobber(
-                "XLA_FLAGS",
-                render_flags(start_flags),
-                render_flags(flags),
-                record.cell,
-                tuple(name for name in start_flags if name not in flags),
-                at_backend_start=None if started is None else render_flags(started[0]),
-            )
-        for name, value in (settings.get("cache") or {}).items():
+        for name, value in ((record.settings or {}).get("cache") or {}).items():
             if name not in start_cache:
                 start_cache[name], baseline_cell[name] = value, record.cell
-            elif name not in clobbers and start_cache[name] != value:
-                clobbers[name] = Clobber(
+            elif name not in found and start_cache[name] != value:
+                found[name] = Clobber(
                     name,
                     start_cache[name],
                     value,
                     record.cell,
                     baseline_cell=baseline_cell.get(name),
                 )
-    return list(clobbers.values())
+    return clobbers + list(found.values())
+
+
+def startup_notes(
+    start: Mapping[str, Any],
+    records: Iterable[CompileRecord],
+    changes: Sequence[FlagsChange] = (),
+) -> list[str]:
+    """XLA flags added (none discarded) between plugin load and XLA's backend start, e.g.
+    by a library imported in conftest.py: in force, said once, never a clobber."""
+    return _flag_findings(start, records, changes)[1]
+
+
+def _flag_findings(
+    start: Mapping[str, Any], records: Iterable[CompileRecord], changes: Sequence[FlagsChange]
+) -> tuple[list[Clobber], list[str]]:
+    baseline: Mapping[str, str | None] = start.get("xla_flags", {})
+    since = str(start.get("xla_flags_since") or "session start")
+    clobbers: list[Clobber] = []
+    notes: list[str] = []
+    seen_start = seen_late = False
+    for record in records:
+        if not backend_of(record).xla_rules:
+            continue
+        settings = record.settings or {}
+        now: Mapping[str, str | None] = settings.get("xla_flags", {})
+        started = flags_at_backend_start(settings)
+        # what XLA compiles with: the flags it started with, else (unknown) those now
+        in_force = now if started is None else started[0]
+        if not seen_start and in_force != baseline:
+            seen_start = True
+            discarded = tuple(
+                name
+                for name in baseline
+                if name not in in_force or in_force[name] != baseline[name]
+            )
+            by = _changed_by(changes, in_force, discarded)
+            if discarded:
+                clobbers.append(
+                    Clobber(
+                        "XLA_FLAGS",
+                        render_flags(baseline),
+                        render_flags(in_force),
+                        record.cell,
+                        discarded,
+                        at_backend_start=None if started is None else render_flags(started[0]),
+                        since=since,
+                        changed_by=by,
+                    )
+                )
+            else:
+                added = render_flags({k: v for k, v in in_force.items() if k not in baseline})
+                when = (
+                    "in force"
+                    if started is not None
+                    else "in force if set before JAX's backend started: this jax does not "
+                    "say when it started"
+                )
+                by_text = f", by {by}" if by else ""
+                notes.append(f"XLA flags set during start-up{by_text}: {added} ({when})")
+        if started is not None and not seen_late and now != started[0]:
+            seen_late = True
+            clobbers.append(
+                Clobber(
+                    "XLA_FLAGS",
+                    render_flags(started[0]),
+                    render_flags(now),
+                    record.cell,
+                    tuple(name for name in started[0] if name not in now),
+                    at_backend_start=render_flags(started[0]),
+                    since="JAX's backend start",
+                    changed_by=_changed_by(changes, now, ()),
+                    late=True,
+                )
+            )
+    return clobbers, notes
+
+
+def _changed_by(
+    changes: Sequence[FlagsChange], flags: Mapping[str, str | None], discarded: Sequence[str]
+) -> str | None:
+    """Where the environment first held `flags` (else first lost a discarded flag)."""
+    for change in changes:
+        if parse_xla_flags(change.value) == flags:
+            return change.where
+    for change in changes:
+        if any(name not in parse_xla_flags(change.value) for name in discarded):
+            return change.where
+    return None
 
 
 def _unmet(required: Mapping[str, str | None], flags: Mapping[str, str | None]) -> set[str]:
@@ -205,18 +295,15 @@ def _unmet(required: Mapping[str, str | None], flags: Mapping[str, str | None]) 
 def clobber_affects_requirements(clobber: Clobber, requirements: Requirements) -> bool:
     """Whether the clobber left a required setting out of what was in force.
 
-    With XLA_FLAGS known at XLA's backend start: whether the change took a required flag
-    out of the flags XLA started with (a change after the start leaves XLA's flags alone).
+    For XLA_FLAGS: whether the change took a required flag out of the flags XLA started
+    with (a change after the start leaves XLA's flags alone).
     """
-    if clobber.setting == "XLA_FLAGS" and clobber.at_backend_start is not None:
-        return bool(
-            _unmet(requirements.xla_flags, parse_xla_flags(clobber.at_backend_start))
-            - _unmet(requirements.xla_flags, parse_xla_flags(str(clobber.at_start)))
-        )
     if clobber.setting == "XLA_FLAGS":
-        return any(name in clobber.discarded for name in requirements.xla_flags) or bool(
-            requirements.xla_flags
-            and missing_flags(requirements.xla_flags, parse_xla_flags(str(clobber.at_compile)))
+        # a required flag met at the baseline and not in what XLA compiled with; a flag
+        # unmet from the start fails its rows (`required_flags_problem`), not the clobber
+        return not clobber.late and bool(
+            _unmet(requirements.xla_flags, parse_xla_flags(str(clobber.at_compile)))
+            - _unmet(requirements.xla_flags, parse_xla_flags(str(clobber.at_start)))
         )
     return requirements.cache and clobber.setting in (
         "jax_compilation_cache_dir",

@@ -18,6 +18,7 @@ flax's `nnx` transform tests).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -42,7 +43,8 @@ class KeyParts:
         """The record's ``cache_key_parts`` and ``cache_key_flags`` (None: nothing logged)."""
         return {
             "cache_key_parts": dict(self.parts) or None,
-            "cache_key_flags": sorted(self.flags) if self.parts else None,
+            # each flag once: JAX logs the key's flags again for every key it computes
+            "cache_key_flags": sorted(set(self.flags)) if self.parts else None,
         }
 
     def take(self, template: object, args: tuple[object, ...]) -> None:
@@ -120,12 +122,15 @@ def _flags_left_out() -> tuple[set[str], tuple[str, ...]]:
     return {str(flag) for flag in listed}, _NOT_IN_KEY
 
 
+_KEY_ENV = ("XLA_FLAGS", "LIBTPU_INIT_ARGS")  # the variables whose flags JAX hashes
+
+
 def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
     """The XLA flags JAX hashes into the persistent-cache key, as it reads them (from
     ``XLA_FLAGS`` and ``LIBTPU_INIT_ARGS``, less those it leaves out): known whether or not
     a persistent cache is on."""
     environ = os.environ if environ is None else environ
-    flags = " ".join(environ.get(name, "") for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"))
+    flags = " ".join(environ.get(name, "") for name in _KEY_ENV)
     if not flags.strip():
         return []  # the usual case, before JAX's list of left-out flags is made a set
     exact, prefixes = _flags_left_out()
@@ -134,6 +139,22 @@ def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
         for flag in flags.split()
         if flag.split("=")[0] not in exact and not flag.startswith(prefixes)
     )
+
+
+def flags_in_force() -> list[str]:
+    """`flags_in_key` of the XLA flags XLA compiles with: ``XLA_FLAGS`` as XLA read them when
+    its backend started, where known (`backendstart`), else as they are now. A flag set
+    after the backend started is not in force and names no variant."""
+    from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, at_backend_start
+
+    started = at_backend_start()
+    if started is None:
+        return flags_in_key()
+    environ = {name: value for name in _KEY_ENV if (value := os.environ.get(name)) is not None}
+    environ.pop(XLA_FLAGS_ENV, None)
+    if started.xla_flags is not None:
+        environ[XLA_FLAGS_ENV] = started.xla_flags
+    return flags_in_key(environ)
 
 
 def compiler_options_of(lowered: object) -> dict[str, object]:
@@ -146,13 +167,25 @@ def compiler_options_of(lowered: object) -> dict[str, object]:
         return {}
 
 
+VARIANT_NAMED_UP_TO = 1  # settings a variant's name spells out; more are named by a hash
+
+
 def variant_of(flags: Iterable[str], options: Mapping[str, object] | None = None) -> str:
-    """A row's variant: the settings in its cache key that change the compiled program, each
-    ``name=value``, sorted and joined by ``,`` (``xla_gpu_autotune_level=0``); "" for the
-    default settings. XLA flags are named without their ``--``."""
+    """A row's variant: the settings in its cache key that change the compiled program.
+
+    One setting is named ``name=value`` (``xla_gpu_autotune_level=0``; XLA flags without
+    their ``--``); more are named by their count and a short stable hash of them, sorted
+    (``3-settings-1a2b3c4d``), so that a row's name does not carry a library's whole flag
+    list (the flags are in the record's settings and the pin's ``key_flags``). "" for the
+    default settings."""
     named = [flag.removeprefix("--") for flag in flags]
     named += [f"{name}={_option_text(value)}" for name, value in (options or {}).items()]
-    return ",".join(sorted(set(named)))
+    settings = sorted(set(named))
+    spelled = ",".join(settings)
+    if len(settings) <= VARIANT_NAMED_UP_TO:
+        return spelled
+    digest = hashlib.sha256(spelled.encode()).hexdigest()[:8]
+    return f"{len(settings)}-settings-{digest}"
 
 
 def _option_text(value: object) -> str:

@@ -28,7 +28,7 @@ from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
-from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_key, variant_of
+from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_force, variant_of
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -285,7 +285,7 @@ class JaxCompile:
             or (getattr(target, "__name__", None) if not is_lowered else None)
             or transform_from_module(module_name)
         )
-        variant = variant_of(flags_in_key(), compiler_options_of(lowered))
+        variant = variant_of(flags_in_force(), compiler_options_of(lowered))
         if any(record.transform == name and record.variant == variant for record in self.records):
             raise DuplicateTransformError(
                 f"transform {name!r} was already measured in {self._context.cell}; "
@@ -300,16 +300,53 @@ class JaxCompile:
         entries_before = count_cache_entries(settings.dir)
         cpu_before = _cpu_seconds()
         staging = capture_compile() if self._stager is not None else contextlib.nullcontext()
-        with (
-            self._monitor.capture(key_parts=True) as events,
-            RssSampler() as rss,
-            staging as staged,
-        ):
-            start = time.perf_counter()
-            # A Lowered caches its executable on itself; passing (empty) compiler options
-            # bypasses that without changing the cache key, so fresh means fresh.
-            compiled = lowered.compile(compiler_options={}) if fresh else lowered.compile()
-            compile_s = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            with (
+                self._monitor.capture(key_parts=True) as events,
+                RssSampler() as rss,
+                staging as staged,
+            ):
+                start = time.perf_counter()
+                # A Lowered caches its executable on itself; passing (empty) compiler options
+                # bypasses that without changing the cache key, so fresh means fresh.
+                compiled = lowered.compile(compiler_options={}) if fresh else lowered.compile()
+                compile_s = time.perf_counter() - start
+        except Exception as error:  # the row keeps its seconds; the test fails with `error`
+            failed_s = time.perf_counter() - start
+            record = new_record(
+                self._context,
+                environment,
+                Measured(
+                    transform=name,
+                    cache_state=CacheState.UNKNOWN.value,
+                    compile_s=round(failed_s, 6),
+                    cache=CacheDetails(
+                        dir=settings.dir,
+                        enabled=settings.enabled,
+                        entries_before=entries_before,
+                        entries_after=count_cache_entries(settings.dir),
+                        reason_detail="the compile raised: nothing to classify",
+                    ),
+                    host_state=host_state(
+                        _cpu_seconds() - cpu_before, cpu_count=environment.hardware.cpu_count
+                    ),
+                    mixed_precision=mixed_precision,
+                    figures=dict(
+                        trace_s=trace_s,
+                        lower_s=lower_s,
+                        module_name=module_name,
+                        fingerprint=fingerprint_module(module_text),
+                        variant=variant,
+                        xla_flags=os.environ.get(XLA_FLAGS_ENV),
+                        settings=in_force,
+                        error=f"{type(error).__name__}: {error}".strip()[:2000],
+                    ),
+                ),
+            )
+            self.records.append(record)
+            self._sink(record)
+            raise
         memory = rss.stop()
         # The sampling thread's own CPU seconds are the plugin's, not the compile's.
         cpu_after = _cpu_seconds() - memory.sampler_cpu_s
@@ -350,7 +387,9 @@ class JaxCompile:
                     reason_detail=verdict.detail,
                     notes=list(verdict.notes),
                 ),
-                host_state=host_state(cpu_after - cpu_before),
+                host_state=host_state(
+                    cpu_after - cpu_before, cpu_count=environment.hardware.cpu_count
+                ),
                 mixed_precision=mixed_precision,
                 figures=dict(
                     compile_cpu_s=round(min(cpu for _, cpu in samples), 6),

@@ -16,6 +16,8 @@ from pytest_jaxcompile.backends.settings import Clobber, Requirements, cache_pro
 from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_jaxcompile.backends.torch.measure import (
         FrameCompile,
         TorchCompile,
@@ -70,7 +72,7 @@ class TorchSession:
             self._environment = TorchEnvironment.detect(self.hardware_override)
         return self._environment
 
-    def start(self) -> None:
+    def start(self, config: pytest.Config) -> None:
         pass  # torch's settings are not guarded
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> TorchCompile:
@@ -89,6 +91,9 @@ class TorchSession:
     def clobbers(
         self, records: Iterable[CompileRecord], requirements: Requirements
     ) -> list[Clobber]:
+        return []
+
+    def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
         return []
 
     def finish(self) -> None:
