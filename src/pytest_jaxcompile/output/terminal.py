@@ -4,6 +4,8 @@ Every line formats the gate's view (`gate.view`); nothing here decides a verdict
 a status means. `verdict_lines` (rows grouped by key, most severe first) and `closing_lines`
 (the session's blocks) are the terminal's wording; `summary_lines` adds the session's extras
 (compile spend, durations, eager dispatch, trace profiles).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

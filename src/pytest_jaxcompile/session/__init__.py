@@ -14,6 +14,8 @@ one module per step:
 Each framework is reached through the `Backend` protocol (`backends.all_backends`), never
 by importing a backend's modules; none imports jax or torch until a fixture or census
 first needs it, or reads it only when the project already imported it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ XLA read, captured here:
 The capture is process-wide, as XLA's parse is: the first backend start counts. It is kept
 on the hook object in JAX's own hook list, so a second session in the same process (or this
 module imported afresh) finds it instead of starting over.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
