@@ -1,7 +1,7 @@
 """The session collector: rows measured while tests run, the gate's conclusion at the end.
 
-`SessionCollector` is registered for every session; its pytest hooks pass the data along,
-one module per step:
+`SessionCollector` is registered once the session uses the plugin (`activation`); its pytest
+hooks pass the data along, one module per step:
 
 - `rows`: what this process measured (records, ledgers, the tests that ran), from the
   measuring fixtures (`SessionCollector.probe`) and from each test's census;
