@@ -2,6 +2,8 @@
 
 The public names are imported on first use (PEP 562), so loading the plugin does not load
 the measurement, pin and output modules of a session that never uses them.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

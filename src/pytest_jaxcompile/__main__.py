@@ -1,3 +1,8 @@
+"""`python -m pytest_jaxcompile`: the subcommands.
+
+PYTEST_DONT_REWRITE
+"""
+
 from __future__ import annotations
 
 import sys

@@ -2,6 +2,8 @@
 
 Bad input anywhere (a pin file, a report, a records corpus) is an `InputError` that names
 the file and, where known, the position in it; files are only ever replaced whole.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ Python counts it as one.
 The check says what is wrong, never where: each caller names its place (the option, the
 marker argument and its test, the pin file and line, the record file and line, the report
 and its field).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ comparison off, ``x > nan`` is never true; ``inf`` likewise).
 
 `Settings.from_config` resolves a session's values once (command line, then environment,
 then ini, then default).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -20,18 +22,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
+from pytest_jaxcompile._names import CLEAR_AUTO, CLEAR_MODES, PLATFORM_ALIASES
 from pytest_jaxcompile._numbers import NumberError, finite_number, percent, whole, whole_number
-from pytest_jaxcompile.backends.settings import (
-    CLEAR_AUTO,
-    CLEAR_MODES,
-    PLATFORM_ALIASES,
-    Requirements,
-    parse_xla_flags,
-)
 from pytest_jaxcompile.gate.limits import (
     DEFAULT_FLOOR_S,
     DEFAULT_INSTRUCTIONS_TOLERANCE,
@@ -42,6 +38,9 @@ from pytest_jaxcompile.gate.limits import (
     METRICS,
     Thresholds,
 )
+
+if TYPE_CHECKING:  # imported by `Settings.from_values`: the plugin's load reads only the table
+    from pytest_jaxcompile.backends.settings import Requirements
 
 Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 GITHUB_MODES = ("auto", "off")
@@ -519,6 +518,28 @@ def resolve(config: pytest.Config, option: Option) -> Any:
     return option.default
 
 
+def given(config: pytest.Config, namespace: argparse.Namespace | None = None) -> list[str]:
+    """The options this session was given, by ini key: on the command line (``namespace``:
+    pytest's early parse, before ``config.option`` is filled), in the environment or in the
+    ini file. Defaults are not given: a project that sets none does not use the plugin."""
+    found = []
+    for option in OPTIONS:
+        if option.on_command_line:
+            value = getattr(namespace if namespace is not None else config.option, option.name)
+            if value is not None and value != "":
+                found.append(option.name)
+                continue
+        in_environment = bool(option.env and os.environ.get(option.env, "").strip())
+        if in_environment or (option.in_ini and _in_ini(config, option)):
+            found.append(option.name)
+    return found
+
+
+def _in_ini(config: pytest.Config, option: Option) -> bool:
+    raw = config.getini(option.name)
+    return bool(raw) if option.kind == "lines" else bool(str(raw).strip())
+
+
 def _path(base: Path, value: str) -> Path:
     return Path(base, value).resolve()
 
@@ -616,6 +637,8 @@ class Settings:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> Settings:
+        from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
+
         required: dict[str, str | None] = {}
         for line in values["compile_required_xla_flags"] or ():
             required.update(parse_xla_flags(line))

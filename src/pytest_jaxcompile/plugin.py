@@ -1,33 +1,30 @@
 """pytest-jaxcompile's entry point: options, the marker, the fixtures, and what to register.
 
-The work lives elsewhere: `session.SessionCollector` gathers rows and asks the gate for
-the outcome; each output (terminal summary, JSON report, records dir, GitHub) is an object
-registered in `pytest_configure` only when it is enabled. Nothing here imports jax or torch.
+Loading it costs a project that never uses the plugin the option table and little else:
+`activation.Activation` starts the session's machinery (`session.SessionCollector`, the
+backends, each enabled output) only once the session uses it. Nothing here imports jax or
+torch.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from pytest_jaxcompile.gate.budget import MARKER_HELP, budget_of
-from pytest_jaxcompile.options import Settings, add_pytest_options
-from pytest_jaxcompile.session import (
-    COLLECTOR_KEY,
-    WORKER_INPUT_COUNTED_KEY,
-    WORKER_OUTPUT_KEY,
-    SessionCollector,
-)
+from pytest_jaxcompile._names import XLA_FLAGS_AT_LOAD_KEY, XLA_FLAGS_ENV
+from pytest_jaxcompile.activation import ACTIVATION_KEY, Activation, XdistHooks, in_use
+from pytest_jaxcompile.gate.budget import MARKER_HELP, MARKER_NAME
+from pytest_jaxcompile.options import add_pytest_options
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
     from pytest_jaxcompile.backends.torch.measure import TorchCompile
 
-__all__ = ["WORKER_OUTPUT_KEY", "SessionCollector"]
-
-PLUGIN_NAME = "jaxcompile-session"
+PLUGIN_NAME = "jaxcompile-activation"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,71 +33,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Keep XLA_FLAGS as they are before any conftest.py, and watch for JAX's backend start
-    (XLA_FLAGS as XLA reads them) before a conftest.py can import JAX; imports no JAX."""
-    from pytest_jaxcompile.backends.jax.backendstart import watch
+    """Keep XLA_FLAGS as they are before any conftest.py (the settings guard's baseline);
+    where the session uses the plugin, also watch for JAX's backend start (XLA_FLAGS as XLA
+    reads them) before a conftest.py can import JAX and start it; imports no JAX."""
+    if in_use(early_config, early_config.known_args_namespace):
+        from pytest_jaxcompile.backends.jax.backendstart import watch
 
-    watch(early_config)
+        watch(early_config)
+    else:  # the baseline alone: a session that starts later compares with it
+        early_config.stash[XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(XLA_FLAGS_ENV)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
-    settings = Settings.from_config(config)
-    collector = SessionCollector(config, settings)
-    config.stash[COLLECTOR_KEY] = collector
+    activation = Activation(config)
+    config.stash[ACTIVATION_KEY] = activation
     manager = config.pluginmanager
-    manager.register(collector, PLUGIN_NAME)
+    manager.register(activation, PLUGIN_NAME)
     if manager.hasplugin("xdist"):
-        manager.register(XdistHooks(collector), f"{PLUGIN_NAME}-xdist")
-    if collector.is_xdist_worker:
-        return  # workers send their rows; only the controller concludes and writes
-    for message in settings.implausible:
-        config.issue_config_time_warning(pytest.PytestConfigWarning(message), stacklevel=2)
-    from pytest_jaxcompile.output.terminal import TerminalSummary
-
-    manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")
-    if settings.suggest_budgets:
-        from pytest_jaxcompile.output.terminal import BudgetSuggestions
-
-        manager.register(BudgetSuggestions(config, settings.count_eager), f"{PLUGIN_NAME}-budgets")
-    if settings.report_path is not None:
-        from pytest_jaxcompile.gate.conclude import ordered
-        from pytest_jaxcompile.output.json_report import ReportWriter
-
-        manager.register(
-            ReportWriter(
-                config,
-                settings.report_path,
-                lambda: (ordered(collector.rows.records), list(collector.rows.ledgers.values())),
-            ),
-            f"{PLUGIN_NAME}-report",
-        )
-    if settings.record_dir is not None:
-        from pytest_jaxcompile.corpus.store import RecordDirWriter
-        from pytest_jaxcompile.gate.conclude import ordered
-
-        manager.register(
-            RecordDirWriter(
-                config,
-                settings.record_dir,
-                lambda: ordered(collector.rows.records),
-                lambda: list(collector.rows.ledgers.values()),
-            ),
-            f"{PLUGIN_NAME}-record-dir",
-        )
-    if settings.artifacts_dir is not None:
-        from pytest_jaxcompile.output.artifacts import ArtifactWriter
-
-        manager.register(ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts")
-    from pytest_jaxcompile.output.github import GitHubOutput, GitHubTargets
-
-    targets = GitHubTargets.from_environment(os.environ, settings.github)
-    if targets.active:
-        manager.register(GitHubOutput(config, targets), f"{PLUGIN_NAME}-github")
+        manager.register(XdistHooks(activation), f"{PLUGIN_NAME}-xdist")
+    if in_use(config):
+        activation.start()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Bad compile_budget arguments are a collection error of the test that has them."""
+    if metafunc.definition.get_closest_marker(MARKER_NAME) is None:
+        return
+    from pytest_jaxcompile.gate.budget import budget_of
+
     try:
         budget_of(metafunc.definition)
         problem = None
@@ -118,7 +79,7 @@ def jax_compile(request: pytest.FixtureRequest) -> JaxCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return cast("JaxCompile", request.config.stash[COLLECTOR_KEY].probe("jax", node))
+    return cast("JaxCompile", request.config.stash[ACTIVATION_KEY].start().probe("jax", node))
 
 
 @pytest.fixture
@@ -130,24 +91,4 @@ def torch_compile(request: pytest.FixtureRequest) -> TorchCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return cast("TorchCompile", request.config.stash[COLLECTOR_KEY].probe("torch", node))
-
-
-class XdistHooks:
-    """Registered only when pytest-xdist is installed: its hooks exist only then."""
-
-    def __init__(self, collector: SessionCollector) -> None:
-        self._collector = collector
-
-    def pytest_configure_node(self, node: Any) -> None:
-        """Each worker learns which tests have a pinned compile count (only the controller
-        reads the pins)."""
-        node.workerinput[WORKER_INPUT_COUNTED_KEY] = sorted(self._collector.counted_cells)
-
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
-        worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))
-        output = getattr(node, "workeroutput", None)
-        if output:
-            self._collector.merge_worker_output(worker, output)
-        if error is not None:
-            self._collector.worker_lost(worker, error)
+    return cast("TorchCompile", request.config.stash[ACTIVATION_KEY].start().probe("torch", node))

@@ -3,6 +3,8 @@
 This module is the one home of the record's shape: its fields, the comparability key it
 is judged under, and `check_record_data`, the one validation every reader (JSON reports,
 the records corpus) applies to a record that comes from a file.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

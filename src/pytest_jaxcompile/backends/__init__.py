@@ -8,6 +8,8 @@ package's ``BACKEND`` by the framework's name, so this module imports no backend
 every backend imports this module, never the other way round. What a backend knows alone
 (XLA's flag rules and clobbers, JAX's cache-key parts, its in-process caches, its census)
 stays in its package; what every backend's rows are held to is in `backends/settings.py`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class CensusRequest:
     max_compiles: int | None  # the test's compile_budget(max_compiles=N)
     count_eager: bool  # eager dispatch counts against max_compiles
     explain: bool  # explain each recompile (a compile count is judged)
-    clear_caches: str  # compile_clear_caches (backends/settings.py CLEAR_MODES)
+    clear_caches: str  # compile_clear_caches (_names.py CLEAR_MODES)
 
 
 class CallCensus(Protocol):

@@ -1,4 +1,7 @@
-"""Hardware identity: the accelerator, and the host cores XLA compiles on."""
+"""Hardware identity: the accelerator, and the host cores XLA compiles on.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ docs/memory.md says how close).
 
 Framework-neutral: JAX fixture rows sample one ``compile()``, census rows a whole test call,
 torch rows ``torch.compile``'s first call. Nothing here imports jax or torch.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

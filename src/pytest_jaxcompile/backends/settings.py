@@ -2,9 +2,12 @@
 
 `Requirements` (ini ``compile_required_xla_flags``, ``compile_require_cache``,
 ``compile_require_cacheable``, ``compile_expected_platform``), the settings that changed
-during a session (`Clobber`), and the choices of ``compile_clear_caches``. Pure logic over
-what records carry: the options, the session and the gate read these without reaching a
-backend; what only one framework knows (XLA's flag rules, JAX's settings) is its backend's.
+during a session (`Clobber`); the choices of ``compile_clear_caches`` and the platform names
+live in `_names`. Pure logic over what records carry: the options, the session and the gate
+read these without reaching a backend; what only one framework knows (XLA's flag rules, JAX's
+settings) is its backend's.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -15,16 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_jaxcompile._names import PLATFORM_ALIASES
 from pytest_jaxcompile.records import REASON_UNEXPLAINED, CacheState, CompileRecord
-
-PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "tpu": "tpu", "cpu": "cpu"}
-
-# compile_clear_caches: when a census'd test starts with the framework's in-process caches
-# cleared.
-CLEAR_AUTO = "auto"
-CLEAR_ALWAYS = "always"
-CLEAR_NEVER = "never"
-CLEAR_MODES = (CLEAR_AUTO, CLEAR_ALWAYS, CLEAR_NEVER)
 
 
 @dataclass(frozen=True)

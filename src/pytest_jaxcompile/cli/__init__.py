@@ -2,6 +2,8 @@
 
 Each subcommand lives in its own module exposing ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int``; this module only dispatches.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

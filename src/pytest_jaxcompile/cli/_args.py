@@ -2,6 +2,8 @@
 
 The verdict options (``--tolerance`` ...) come from the option table in `options`, the same
 declarations pytest's ``--compile-*`` options come from.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

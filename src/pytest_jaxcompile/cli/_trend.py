@@ -1,4 +1,7 @@
-"""The trend options shared by `check --trend` and `report`."""
+"""The trend options shared by `check --trend` and `report`.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``pytest-jaxcompile backfill``: give old compile records a cache_state."""
+"""``pytest-jaxcompile backfill``: give old compile records a cache_state.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``pytest-jaxcompile budgets``: each test's observed compile count as the marker to paste."""
+"""``pytest-jaxcompile budgets``: each test's observed compile count as the marker to paste.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

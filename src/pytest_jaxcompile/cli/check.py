@@ -1,4 +1,7 @@
-"""``pytest-jaxcompile check``: judge a records corpus against the pins, offline."""
+"""``pytest-jaxcompile check``: judge a records corpus against the pins, offline.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Every record of every report is judged again against a pins directory with the p
 own rules (`gate.conclude`: `verdicts.judge_all` and `pins.PinStore`), so a suite split
 over shards or a matrix gets the verdict an unsharded session would give, printed in the
 plugin's terminal format. Does not import jax.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

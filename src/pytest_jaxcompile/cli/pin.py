@@ -1,4 +1,7 @@
-"""``pytest-jaxcompile pin``: derive pins from a records corpus."""
+"""``pytest-jaxcompile pin``: derive pins from a records corpus.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""``pytest-jaxcompile report``: the dashboard of a records corpus against the pins."""
+"""``pytest-jaxcompile report``: the dashboard of a records corpus against the pins.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

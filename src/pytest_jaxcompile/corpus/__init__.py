@@ -1,1 +1,4 @@
-"""The results corpus: records written per session, read back, judged offline, migrated."""
+"""The results corpus: records written per session, read back, judged offline, migrated.
+
+PYTEST_DONT_REWRITE
+"""

@@ -21,6 +21,8 @@ Every other record (records of other kinds, records without a compile timing, re
 that already have a ``cache_state``) keeps its exact bytes: a file is rewritten by
 replacing only the text of the migrated records. JSON lines and JSON list files are
 supported (and a file holding one JSON object).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ The rows judged are those the plugin would judge in the last session of the hist
 is compared with, and a cold row of a cell that a newer warm row measured since. The gate
 concludes on them exactly as on a session's rows (`gate.conclude`), so `check`, the
 terminal and the dashboard give the same verdicts.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

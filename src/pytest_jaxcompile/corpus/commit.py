@@ -8,6 +8,8 @@ is set (GitHub Actions: ``GITHUB_SHA``, ``GITHUB_REF``, ``GITHUB_HEAD_REF``,
 the commit, the branch and whether tracked files differ from it. Without git, outside a
 repository, or when git takes longer than `GIT_TIMEOUT_S`, the fields git would give stay
 null; a session where nothing is known gets no ``commit`` at all.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ keeps only what the caller keeps (the latest row per cell, transform, settings v
 key), so memory grows with the number of cells, not of records. The session's call ledgers
 (census'd tests) follow its records in its file: readers keep each test's latest execute
 time. Records of other kinds sharing the tree are counted and passed over, never misread.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ series still doubles. Here a series is judged on its own history:
 Collecting keeps at most ``window`` points per series (the latest by time), so memory grows
 with the number of series, not of records. scipy (and numpy) are imported only when a
 series could pass the rule at all (`could_rise`): a corpus of flat series never loads them.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

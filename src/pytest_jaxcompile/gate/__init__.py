@@ -1,1 +1,4 @@
-"""The gate: pins, verdicts and the session's `Outcome`. Pure logic, no JAX, no pytest hooks."""
+"""The gate: pins, verdicts and the session's `Outcome`. Pure logic, no JAX, no pytest hooks.
+
+PYTEST_DONT_REWRITE
+"""

@@ -13,6 +13,8 @@ Two kinds, each from evidence the plugin already keeps:
 
 `always_cold` is the one test of a row: the gate's expected-warm judging, the session's
 ``compile_budget(cacheable=True)`` check and the summary's block all call it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The ``compile_budget`` marker: parsing and checking, without pytest hooks."""
+"""The ``compile_budget`` marker: parsing and checking, without pytest hooks.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,12 @@ import dataclasses
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
-from pytest_jaxcompile.records import CallLedger, CompileRecord
+
+if TYPE_CHECKING:  # the plugin reads the marker at load: no records
+    from pytest_jaxcompile.records import CallLedger, CompileRecord
 
 MARKER_NAME = "compile_budget"
 MARKER_HELP = (

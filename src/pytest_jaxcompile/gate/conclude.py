@@ -3,6 +3,8 @@
 Both the plugin (at the end of a session, also with pytest-xdist) and the ``merge``
 subcommand (over the JSON reports of several CI jobs) call `conclude`, so a merged
 verdict is decided exactly as an unsharded session would decide it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

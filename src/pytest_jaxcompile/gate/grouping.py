@@ -1,5 +1,8 @@
 """The one grouping of verdicts every output uses: by comparability key, each group
-most severe first."""
+most severe first.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Judge measured rows against pins: strictly within one comparability key."""
+"""Judge measured rows against pins: strictly within one comparability key.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

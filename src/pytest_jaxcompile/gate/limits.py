@@ -1,16 +1,21 @@
 """Limits: the session's thresholds, their defaults, and the one resolution of every
 limit a row is judged with (`limits_for`: the pin, then the test's marker, then the
-session's options)."""
+session's options).
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_jaxcompile._numbers import NumberError, finite_number
-from pytest_jaxcompile.gate.pins import Pin
-from pytest_jaxcompile.records import CompileRecord
+
+if TYPE_CHECKING:  # the option table reads the defaults at plugin load: no pins, no records
+    from pytest_jaxcompile.gate.pins import Pin
+    from pytest_jaxcompile.records import CompileRecord
 
 # Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
 # With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their

@@ -1,6 +1,9 @@
 """Nearest pins: for an unpinned row, the pin of the same cell and transform under the
 closest other key (an upgrade, another version, other hardware), or, for a settings
-variant's row, the same key's default settings' pin."""
+variant's row, the same key's default settings' pin.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Notes beside a verdict: what changed in the module since its pin (ops, fingerprint),
-which parts of JAX's cache key changed, and which versions."""
+which parts of JAX's cache key changed, and which versions.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

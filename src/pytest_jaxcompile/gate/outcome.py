@@ -1,4 +1,7 @@
-"""`Outcome`: what the gate concluded. Every output renders it; none re-derives it."""
+"""`Outcome`: what the gate concluded. Every output renders it; none re-derives it.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

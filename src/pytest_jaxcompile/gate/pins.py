@@ -39,6 +39,8 @@ Files are rendered deterministically (sorted, rounded, no wall-clock "now"), so
 re-pinning unchanged figures rewrites identical bytes. Writes happen under a
 `filelock` lock, re-read the file inside the lock (two sessions re-pinning at once
 lose nothing), and replace it atomically.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Pins a session did not measure (stale pins), and tests whose compile count changed
-from its pin."""
+from its pin.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

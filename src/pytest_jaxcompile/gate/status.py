@@ -1,6 +1,9 @@
 """Verdicts and their status: `Status` (ordered by severity, each with a `Tone`),
 `row_fails` (whether a status fails the gate), `Verdict` (one row's status, its pin and
-the figures compared)."""
+the figures compared).
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

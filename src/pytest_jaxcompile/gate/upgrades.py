@@ -1,5 +1,8 @@
 """Upgrade blocks: unpinned rows under a new framework version, compared with their
-pins under the previous one."""
+pins under the previous one.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ it, which figures a verdict compared (the metric, its unit, the ratio from those
 figures, the limit), whether a row fails, the re-pin command, and the session's blocks in
 one order. Wording that belongs to one output (a terminal's ``-v``, "the session fails"
 against a comment's "this run fails") lives with that output.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 What every output object of a pytest session shares lives here: the `Outcome` the session
 collector concluded (kept in ``config.stash[OUTCOME_KEY]``, read with `outcome_of`), the
 section header of the terminal summary, and raising the exit status.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Each process stages the text of every module the ``jax_compile`` fixture measure
 ``DIR/.staged/`` as it measures it (`backends.stage_module`; pytest-xdist workers too: nothing
 large travels to the controller); at the end of the session the controller keeps the modules
 of the failing rows, named by cell and transform, and removes the rest.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ and the filter box.
 
 Pure functions of the table rows (see `dashboard.table_rows`) and the trends, rendered with
 every list sorted and fixed number formats, so the page stays byte-for-byte deterministic.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ gives the same bytes.
 The HTML page has no external resources at all: the charts are inline SVG built here, the
 styles are inline. Trend series are kept in time buckets whose width doubles whenever a
 series would exceed `MAX_POINTS` buckets, so memory is bounded per chart, not per record.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ its terminal summary; ``pytest-jaxcompile merge`` does the same for merged repor
 Workflow commands and their escaping follow GitHub's toolkit (``@actions/core``,
 ``command.ts``): in a message ``%``, ``\\r`` and ``\\n`` are percent-encoded; in a
 property value ``:`` and ``,`` are too.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ Writing renders an `Outcome` with its records and ledgers; reading validates a r
 reader applies). Bad input is a `ReportError` naming the file (and, where it can, the line or
 the record), never a traceback or a half-read report. The format is documented in
 docs/report-schema.md.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The plugin appends a row's figures to the test's ``user_properties`` as soon as 
 exists, so a test that fails later keeps them, and pytest-xdist workers carry them to the
 controller. Its verdict (`verdict_properties`, from the gate's view of the row) is added to
 the test's teardown report, judged in the process that ran the test (not while pinning).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Every line formats the gate's view (`gate.view`); nothing here decides a verdict
 a status means. `verdict_lines` (rows grouped by key, most severe first) and `closing_lines`
 (the session's blocks) are the terminal's wording; `summary_lines` adds the session's extras
 (compile spend, durations, eager dispatch, trace profiles).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -305,12 +307,43 @@ class TerminalSummary:
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         outcome = outcome_of(self.config)
-        if outcome is None or not outcome.has_news():
+        if outcome is None:
+            return
+        name_on_closing_line(terminalreporter, outcome)
+        if not outcome.has_news():
             return
         summary_section(terminalreporter)
         verbose = self.config.get_verbosity() > 0
         for text, marks in summary_lines(outcome, verbose, self.durations):
             terminalreporter.write_line(text, **marks)
+
+
+GATE_FAILED = "compile gate failed"  # the session failed on something other than a row
+
+
+def closing_line_entries(outcome: Outcome) -> dict[str, list[object]]:
+    """What a failing gate adds to pytest's closing line, by the word it is counted under:
+    its failing rows by status (``3 compile DRIFT``), or, failing on something else (a
+    required setting, a pin file not written), ``1 compile gate failed``. A passing gate adds
+    nothing."""
+    if not outcome.failed:
+        return {}
+    entries: dict[str, list[object]] = {}
+    for verdict in sorted(outcome.failing(), key=lambda verdict: verdict.status.severity):
+        entries.setdefault(f"compile {verdict.status.value}", []).append(verdict)
+    return entries or {GATE_FAILED: [outcome]}
+
+
+def name_on_closing_line(terminalreporter: pytest.TerminalReporter, outcome: Outcome) -> None:
+    """A failing gate is counted on pytest's closing line (``2 passed, 3 compile DRIFT in
+    4.2s``), which pytest then shows in its failure colour: it colours the line red while its
+    stats hold a ``failed`` entry, here an empty one (no test is counted as failed)."""
+    entries = closing_line_entries(outcome)
+    if not entries:
+        return
+    for word, items in entries.items():
+        terminalreporter.stats.setdefault(word, []).extend(items)
+    terminalreporter.stats.setdefault("failed", [])
 
 
 SUGGESTED_BUDGETS = "compile budgets observed in this session (paste each line above its test):"

@@ -1,7 +1,7 @@
 """The session collector: rows measured while tests run, the gate's conclusion at the end.
 
-`SessionCollector` is registered for every session; its pytest hooks pass the data along,
-one module per step:
+`SessionCollector` is registered once the session uses the plugin (`activation`); its pytest
+hooks pass the data along, one module per step:
 
 - `rows`: what this process measured (records, ledgers, the tests that ran), from the
   measuring fixtures (`SessionCollector.probe`) and from each test's census;
@@ -14,6 +14,8 @@ one module per step:
 Each framework is reached through the `Backend` protocol (`backends.all_backends`), never
 by importing a backend's modules; none imports jax or torch until a fixture or census
 first needs it, or reads it only when the project already imported it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ sampled, and when the call ends (failing or not) each framework's rows and the c
 ledger go to the session's rows. `requirement_problems` checks every row of a test against
 the required settings. Nothing here knows a framework: each is reached through the
 `Backend` protocol.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

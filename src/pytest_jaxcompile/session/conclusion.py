@@ -4,6 +4,8 @@ On the controller, at the end of the session: the rows of this process and of ev
 worker, the environments they ran in, and the settings each framework saw change
 (`clobbers`) go to `gate.conclude`; the records are stamped with the session's commit
 when they are written anywhere.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Rows come from the measuring fixtures and from each test's census (`census`), and on the
 controller from the xdist workers' payloads (`xdist`); the session's conclusion
 (`conclusion`) hands them to the gate.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

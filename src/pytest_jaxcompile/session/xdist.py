@@ -3,6 +3,8 @@
 A worker measures and collects rows as any process does, then sends them as plain JSON-able
 data (`payload`); the controller merges each worker's once (`Workers.merge`) and notes the
 workers that went down before they sent theirs (`Workers.lost_worker`).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_jaxcompile._names import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
 from pytest_jaxcompile.gate.outcome import Identity
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.session.rows import SessionRows
 
-WORKER_OUTPUT_KEY = "jaxcompile"
-# What the controller tells each xdist worker: the tests with a pinned compile count.
-WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
+__all__ = ["WORKER_INPUT_COUNTED_KEY", "WORKER_OUTPUT_KEY", "Workers", "payload"]
 
 
 def payload(rows: SessionRows, identities: Iterable[Identity]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 `BACKEND` (`backend.JaxBackend`) is what the session and the gate reach of JAX, through the
 `Backend` protocol; importing this package imports no JAX.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Nothing here imports JAX at load, nor the measuring modules: each is imported when the
 session first needs it (a fixture, a census, the settings at session start).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

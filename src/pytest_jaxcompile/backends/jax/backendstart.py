@@ -21,6 +21,8 @@ What the backend-start value is compared with is `FlagsWatch.at_load`: ``XLA_FLA
 the plugin's hooks first ran, before any ``conftest.py`` was imported. The watch notes, per
 pytest session, each module (a ``conftest.py``, a plugin, a test module) or test phase after
 which the variable had a new value, so a clobber can name where it happened.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from typing import Any
 
 import pytest
 
-XLA_FLAGS_ENV = "XLA_FLAGS"
+from pytest_jaxcompile._names import XLA_FLAGS_AT_LOAD_KEY
+from pytest_jaxcompile._names import XLA_FLAGS_ENV as XLA_FLAGS_ENV  # re-exported
+
 XLA_BRIDGE = "jax._src.xla_bridge"
 CAPTURED_AT_BACKEND_START = "backend_start"
 CAPTURED_AT_SESSION_START = "session_start"
@@ -144,8 +148,8 @@ class FlagsWatch:
     and each module or test phase after which it had changed (a pytest plugin, registered
     by `watch`; it reads the environment only)."""
 
-    def __init__(self, rootpath: Path) -> None:
-        self.at_load = os.environ.get(XLA_FLAGS_ENV)
+    def __init__(self, rootpath: Path, at_load: str | None) -> None:
+        self.at_load = at_load
         self.changes: list[FlagsChange] = []
         self._rootpath = rootpath
         self._last = self.at_load
@@ -188,7 +192,11 @@ def watch(config: pytest.Config | None = None) -> None:
     the baseline, and watch where it changes (`FlagsWatch`, in `config.stash`).
     """
     if config is not None and FLAGS_WATCH_KEY not in config.stash:
-        flags_watch = FlagsWatch(config.rootpath)
+        # A session that started after its conftest.py files loaded kept the value from
+        # before them (plugin.py): a change since is noted, its module unknown.
+        kept = config.stash.get(XLA_FLAGS_AT_LOAD_KEY, os.environ.get(XLA_FLAGS_ENV))
+        flags_watch = FlagsWatch(config.rootpath, kept)
+        flags_watch.note("a conftest.py or plugin, before the session started")
         config.stash[FLAGS_WATCH_KEY] = flags_watch
         config.pluginmanager.register(flags_watch, FLAGS_WATCH_PLUGIN)
     bridge = sys.modules.get(XLA_BRIDGE)

@@ -4,6 +4,8 @@ A test's own compiles become census rows, count against ``max_compiles`` and mak
 pinned compile count. JAX's eager dispatch of operations outside jit (``jnp.ones(5)``,
 ``x + 1``; see `eager`) is none of these: it is summed in the ledger, by JAX function
 name, and counts against ``max_compiles`` only when the test asks (``count_eager``).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Facts this relies on (jax 0.4.30 to 0.12, see jax/_src/compiler.py and compilati
   jax 0.11, for modules with host callbacks (jax 0.11 and later write and reuse those).
   "Nothing written into a populated cache" is therefore not a hit.
 - A compile served from JAX's in-process caches fires no event at all.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

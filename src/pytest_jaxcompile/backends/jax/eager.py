@@ -32,6 +32,8 @@ over ``jit_info`` with ``jit_info.fun`` in some 0.4 releases; ``apply_primitive`
 its own jitted functions under an eager ``jax.grad`` is undecided there and counts as the
 program's. tests/test_eager.py pins the classification for the installed JAX, so a release
 that moves the frames fails there rather than counting silently.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

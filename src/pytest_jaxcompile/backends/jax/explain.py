@@ -7,6 +7,8 @@ for its own thread while it runs (`explaining`, used by `CompileMonitor.capture`
 records that exist only because of that are read and kept from the user's handlers, and
 the setting is the user's again afterwards. Nothing else ever turns it on: it costs a
 diff of cache keys on every miss.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Pure logic over what records carry; `snapshot_settings` is the one place that re
 the process's live settings (and imports jax), with XLA_FLAGS as XLA read them at its
 backend's start from `backendstart`. The framework-neutral types and rules (`Requirements`,
 `Clobber`, the cache and platform checks) live in `backends/settings.py`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

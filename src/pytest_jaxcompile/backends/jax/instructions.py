@@ -8,6 +8,8 @@ child process under callgrind (`instructions_child`), filling each record's
 ``compile_instructions_note`` saying why it was not counted. The pytest process itself never
 runs under valgrind. docs/instructions.md says how the count is made exact, what it costs
 and what the identity holds.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

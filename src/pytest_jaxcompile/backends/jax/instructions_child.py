@@ -16,6 +16,8 @@ child appends one JSON line per entry to ``results.jsonl``: ``{"id", "instructio
 ``{"id", "error"}`` (``seconds``: the counted compile's wall seconds; ``attempts``: how many
 times it was counted and ``reused``: the fusion compilers each count recycled, see `_count`).
 It never imports pytest or the plugin's other modules.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

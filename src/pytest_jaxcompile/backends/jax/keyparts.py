@@ -14,6 +14,8 @@ so their captured log output does not change. Between the lowering of a module o
 dispatch and its backend compile the logger is back at its own level: nothing reads those
 keys, and on a suite of short tests eager dispatch is most of the compiles (815 of 955 on
 flax's `nnx` transform tests).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Measure one transform's compile: phases, cache_state, host state, the record."""
+"""Measure one transform's compile: phases, cache_state, host state, the record.
+
+PYTEST_DONT_REWRITE
+"""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ handlers exactly what would have reached them anyway. The dispatch logger is rea
 same way for the name of each backend compile, which jax 0.4.30 does not pass with the
 compile's duration event (later versions do). A capture opened with ``explain=True`` also
 reads JAX's explanations of tracing-cache misses (see `explain`).
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

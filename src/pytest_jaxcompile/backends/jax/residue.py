@@ -22,6 +22,8 @@ no jitted function or ``Lowered`` led to) counts as still in memory: when in dou
 JAX's eager dispatch stays cached; its compiles are counted apart and not pinned (see
 census), except for a test whose ``count_eager`` makes them count: that test always starts
 from cleared caches.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ import threading
 import weakref
 from typing import Any
 
+from pytest_jaxcompile._names import CLEAR_ALWAYS, CLEAR_NEVER
 from pytest_jaxcompile.backends.jax.eager import Dispatch
-from pytest_jaxcompile.backends.settings import CLEAR_ALWAYS, CLEAR_NEVER
 
 BEFORE_LISTENING = "the first census'd test in this process (what ran before it is unknown)"
 

@@ -5,6 +5,8 @@ profile runs on an extra trace (after the measured one), so it never inflates tr
 A row keeps the share of its trace time per group (`trace_profile`) and the files that
 took the most (`trace_files`); the session's rollup of both is `gate/view.py`'s
 `trace_rollup`.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 `BACKEND` (`backend.TorchBackend`) is what the session and the gate reach of torch, through
 the `Backend` protocol; importing this package imports no torch.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

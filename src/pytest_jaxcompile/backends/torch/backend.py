@@ -2,6 +2,8 @@
 
 torch is never imported here: the measuring module imports it when a fixture or a census of
 a test that used torch first needs it.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ imports it. Verified with torch 2.13.0 (CPU build), whose
 ``torch._dynamo.utils.get_compilation_metrics()`` holds one ``CompilationMetrics`` per
 frame compile with the phase times, the FX-graph and AOTAutograd cache hit/miss counts
 and the recompile reason.
+
+PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations

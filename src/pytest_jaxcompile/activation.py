@@ -1,0 +1,159 @@
+"""When a session uses the plugin, and starting the session's machinery then.
+
+The entry point (`plugin`) registers one `Activation` per pytest process. A project that
+never uses the plugin pays for the option table and this module only: the session collector,
+the backends and the outputs are imported and registered the first time the session uses
+them (`Activation.start`):
+
+- at configuration: the pins directory exists, or an option was given (`options.given`);
+- at collection: a test has the ``compile_budget`` marker or requests a measuring fixture;
+- on a pytest-xdist controller (which collects nothing): when a worker sends rows;
+- a measuring fixture requested another way (``request.getfixturevalue``).
+
+Nothing here imports jax or torch.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_jaxcompile._names import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
+from pytest_jaxcompile.gate.budget import MARKER_NAME
+from pytest_jaxcompile.options import OPTIONS, Settings, given
+
+if TYPE_CHECKING:
+    from pytest_jaxcompile.session import SessionCollector
+
+ACTIVATION_KEY = pytest.StashKey["Activation"]()
+PLUGIN_NAME = "jaxcompile-session"
+FIXTURES = frozenset({"jax_compile", "torch_compile"})
+PINS_DIR_OPTION = "compile_pins_dir"
+
+
+def in_use(config: pytest.Config, namespace: argparse.Namespace | None = None) -> bool:
+    """Whether the session uses the plugin before any test is collected: an option was
+    given (``namespace``: pytest's early parse), or the default pins directory exists."""
+    if given(config, namespace):
+        return True
+    (pins_dir,) = (option for option in OPTIONS if option.name == PINS_DIR_OPTION)
+    return Path(config.rootpath, str(pins_dir.default)).is_dir()
+
+
+def uses(item: pytest.Item) -> bool:
+    """Whether a collected test uses the plugin: the marker, or a measuring fixture."""
+    fixtures = getattr(item, "fixturenames", ())
+    return item.get_closest_marker(MARKER_NAME) is not None or not FIXTURES.isdisjoint(fixtures)
+
+
+class Activation:
+    """Starts the session's machinery once, at the first sign that the session uses it."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collector: SessionCollector | None = None
+        self._session: pytest.Session | None = None
+
+    def start(self) -> SessionCollector:
+        """The session collector, registered with its outputs on the first call."""
+        if self.collector is None:
+            self.collector = _register(self.config)
+            if self._session is not None:  # registered after pytest_sessionstart ran
+                self.collector.pytest_sessionstart(self._session)
+        return self.collector
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._session = session
+
+    @pytest.hookimpl(trylast=True)  # after deselection: the tests that will run
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.collector is None and any(uses(item) for item in items):
+            self.start()
+
+
+class XdistHooks:
+    """Registered only when pytest-xdist is installed: its hooks exist only then."""
+
+    def __init__(self, activation: Activation) -> None:
+        self._activation = activation
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Each worker learns which tests have a pinned compile count (only the controller
+        reads the pins; without pins the session has not started, and there are none)."""
+        collector = self._activation.collector
+        if collector is not None:
+            node.workerinput[WORKER_INPUT_COUNTED_KEY] = sorted(collector.counted_cells)
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))
+        output = getattr(node, "workeroutput", None) or {}
+        if WORKER_OUTPUT_KEY in output:  # the worker's tests used the plugin
+            self._activation.start().merge_worker_output(worker, output)
+        if error is not None and self._activation.collector is not None:
+            self._activation.collector.worker_lost(worker, error)
+
+
+def _register(config: pytest.Config) -> SessionCollector:
+    """The session collector and each enabled output, registered with pytest."""
+    from pytest_jaxcompile.backends.jax.backendstart import watch
+    from pytest_jaxcompile.session import COLLECTOR_KEY, SessionCollector
+
+    watch(config)  # already watching since start-up where the session was known to use it
+    settings = Settings.from_config(config)
+    collector = SessionCollector(config, settings)
+    config.stash[COLLECTOR_KEY] = collector
+    manager = config.pluginmanager
+    manager.register(collector, PLUGIN_NAME)
+    if collector.is_xdist_worker:
+        return collector  # workers send their rows; only the controller concludes and writes
+    for message in settings.implausible:
+        config.issue_config_time_warning(pytest.PytestConfigWarning(message), stacklevel=2)
+    from pytest_jaxcompile.output.terminal import TerminalSummary
+
+    manager.register(TerminalSummary(config, settings.durations), f"{PLUGIN_NAME}-terminal")
+    if settings.suggest_budgets:
+        from pytest_jaxcompile.output.terminal import BudgetSuggestions
+
+        manager.register(BudgetSuggestions(config, settings.count_eager), f"{PLUGIN_NAME}-budgets")
+    if settings.report_path is not None:
+        from pytest_jaxcompile.gate.conclude import ordered
+        from pytest_jaxcompile.output.json_report import ReportWriter
+
+        manager.register(
+            ReportWriter(
+                config,
+                settings.report_path,
+                lambda: (ordered(collector.rows.records), list(collector.rows.ledgers.values())),
+            ),
+            f"{PLUGIN_NAME}-report",
+        )
+    if settings.record_dir is not None:
+        from pytest_jaxcompile.corpus.store import RecordDirWriter
+        from pytest_jaxcompile.gate.conclude import ordered
+
+        manager.register(
+            RecordDirWriter(
+                config,
+                settings.record_dir,
+                lambda: ordered(collector.rows.records),
+                lambda: list(collector.rows.ledgers.values()),
+            ),
+            f"{PLUGIN_NAME}-record-dir",
+        )
+    if settings.artifacts_dir is not None:
+        from pytest_jaxcompile.output.artifacts import ArtifactWriter
+
+        manager.register(ArtifactWriter(config, settings.artifacts_dir), f"{PLUGIN_NAME}-artifacts")
+    from pytest_jaxcompile.output.github import GitHubOutput, GitHubTargets
+
+    targets = GitHubTargets.from_environment(os.environ, settings.github)
+    if targets.active:
+        manager.register(GitHubOutput(config, targets), f"{PLUGIN_NAME}-github")
+    return collector
