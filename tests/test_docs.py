@@ -1903,7 +1903,8 @@ EXCERPTS_CHECKED = {  # compared with what the code prints by an `assert_shown` 
     "docs/settings-guard.md": [
         "transform 'jit' compiled without the required XLA flag(s) --",
         "settings clobbered (a required setting): XLA_FLAGS changed d",
-        "warning: settings clobbered: XLA_FLAGS changed during the se",
+        "XLA flags set during start-up, by conftest.py: --xla_dump_hl",
+        "warning: settings clobbered: XLA_FLAGS changed after JAX's b",
         "warning: settings clobbered: jax_enable_compilation_cache ch",
         "transform 'cb' can never be served from the persistent cache",
         "compile_expected_platform = gpu, but JAX's default backend i",
