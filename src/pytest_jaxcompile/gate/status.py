@@ -4,6 +4,7 @@ the figures compared)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -93,6 +94,10 @@ class Verdict:
 
     def fails(self, thresholds: Thresholds) -> bool:
         return row_fails(self.status, thresholds)
+
+    def with_note(self, note: str) -> Verdict:
+        """The same verdict with `note` after its own."""
+        return dataclasses.replace(self, note=note if self.note is None else f"{self.note}; {note}")
 
 
 def compared_seconds(

@@ -1,0 +1,93 @@
+"""Pair rows with their pins' modules: both compiled again, alternately, in one child.
+
+`pair_modules` stages each job's two modules (the pin's, from the module store, and the
+row's own, as JAX handed it to its backend) and runs `paired_child` once per platform,
+with JAX's persistent cache off, after the tests (the pairing is never in a test's own
+timing). Each job's record gets the pairs' seconds (``paired_*``), or a ``paired_note``
+saying why it has none; the gate judges them (gate/paired.py, docs/paired.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_jaxcompile.backends import PairJob, StagedModule
+from pytest_jaxcompile.backends.jax import child
+
+CHILD_MODULE = "pytest_jaxcompile.backends.jax.paired_child"
+CHILD_ENVIRONMENT = {
+    "JAX_ENABLE_COMPILATION_CACHE": "false",  # every compile a real one
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+# JAX_PLATFORMS for a module's platform, as JAX's backends name themselves
+_JAX_PLATFORMS = {"gpu": "cuda,rocm", "cpu": "cpu", "tpu": "tpu"}
+
+
+def _stage(stage: Path, name: str, module: StagedModule) -> dict[str, object]:
+    (stage / f"{name}.mlir").write_text(module.text, encoding="utf-8")
+    (stage / f"{name}.options").write_bytes(module.options)
+    return {"module": f"{name}.mlir", "options": f"{name}.options", "devices": module.devices}
+
+
+def pair_modules(jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+    """Pair every job, one child per platform; fill each job's record."""
+    by_platform: dict[str, list[PairJob]] = {}
+    for job in jobs:
+        by_platform.setdefault(job.new.platform, []).append(job)
+    for platform, platform_jobs in sorted(by_platform.items()):
+        with tempfile.TemporaryDirectory(prefix="jaxcompile-paired-") as directory:
+            results = _run(Path(directory), platform, platform_jobs, pairs, timeout_s)
+        for index, job in enumerate(platform_jobs):
+            _fill(job, results.get(index), results.get(-1))
+
+
+def _run(
+    stage: Path, platform: str, jobs: list[PairJob], pairs: int, timeout_s: float
+) -> dict[int, dict[str, object]]:
+    entries = [
+        {
+            "id": index,
+            "base": _stage(stage, f"{index}-base", job.base),
+            "new": _stage(stage, f"{index}-new", job.new),
+        }
+        for index, job in enumerate(jobs)
+    ]
+    child.write_manifest(stage, {"pairs": pairs, "entries": entries})
+    environment = {
+        **os.environ,
+        **CHILD_ENVIRONMENT,
+        "JAX_PLATFORMS": _JAX_PLATFORMS.get(platform, platform),
+    }
+    return child.run(
+        [sys.executable, "-m", CHILD_MODULE, str(stage)],
+        stage,
+        environment,
+        timeout_s,
+        "the pairing child",
+        "--compile-paired-timeout",
+    )
+
+
+def _fill(
+    job: PairJob, result: dict[str, object] | None, stopped: dict[str, object] | None
+) -> None:
+    record = job.record
+    record.paired_against = job.against
+    if result is None or "error" in result:
+        why = (result or {}).get("error") or (stopped or {}).get("error") or "no result"
+        record.paired_note = f"not paired: {why}"
+        return
+    record.paired_base_cpu_s = _seconds(result["base_cpu_s"])
+    record.paired_new_cpu_s = _seconds(result["new_cpu_s"])
+    record.paired_base_wall_s = _seconds(result["base_wall_s"])
+    record.paired_new_wall_s = _seconds(result["new_wall_s"])
+    seconds = result.get("seconds")
+    record.paired_cost_s = float(seconds) if isinstance(seconds, (int, float)) else None
+
+
+def _seconds(values: object) -> list[float]:
+    assert isinstance(values, list)
+    return [float(value) for value in values]
