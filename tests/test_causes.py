@@ -61,6 +61,11 @@ def test_a_miss_names_the_cache_key_part_and_the_flag_that_changed(
     result.stdout.fnmatch_lines(
         ["*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"]
     )
+    # The MISS row is compared with its warm pin, but listed under its own (cold) key,
+    # whose header names the cold key's pin file, never the warm one's.
+    (header,) = [line for line in result.stdout.lines if line.startswith("cpu:") and "|" in line]
+    assert header.split("  (")[0].endswith("| cold")
+    assert "--cold--" in header and "--warm--" not in header, header
 
 
 OPTIONS_TEST = """

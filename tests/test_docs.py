@@ -1,11 +1,13 @@
 """The documentation against the code: the files tools read (the example workflows, the
 report schema), the options and pin file names the docs give, and every output example in
 README.md and docs/, rebuilt from the records and pins it shows and compared line for line
-(`assert_shown`; a doc's `...` marks what it leaves out)."""
+(`assert_shown`; a doc's `...` marks what it leaves out), or, for a block marked
+`<!-- sample: NAME -->`, rebuilt whole and rewritten by `JAXCOMPILE_REGENERATE_DOCS=1`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -375,11 +377,11 @@ def assert_shown(page: str, after: str, printed: list[str]) -> None:
     )
 
 
-def section_header(title: str = "jax compile times", width: int = 80) -> str:
-    """pytest's `write_sep("=", title)` on a terminal `width` columns wide."""
-    fill = "=" * max((width - len(title) - 2) // 2, 1)
+def section_header(title: str = "jax compile times", width: int = 80, sep: str = "=") -> str:
+    """pytest's `write_sep(sep, title)` on a terminal `width` columns wide."""
+    fill = sep * max((width - len(title) - 2) // 2, 1)
     line = f"{fill} {title} {fill}"
-    return line + "=" if len(line) < width else line
+    return line + sep if len(line) < width else line
 
 
 def ops(**counts: int) -> dict[str, int]:
@@ -1441,3 +1443,519 @@ def test_the_pin_files_in_pins_md_are_what_the_code_writes(tmp_path: Path) -> No
         )
     ]
     assert_shown("docs/pins.md", "measured seconds apart):", written("census", census))
+
+
+# --------------------------------------------------------------------------- marked samples
+# A fenced block right after `<!-- sample: NAME -->` in README.md or docs/ is rebuilt whole
+# by the function registered under NAME below, from the code that prints it, and must equal
+# it line for line (no `...`). `JAXCOMPILE_REGENERATE_DOCS=1 pytest tests/test_docs.py`
+# (without -n: each page is rewritten in place) writes what the code prints into the blocks.
+
+SAMPLE_MARK = re.compile(r"(?m)^<!-- sample: ([a-z0-9-]+) -->\n(```[a-z]*\n)(.*?)(^```$)", re.S)
+SAMPLES: dict[str, Callable[[Path], list[str]]] = {}
+
+
+def sample(name: str) -> Callable[[Callable[[Path], list[str]]], Callable[[Path], list[str]]]:
+    """Register the function that prints the doc sample marked `name`."""
+
+    def register(build: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
+        assert name not in SAMPLES, name
+        SAMPLES[name] = build
+        return build
+
+    return register
+
+
+def marked_samples() -> list[tuple[str, str]]:
+    """(page, name) of every marked sample, pages relative to the repository."""
+    found = []
+    for page in _documents():
+        if page.suffix == ".md":
+            for match in SAMPLE_MARK.finditer(page.read_text()):
+                found.append((page.relative_to(REPO).as_posix(), match.group(1)))
+    return found
+
+
+def test_every_marked_sample_has_a_producer_and_every_producer_a_sample() -> None:
+    names = [name for _, name in marked_samples()]
+    assert len(names) == len(set(names)), "a sample is marked twice"
+    assert set(names) == set(SAMPLES)
+
+
+def test_a_changed_sample_is_reported_and_regenerated(tmp_path: Path) -> None:
+    """The mechanism itself: a block that differs fails; regenerating rewrites only it."""
+    page = tmp_path / "page.md"
+    page.write_text("# T\n\n<!-- sample: x -->\n```\nold\n```\n\n```\nkept\n```\n")
+    assert not _sample_matches(page, "x", ["new", "lines"], regenerate=False)
+    assert _sample_matches(page, "x", ["new", "lines"], regenerate=True)
+    assert page.read_text() == "# T\n\n<!-- sample: x -->\n```\nnew\nlines\n```\n\n```\nkept\n```\n"
+    assert _sample_matches(page, "x", ["new", "lines"], regenerate=False)
+
+
+def _sample_matches(page: Path, name: str, printed: list[str], regenerate: bool) -> bool:
+    """Whether the page's block marked `name` is `printed`; rewritten to it if asked."""
+    import os
+
+    text = page.read_text()
+    match = next(m for m in SAMPLE_MARK.finditer(text) if m.group(1) == name)
+    wanted = "".join(f"{line}\n" for line in printed)
+    if match.group(3) == wanted:
+        return True
+    if not regenerate:
+        return False
+    new = text[: match.start(3)] + wanted + text[match.end(3) :]
+    temporary = page.with_name(page.name + ".regenerated")
+    temporary.write_text(new)
+    os.replace(temporary, page)
+    return True
+
+
+@pytest.mark.parametrize(("page", "name"), marked_samples())
+def test_the_marked_sample_is_what_the_code_prints(page: str, name: str, tmp_path: Path) -> None:
+    import os
+
+    printed = SAMPLES[name](tmp_path)
+    regenerate = os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1"
+    assert _sample_matches(REPO / page, name, printed, regenerate), (
+        f"{page}, sample {name!r}, is not what the code prints "
+        "(JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n" + "\n".join(printed)
+    )
+
+
+def pytest_closing_line(text: str) -> str:
+    """pytest's own last line, as the samples show it after the plugin's section."""
+    return section_header(text)
+
+
+def sessions(tmp_path: Path, *runs: tuple[list[CompileRecord], bool]) -> list[Outcome]:
+    """The gate's conclusions of sessions run one after another on one pins directory:
+    (rows, pin update) each."""
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    concluded = []
+    for rows, update in runs:
+        settings = GateSettings(Thresholds(), pin_update=update)
+        store = PinStore.load(tmp_path / "pins")
+        cells = sorted({record.cell for record in rows})
+        concluded.append(conclude(rows, cells, [], store, settings, rootdir=tmp_path))
+    return concluded
+
+
+# docs/index.md's first test: test_mlp's value_and_grad and test_mlp_lowered's jit.
+FIRST_MLP, FIRST_LOWERED = "tests/test_model.py::test_mlp", "tests/test_model.py::test_mlp_lowered"
+
+
+def _first_test_rows(state: str, vag: float, jit: float, **fields: Any) -> list[CompileRecord]:
+    return [
+        row(FIRST_MLP, "vag", vag, state, trace_s=0.09, lower_s=0.03, **fields),
+        row(FIRST_LOWERED, "jit", jit, state, trace_s=0.03, lower_s=0.01, **fields),
+    ]
+
+
+def _first_test_pinned(tmp_path: Path) -> list[Outcome]:
+    """Two `--compile-pin-update` sessions: an empty cache (cold), then a filled one (warm)."""
+    return sessions(
+        tmp_path,
+        (_first_test_rows("cold", 0.100, 0.041), True),
+        (_first_test_rows("warm", 0.004, 0.002), True),
+    )
+
+
+@sample("index-pin-update")
+def _index_pin_update(tmp_path: Path) -> list[str]:
+    cold, warm = _first_test_pinned(tmp_path)
+    return [
+        "$ pytest --compile-pin-update",
+        *terminal(cold),
+        "$ pytest --compile-pin-update",
+        *terminal(warm),
+    ]
+
+
+@sample("index-drift")
+def _index_drift(tmp_path: Path) -> list[str]:
+    """The cache removed (cold rows) and the model made deeper (both modules changed)."""
+    _first_test_pinned(tmp_path)
+    deeper = _first_test_rows("cold", 0.750, 0.202, fingerprint="sha256:deeper")
+    (drifted,) = sessions(tmp_path, (deeper, False))
+    drifted.session_s = 4.09
+    assert drifted.failed
+    return [
+        "$ rm -rf .jax_cache && DEPTH=400 pytest -v",
+        *terminal(drifted, verbose=True),
+        pytest_closing_line("2 passed in 4.09s"),
+    ]
+
+
+def test_the_concepts_in_index_md_name_every_status() -> None:
+    """docs/index.md's Concepts list names each status a row can get, as the code spells it."""
+    from pytest_jaxcompile.gate.status import Status
+
+    text = (REPO / "docs" / "index.md").read_text()
+    concepts = text[text.index("## Concepts") : text.index("## A first test")]
+    missing = [status.value for status in Status if f"`{status.value}`" not in concepts]
+    assert missing == [], f"docs/index.md's Concepts list does not name {missing}"
+
+
+def _torch_mlp_frames() -> dict[str, tuple[Any, float]]:
+    """docs/torch.md's MLP, as torch measured its first call (cold, then warm): the frames
+    and the first call's wall seconds (frozen in test_torch_frames.py)."""
+    from test_torch_frames import MLP_COLD, MLP_COLD_WALL_S, MLP_WARM, MLP_WARM_WALL_S
+
+    from pytest_jaxcompile.backends.torch.measure import frames_from_metrics
+
+    return {
+        "cold": (frames_from_metrics([MLP_COLD], 0), MLP_COLD_WALL_S),
+        "warm": (frames_from_metrics([MLP_WARM], 0), MLP_WARM_WALL_S),
+    }
+
+
+@sample("torch-first-call-ledger")
+def _torch_first_call_ledger(tmp_path: Path) -> list[str]:
+    """The ledger of each first call, as the summary lists a test's ledger."""
+    from pytest_jaxcompile.backends.torch.measure import build_ledger, classify_frame
+    from pytest_jaxcompile.output.terminal import ledger_line
+
+    lines = []
+    for process, (frames, wall_s) in zip(
+        ("first process (empty cache)", "second process (same TORCHINDUCTOR_CACHE_DIR)"),
+        _torch_mlp_frames().values(),
+        strict=True,
+    ):
+        ledger = build_ledger(frames, "test_models.py::test_mlp", wall_s)
+        assert ledger is not None
+        verdict = classify_frame(frames[0], caches_enabled=True)
+        state = f"{verdict.cache_state.value} ({verdict.detail})" if verdict.detail else ""
+        lines += [f"{process}: {state or verdict.cache_state.value}", ledger_line(ledger)]
+    return lines
+
+
+@sample("torch-warm-row")
+def _torch_warm_row(tmp_path: Path) -> list[str]:
+    """The warm row's figures as the fixture records them (frame_records' fields)."""
+    import json
+
+    from pytest_jaxcompile.backends.torch.measure import classify_frame
+
+    ((frame,), _) = _torch_mlp_frames()["warm"]
+    figures = {
+        "cache_state": classify_frame(frame, caches_enabled=True).cache_state.value,
+        "compile_s": frame.compile_s,
+        "backend_compile_s": frame.backend_compile_s,
+        "phases": frame.phases or None,
+        "overlays": frame.overlays,
+        "missing_metrics": list(frame.missing) or None,
+    }
+    return json.dumps(figures, indent=2).split("\n")
+
+
+@sample("torch-recompile")
+def _torch_recompile(tmp_path: Path) -> list[str]:
+    """A frame compiled twice under compile_budget(max_compiles=1): a new shape (frozen
+    metrics of a real recompile, test_torch_frames.py)."""
+    from test_torch_frames import RECOMPILE
+
+    from pytest_jaxcompile.backends.torch.measure import frames_from_metrics, recompile_problems
+
+    return recompile_problems(1, frames_from_metrics(RECOMPILE, start_time_us=0))
+
+
+@sample("verdicts-busy-pin-update")
+def _verdicts_busy_pin_update(tmp_path: Path) -> list[str]:
+    """docs/verdicts.md: the first test's pin update at a load of 1.3 per core."""
+    from pytest_jaxcompile.records import HostState
+
+    busy = HostState(cpu_count=2, load_avg_1m=2.6, load_per_core=1.3, process_cpu_s=1.0)
+    (pinned,) = sessions(tmp_path, (_first_test_rows("cold", 0.100, 0.041, host_state=busy), True))
+    return ["$ pytest --compile-pin-update", *terminal(pinned)]
+
+
+def row_lines(printed: list[str], starts: str) -> list[str]:
+    """The printed row line starting with `starts` and the cause lines under it."""
+    index = next(i for i, line in enumerate(printed) if line.startswith(starts))
+    causes = 1
+    while printed[index + causes].startswith("      "):
+        causes += 1
+    return printed[index : index + causes]
+
+
+def header_line(printed: list[str]) -> str:
+    """The first key header of the plugin's section."""
+    return next(line for line in printed if " | " in line and not line.startswith(" "))
+
+
+@sample("cache-state-miss")
+def _cache_state_miss(tmp_path: Path) -> list[str]:
+    """Pinned cold and warm; then a flag in XLA_FLAGS, under --compile-expect-warm."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
+    cell, parts = "test_models.py::test_mlp", {"computation": "c1", "XLA flags": "f1"}
+    pinned = [
+        row(cell, "jit", 0.120, "cold", cache_key_parts=parts, cache_key_flags=[]),
+        row(cell, "jit", 0.004, "warm", cache_key_parts=parts, cache_key_flags=[]),
+    ]
+    flagged = {"cache_key_parts": {**parts, "XLA flags": "f2"}}
+    flagged["cache_key_flags"] = ["--xla_cpu_multi_thread_eigen=false"]
+    rows = [row(cell, "jit", 0.131, "cold", **flagged)]
+    outcome = gate_outcome(tmp_path, pinned, rows, thresholds=Thresholds(expect_warm=True))
+    return row_lines(terminal(outcome), "  MISS ")
+
+
+@sample("comparability-key-header")
+def _comparability_key_header(tmp_path: Path) -> list[str]:
+    pinned = [row("tests/test_model.py::test_mlp", "vag", 0.100, "cold")]
+    rows = [row("tests/test_model.py::test_mlp", "vag", 0.104, "cold")]
+    return [header_line(terminal(gate_outcome(tmp_path, pinned, rows)))]
+
+
+@sample("comparability-key-upgrade")
+def _comparability_key_upgrade(tmp_path: Path) -> list[str]:
+    """Pinned under jax 0.9.2, measured under 0.10.2 (-v lists the unpinned row)."""
+    cell = "tests/test_model.py::test_mlp"
+    pinned = [row(cell, "vag", 0.100, "cold", jax_version="0.9.2")]
+    outcome = gate_outcome(tmp_path, pinned, [row(cell, "vag", 0.116, "cold")])
+    printed = terminal(outcome, verbose=True)
+    upgrade = next(i for i, line in enumerate(printed) if line.startswith("jax upgrade "))
+    return [*row_lines(printed, "  unpinned "), "...", *printed[upgrade : upgrade + 3]]
+
+
+@sample("comparability-key-hardware-override")
+def _comparability_key_hardware_override(tmp_path: Path) -> list[str]:
+    rows = [row("tests/test_model.py::test_mlp", "vag", 0.100, "cold", hardware="ci-pool-a")]
+    printed = terminal(gate_outcome(tmp_path, [], rows))
+    return ["$ pytest --compile-hardware ci-pool-a", printed[0], header_line(printed)]
+
+
+@sample("comparability-key-mixed")
+def _comparability_key_mixed(tmp_path: Path) -> list[str]:
+    """test_bf16 declared mixed precision, not pinned yet (-v lists the unpinned row)."""
+    rows = [row("tests/test_states.py::test_bf16", "sq", 0.023, "cold", mixed_precision=True)]
+    printed = terminal(gate_outcome(tmp_path, [], rows), verbose=True)
+    return [header_line(printed), *row_lines(printed, "  unpinned ")]
+
+
+@sample("pins-variant-row")
+def _pins_variant_row(tmp_path: Path) -> list[str]:
+    """A test measuring one function with and without a compile option, as pinned below
+    (-v lists ok rows)."""
+    cell, variant = "tests/test_model.py::test_ab", "xla_backend_optimization_level=0"
+    pinned = [row(cell, "f", 0.0731), row(cell, "f", 0.0412, variant=variant)]
+    rows = [row(cell, "f", 0.0735), row(cell, "f", 0.0409, variant=variant)]
+    printed = terminal(gate_outcome(tmp_path, pinned, rows), verbose=True)
+    return row_lines(printed, f"  ok         {cell} [f | ")
+
+
+@sample("pins-stale")
+def _pins_stale(tmp_path: Path) -> list[str]:
+    """test_mlp's jit transform removed since it was pinned."""
+    cell = "tests/test_model.py::test_mlp"
+    pinned = [row(cell, "vag", 0.100), row(cell, "jit", 0.041)]
+    printed = terminal(gate_outcome(tmp_path, pinned, [row(cell, "vag", 0.100)]))
+    start = next(i for i, line in enumerate(printed) if line.startswith("stale pins:"))
+    return printed[start : start + 2]
+
+
+def _broken_pin_file_error(tmp_path: Path, line: str, broken: str) -> list[str]:
+    """What pytest prints when the first test's pin file has `line` replaced by `broken`
+    (a real pytest run; the temporary directory shown as /tmp/jcdoc)."""
+    import subprocess
+    import sys
+
+    pins = pin(tmp_path, [row(FIRST_MLP, "vag", 0.100), row(FIRST_LOWERED, "jit", 0.041)])
+    (path,) = pins.glob("*.toml")
+    text = path.read_text()
+    assert f"\n{line}\n" in text
+    path.write_text(text.replace(f"\n{line}\n", f"\n{broken}\n"))
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    return result.stderr.replace(str(tmp_path), "/tmp/jcdoc").rstrip("\n").split("\n")
+
+
+@sample("pins-broken-number")
+def _pins_broken_number(tmp_path: Path) -> list[str]:
+    return _broken_pin_file_error(tmp_path, "compile_s = 0.041", 'compile_s = "fast"')
+
+
+@sample("pins-broken-toml")
+def _pins_broken_toml(tmp_path: Path) -> list[str]:
+    return _broken_pin_file_error(tmp_path, "load_avg_1m = 0.5", "load_avg_1m = 0.5 0.6")
+
+
+OUTPUT_LANGUAGES = ("", "text", "console", "markdown")  # fences that show what a tool prints
+
+
+def fences(text: str) -> list[tuple[str, str, list[str]]]:
+    """Each fenced block of a Markdown text: its language, the line before it, its lines."""
+    found = []
+    lines = text.split("\n")
+    index = 0
+    while index < len(lines):
+        opening = re.fullmatch(r"\s*```(\S*)\s*", lines[index])
+        if opening is None:
+            index += 1
+            continue
+        end = index + 1
+        while not re.fullmatch(r"\s*```\s*", lines[end]):
+            end += 1
+        before = lines[index - 1] if index else ""
+        found.append((opening.group(1), before, [line.strip() for line in lines[index + 1 : end]]))
+        index = end + 1
+    return found
+
+
+def unmarked_output_fences() -> dict[str, list[str]]:
+    """Per page, each output fence (no language, text, console, markdown) that no
+    `<!-- sample: NAME -->` marks, named by its first line that is not pytest's section
+    header (cut to 60 characters)."""
+    found: dict[str, list[str]] = {}
+    for page in _documents():
+        if page.suffix != ".md":
+            continue
+        for language, before, lines in fences(page.read_text()):
+            if language not in OUTPUT_LANGUAGES or before.startswith("<!-- sample: "):
+                continue
+            named = next(
+                (line for line in lines if line and not line.startswith("=====") and line != "..."),
+                "",
+            )
+            found.setdefault(page.relative_to(REPO).as_posix(), []).append(named[:60])
+    return found
+
+
+# The output fences no sample marker rebuilds whole, each named as `unmarked_output_fences`
+# names it. The list may only shrink: mark a block (and register its producer) and remove it
+# here; a new unmarked output fence fails the guard below.
+EXCERPTS_CHECKED = {  # compared with what the code prints by an `assert_shown` test above
+    "README.md": ["compile time: 10.3 s of the session's 17.4 s (59%), 5 compil"],
+    "docs/cache-state.md": ["2 row(s) can never be served from the persistent cache: 1 us"],
+    "docs/census.md": [
+        "1 test(s) with the most compile time:",
+        "3 backend compiles in this test, over its compile_budget(max",
+        "2 backend compiles in this test, over its compile_budget(max",
+        "compile budgets observed in this session (paste each line ab",
+        "compile time: 69.2 s of the session's 105.0 s (66%), 1152 co",
+        "compile count changed: test_models.py::test_shapes: 2 backen",
+        "GREW       test_models.py::test_mlp [jit] 122 ops, pin 14 op",
+        "trace profile (share of trace time by package):",
+    ],
+    "docs/corpus.md": [
+        "pytest-jaxcompile check: error: results/old.jsonl:12: compil",
+        "**Rising: 1 series** (Mann-Kendall p < 0.01 over the latest ",
+        "Latest compile time per cell and transform under each compar",
+        "## Compile times",
+        "pytest-jaxcompile report: error: README.md: expected exactly",
+        "checked the latest row per cell, transform and key: 12 row(s",
+        "trends: a sustained rise is Mann-Kendall p < 0.01 over the l",
+        "6 row(s) to pin: the latest per cell, transform and key of 1",
+        "@pytest.mark.compile_budget(max_compiles=2)  # test_models.p",
+        "old/census.jsonl: 7 to migrate (1 none, 1 cold, 3 warm, 2 un",
+    ],
+    "docs/github-actions.md": [
+        "## jax compile times: FAIL (1 DRIFT)",
+        "::error file=tests/test_model.py,line=27,title=jax compile D",
+    ],
+    "docs/instructions.md": ["DRIFT      test_mlp.py::test_mlp [grad] 521,859,586 instruct"],
+    "docs/memory.md": [
+        "GREW       test_model.py::test_train [vag] 12,288 B memory, ",
+        "DRIFT      test_model.py::test_table [lookup] 256.5 MiB rss,",
+    ],
+    "docs/merge.md": ["reports/jaxcompile-shard-1.json: 4 row(s)"],
+    "docs/options.md": ["_____________________ ERROR collecting tests/test_typo.py __"],
+    "docs/settings-guard.md": [
+        "transform 'jit' compiled without the required XLA flag(s) --",
+        "settings clobbered (a required setting): XLA_FLAGS changed d",
+        "warning: settings clobbered: XLA_FLAGS changed during the se",
+        "warning: settings clobbered: jax_enable_compilation_cache ch",
+        "transform 'cb' can never be served from the persistent cache",
+        "compile_expected_platform = gpu, but JAX's default backend i",
+    ],
+    "docs/verdicts.md": [
+        "unpinned   tests/test_model.py::test_mlp [vag] 0.004 s",
+        "noisy      3 row(s) (-v lists them): test_models.py 3",
+        "compile time: 7.9 s of the session's 21.3 s (37%), 5 compile",
+        "DRIFT      test_models.py::test_mlp [jit] 0.650 s trace, pin",
+        "warning: 42 of 42 row(s) have no pin under their key: 40 pin",
+        "jax upgrade 0.9.2 -> 0.10.2 on ci-runner: 120 row(s) compare",
+        "warning: 3 row(s) compiled cold although their module is unc",
+        "compile time: 1.5 s of the session's 4.1 s (37%), 2 compile ",
+        "compile time: 0.6 s of the session's 2.2 s (27%), 2 compile ",
+        "compile time: 0.7 s of the session's 3.0 s (25%), 2 compile ",
+        "compile time: 0.1 s of the session's 3.4 s (2%), 4 compile r",
+    ],
+    "docs/xdist.md": ["compile rows missing: pytest-xdist worker gw1 went down (Not"],
+}
+NOT_OUTPUT = {  # formulas, templates, commands and file names, not what a tool prints
+    "docs/architecture.md": ["pytest session                                 outside pytes"],
+    "docs/benchmarks.md": ["python benchmarks/instruction_gate.py --idle 5 --busy 5 --un"],
+    "docs/census.md": ["wall_s = compile_s + execute_and_python_s"],
+    "docs/comparability-key.md": [
+        "(hardware, jax_version, mixed_precision, cache_state)",
+        "<platform>:<device_kind> @ <cpu_model> x<logical_cores>",
+    ],
+    "docs/corpus.md": ["results/compile/20261130T013129Z-48211-9f3a1c.jsonl"],
+    "docs/instructions.md": ["valgrind --tool=callgrind --instr-atstart=no --dump-before=g"],
+    "docs/merge.md": ["pytest-jaxcompile merge [options] REPORT [REPORT ...]"],
+    "docs/pins.md": ["pins/cpu-cpu-amd-epyc-x2--jax-0.10.2--full--cold--b62bed79.t"],
+    "docs/torch.md": ["wall_s = compile_s + execute_and_python_s"],
+    "docs/verdicts.md": ["<verdict>  <cell> [<transform>] <measured> s, pin <pinned> s"],
+}
+NOT_YET_REBUILT = {  # measured runs (benchmarks, pytest's own failure report): to convert
+    "docs/benchmarks.md": [
+        "compile time: 3.4 s of the session's 24.1 s (14%), 126 compi",
+        "compile time: 23.0 s of the session's 40.8 s (56%), 717 comp",
+        "== machine",
+        "10 modules, 21 sessions (5 with every core busy, 11 run besi",
+    ],
+}
+
+
+def test_every_output_fence_is_marked_or_listed_and_the_lists_only_shrink() -> None:
+    """An output sample in the docs is rebuilt by its marker, or listed above (checked as an
+    excerpt, not output at all, or not rebuilt yet); a listed block that is gone (marked,
+    removed, changed) must leave the list, so the lists can only shrink."""
+    listed: dict[str, list[str]] = {}
+    for table in (EXCERPTS_CHECKED, NOT_OUTPUT, NOT_YET_REBUILT):
+        for page, names in table.items():
+            listed.setdefault(page, []).extend(names)
+    found = unmarked_output_fences()
+    assert {page: sorted(names) for page, names in found.items()} == {
+        page: sorted(names) for page, names in listed.items()
+    }
+    assert sum(len(names) for names in NOT_YET_REBUILT.values()) <= 4
+
+
+@sample("options-budget-failure")
+def _options_budget_failure(tmp_path: Path) -> list[str]:
+    """test_budget's grad, compiled in 0.027 s, over its compile_budget(0.001)."""
+    from pytest_jaxcompile.gate.budget import over_budget, parse_budget
+
+    record = row("tests/test_x.py::test_budget", "grad", 0.027)
+    problems = over_budget(parse_budget([0.001], {}), [record])
+    return [section_header("test_budget", sep="_"), *problems]
+
+
+def test_the_marker_typo_in_options_md_is_what_pytest_prints(pytester: pytest.Pytester) -> None:
+    """docs/options.md's collection error for `compile_budget(secs=...)`, a real session."""
+    pytester.makepyfile(
+        test_typo="""
+        import pytest
+
+        @pytest.mark.compile_budget(secs=1)
+        def test_typo():
+            pass
+        """
+    )
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "test_typo.py").rename(pytester.path / "tests" / "test_typo.py")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "tests")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert_shown("docs/options.md", "it stops the session:", result.stdout.lines)

@@ -191,3 +191,29 @@ def test_noisy_rows_are_folded_and_a_pin_update_lists_no_row_against_its_new_pin
         )
         == 3
     )
+
+
+def test_a_pin_update_above_the_max_load_warns_that_the_pins_hold_the_wait(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/verdicts.md: pinning on a busy machine says so (here 1.3 per core, max 1)."""
+    project.conftest(cache=False)
+    project.tests(MODEL_TESTS)
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "1.3")
+    result = project.run("--compile-pin-update")
+    assert result.ret == pytest.ExitCode.OK  # a warning, never a failure
+    result.stdout.fnmatch_lines(
+        [
+            "pins updated: *",
+            "warning: 1 row(s) pinned at a load above compile_max_load = 1 (up to 1.30 per "
+            "core): their pinned wall seconds include time spent waiting for a core; pin on a "
+            "quiet machine where you can.",
+        ]
+    )
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "0.5")
+    quiet = project.run("--compile-pin-update")
+    assert "pinned at a load above" not in quiet.stdout.str()
+    monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "1.3")
+    assert "pinned at a load above" not in project.run().stdout.str()  # judged, not pinned
+    raised = project.run("--compile-pin-update", "--compile-max-load=1.5")
+    assert "pinned at a load above" not in raised.stdout.str()

@@ -145,10 +145,25 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
 
 def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path) -> None:
     outcome = outcome_with([Status.UNPINNED], tmp_path, failed=False)
+    outcome.pin_files = {outcome.verdicts[0].record.key: tmp_path / "p.toml"}
     header = summary_lines(outcome, verbose=False)[1][0]
     assert header.endswith("  (no pin file yet: p.toml)")
     (tmp_path / "p.toml").write_text("")
     assert summary_lines(outcome, verbose=False)[1][0].endswith("  (p.toml)")
+
+
+def test_the_key_header_names_its_own_keys_pin_file_not_the_pin_compared(
+    tmp_path: Path,
+) -> None:
+    """A cold MISS row is compared with the warm key's pin; its header is the cold key's."""
+    from pytest_jaxcompile.gate.pins import pin_file_name
+
+    outcome = outcome_with([Status.MISS], tmp_path)
+    key = outcome.verdicts[0].record.key
+    assert key.cache_state == "cold"
+    outcome.verdicts[0] = dataclasses.replace(outcome.verdicts[0], pin_file=tmp_path / "warm.toml")
+    header = summary_lines(outcome, verbose=False)[1][0]
+    assert header.endswith(f"  (no pin file yet: {pin_file_name(key)})"), header
 
 
 def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(

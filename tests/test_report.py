@@ -156,6 +156,9 @@ def test_html_page_is_self_contained_with_one_chart_per_cell_and_transform(
     a_vag = next(chart for chart in charts if "test_a</code> [vag]" in chart)
     assert a_vag.count('<g class="pin"') == 2  # cold and warm pins, under 0.10.2
     assert "pin cold 1.200 s (jax 0.10.2)" in a_vag
+    # The trend heading names the jax versions charted, first measured first.
+    (heading,) = re.findall(r'<section class="charts">\n<h3>(.*?)</h3>', page)
+    assert heading.endswith(" | jax 0.10.2, 0.11.0 | full precision"), heading
 
     again = cli(tmp_path, "report", "records", "--html", "out/compile.html", "--check")
     assert again.returncode == 0, again.stdout
@@ -202,3 +205,34 @@ def test_trend_series_stay_bounded_and_do_not_depend_on_reading_order() -> None:
     assert {i: (b.count, b.low, b.high) for i, b in series.buckets.items()} == {
         i: (b.count, b.low, b.high) for i, b in shuffled.buckets.items()
     }
+
+
+def test_a_figure_judged_on_cpu_seconds_is_labelled_beside_wall_seconds(tmp_path: Path) -> None:
+    """A noisy row (above compile_max_load) is compared on CPU seconds: its compile_s and pin
+    cells say so, in the Markdown and the HTML tables, next to plain wall seconds."""
+    from pytest_jaxcompile.output.dashboard import Trends, html_page
+    from pytest_jaxcompile.records import HostState
+
+    store = PinStore(tmp_path)
+    store.update(
+        [
+            make_record(cell=A, compile_s=1.0, compile_cpu_s=0.8),
+            make_record(cell=B, compile_s=1.0, compile_cpu_s=0.8),
+        ]
+    )
+    loaded = HostState(cpu_count=2, load_avg_1m=6.0, load_per_core=3.0, process_cpu_s=1.0)
+    records = [
+        make_record(cell=A, compile_s=2.5, compile_cpu_s=0.9, host_state=loaded),
+        make_record(cell=B, compile_s=1.1, compile_cpu_s=0.85),
+    ]
+    rows = table_rows(records, store, Thresholds())
+    assert [(row.cell, row.status.value if row.status else None, row.metric) for row in rows] == [
+        (A, "noisy", "cpu"),
+        (B, "ok", "wall"),
+    ]
+    text = markdown(rows, Thresholds())
+    assert "| `tests/test_m.py::test_a` | `vag` | 0.900 s cpu | 0.800 s cpu | 1.12x |" in text
+    assert "| `tests/test_m.py::test_b` | `vag` | 1.100 s | 1.000 s | 1.10x |" in text
+    page = html_page(rows, Trends(), store, Thresholds(), "a corpus")
+    assert '<td class="num">0.900 s cpu</td><td class="num">0.800 s cpu</td>' in page
+    assert '<td class="num">1.100 s</td><td class="num">1.000 s</td>' in page

@@ -133,6 +133,32 @@ RECOMPILE = [
 EAGER = metrics(
     "scaled_sum", 9, 1796140966666824, (0.06108, 0.000125, None, None, None), NO_CACHE_LOOKUPS
 )
+# docs/torch.md's two-layer MLP (Linear(16, 32), relu, Linear(32, 4)) on 8x16 inputs: the
+# first call in a process with an empty TORCHINDUCTOR_CACHE_DIR, then in a second process
+# with the same one (an FX-graph hit, AOTAutograd missed), with each first call's wall
+# seconds, on 2 shared AMD EPYC cores at a load of about 2 per core.
+MLP_COLD = metrics(
+    "forward",
+    20,
+    1796249021632582,
+    (24.629764, 24.38975, 23.171964, 23.014435, 1098498),
+    COLD_LOOKUPS,
+    ops=3,
+)
+MLP_COLD_WALL_S = 24.659895
+MLP_WARM = metrics(
+    "forward",
+    20,
+    1796249053992826,
+    (3.274475, 3.040966, 1.965691, None, 1900),
+    {
+        **NO_CACHE_LOOKUPS,
+        "inductor_fx_local_cache_hit_count": 1,
+        "aotautograd_local_cache_miss_count": 1,
+    },
+    ops=3,
+)
+MLP_WARM_WALL_S = 3.294791
 MISSING_FRAME_TIME = {**COLD, "entire_frame_compile_time_s": None}
 # x.view(3) of 8 elements: dynamo fails before the backend runs
 FAILED = {

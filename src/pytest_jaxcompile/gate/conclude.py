@@ -81,6 +81,7 @@ def conclude(
         except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
+    outcome.pin_files = {key: store.path_for(key) for key in {row.key for row in rows}}
     outcome.upgrades = upgrade_reports(outcome.verdicts)
     saved = [ledger.overlays.get("cache_saved_s") for ledger in outcome.ledgers]
     outcome.cache_saved_s = sum(figure for figure in saved if figure) or None

@@ -12,7 +12,7 @@ from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
-from pytest_jaxcompile.records import CallLedger
+from pytest_jaxcompile.records import CallLedger, ComparabilityKey
 
 Identity = tuple[str, str]  # (hardware, framework version) a session ran under
 
@@ -88,6 +88,9 @@ class Outcome:
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
     # Rows no persistent cache can serve, found against the pins as the session started
     always_cold: list[AlwaysCold] = field(default_factory=list)
+    # Each judged key's own pin file (where its pins live, or will once pinned): a MISS
+    # row is compared with the warm key's pin, yet listed under its own (cold) key.
+    pin_files: dict[ComparabilityKey, Path] = field(default_factory=dict)
 
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)

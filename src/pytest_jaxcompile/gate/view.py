@@ -36,6 +36,7 @@ from pytest_jaxcompile.gate.limits import (
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import PairedComparison
+from pytest_jaxcompile.gate.pins import pin_file_name
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
@@ -556,6 +557,26 @@ def _modules_stored(outcome: Outcome) -> str:
     return f"; modules for --compile-paired: {', '.join(changes) or 'unchanged'} in {where}"
 
 
+def busy_pin_text(outcome: Outcome) -> str | None:
+    """A pin update whose rows were measured above compile_max_load, said: their pinned
+    wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
+    max_load = outcome.thresholds.max_load
+    if not outcome.pin_update or max_load is None:
+        return None
+    loads = [
+        load
+        for verdict in outcome.verdicts
+        if (load := verdict.record.host_state.load_per_core) is not None and load > max_load
+    ]
+    if not loads:
+        return None
+    return (
+        f"{len(loads)} row(s) pinned at a load above compile_max_load = {max_load:g} (up to "
+        f"{max(loads):.2f} per core): their pinned wall seconds include time spent waiting "
+        "for a core; pin on a quiet machine where you can"
+    )
+
+
 def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     root = outcome.rootdir
     blocks: list[Block] = []
@@ -596,6 +617,9 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
+    busy = busy_pin_text(outcome)
+    if busy is not None:
+        blocks.append(Block(BlockKind.WARNING, Tone.WARN, busy))
     always_cold = always_cold_text(outcome.always_cold)
     if always_cold is not None:  # also in a pin update: why some rows stay cold pins
         blocks.append(
@@ -886,11 +910,25 @@ class SessionView:
         return [block for block in self.blocks if block.fails]
 
 
+def group_pin_file(
+    outcome: Outcome, key: ComparabilityKey, verdicts: Sequence[Verdict]
+) -> Path | None:
+    """The pin file of the group's own key, where any of its rows was judged against pins.
+
+    Never a verdict's own pin file: a MISS row (cold) is compared with its warm pin, and an
+    instruction count with a pin of any key, yet the group is the cold key's.
+    """
+    if all(verdict.pin_file is None for verdict in verdicts):
+        return None
+    found = outcome.pin_files.get(key)
+    return found if found is not None else outcome.pins_dir / pin_file_name(key)
+
+
 def session_view(outcome: Outcome) -> SessionView:
     """The view of a concluded session (or of merged reports, or of a records corpus)."""
     groups = []
     for key, verdicts in by_key(outcome.verdicts):
-        pin_file = next((v.pin_file for v in verdicts if v.pin_file is not None), None)
+        pin_file = group_pin_file(outcome, key, verdicts)
         rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))

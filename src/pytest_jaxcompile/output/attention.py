@@ -19,6 +19,7 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
+from pytest_jaxcompile.gate.limits import METRIC_WALL
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import ComparabilityKey, transform_label
 
@@ -53,10 +54,21 @@ class RowLike(Protocol):
     def status(self) -> Status | None: ...
     @property
     def fails(self) -> bool: ...
+    @property
+    def metric(self) -> str: ...
 
 
 def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f} s"
+
+
+def compared_seconds(value: float | None, metric: str) -> str:
+    """A row's compile_s or pin cell: the seconds its verdict compared, named where they are
+    not wall seconds of the compile (``0.598 s cpu`` for a loaded row judged on CPU seconds,
+    ``0.412 s trace`` for a tracing drift), so one column never mixes kinds unlabelled."""
+    if value is None or metric == METRIC_WALL:
+        return _seconds(value)
+    return f"{_seconds(value)} {metric}"
 
 
 def _esc(text: str) -> str:
@@ -283,8 +295,8 @@ def attention_html(
                 f"{chart_link(chart_ids, row.key, row.cell, row.transform, row.variant)}</td>"
                 f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
                 f"<td>{_esc(row.key.describe())}</td>"
-                f'<td class="num">{_seconds(row.compile_s)}</td>'
-                f'<td class="num">{_seconds(row.pin_s)}</td>'
+                f'<td class="num">{compared_seconds(row.compile_s, row.metric)}</td>'
+                f'<td class="num">{compared_seconds(row.pin_s, row.metric)}</td>'
                 f'<td class="num">{"—" if row.ratio is None else f"{row.ratio:.2f}x"}</td>'
                 f"<td>{_esc(row.timestamp or '—')}</td></tr>"
             )

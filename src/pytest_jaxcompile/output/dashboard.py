@@ -29,7 +29,7 @@ from pytest_jaxcompile.corpus.trend import (
     when_text,
 )
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-from pytest_jaxcompile.gate.limits import METRIC_CPU, Thresholds
+from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.gate.view import TraceRollup, session_view
@@ -39,6 +39,7 @@ from pytest_jaxcompile.output.attention import (
     ChartId,
     attention_html,
     chart_link,
+    compared_seconds,
     grouped,
     speedup_html,
 )
@@ -80,6 +81,9 @@ class TableRow:
     fails: bool = False  # the row fails the gate (the view's verdict)
     variant: str = ""  # the settings variant ("" the default settings)
     execute_s: float | None = None  # the test's call less its compiles (its ledger's)
+    # What compile_s and pin_s are: wall seconds of the compile, or the figure the verdict
+    # compared instead (cpu, trace, lower), which every table names beside the figure.
+    metric: str = METRIC_WALL
 
 
 def table_rows(
@@ -148,6 +152,7 @@ def table_rows(
                 fails=row.fails,
                 variant=record.variant,
                 execute_s=execute_s.get(record.cell),
+                metric=figures.metric.name if timed else METRIC_WALL,
             )
         )
     for group in store.groups():
@@ -248,7 +253,8 @@ def markdown(
             pin, transform = row.pin_s, transform_label(row.transform, row.variant)
             lines.append(
                 f"| {_md_cell(row.cell)} | {_md_cell(transform)} | "
-                f"{_seconds(row.compile_s)} | {_seconds(pin)} | {_ratio(row.ratio)} | "
+                f"{compared_seconds(row.compile_s, row.metric)} | "
+                f"{compared_seconds(pin, row.metric)} | {_ratio(row.ratio)} | "
                 f"{_bytes(row.temp_bytes)} | {_rss(row)} | {row.label} | {row.timestamp or '—'} |"
             )
         lines.append("")
@@ -644,7 +650,7 @@ def variants_html(rows: Iterable[TableRow]) -> list[str]:
             cells = "".join(
                 "<td>—</td><td>—</td><td>—</td>"
                 if row is None
-                else f'<td class="num">{_seconds(row.compile_s)}</td>'
+                else f'<td class="num">{compared_seconds(row.compile_s, row.metric)}</td>'
                 f'<td class="num">{_seconds(row.execute_s)}</td>'
                 f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
                 for row in found
@@ -684,6 +690,20 @@ def trace_html(rollup: TraceRollup | None) -> list[str]:
             )
         out.append("</table>")
     return out
+
+
+def section_versions(trends: Trends) -> dict[tuple[str, str, bool], list[str]]:
+    """The framework versions charted in each trend section (framework, hardware,
+    precision), in the order they were first measured: its heading names them."""
+    first: dict[tuple[str, str, bool], dict[str, float]] = {}
+    for (framework, hardware, mixed, *_), chart in trends.charts.items():
+        seen = first.setdefault((framework, hardware, mixed), {})
+        for version, (start, _) in chart.versions.items():
+            seen[version] = min(start, seen.get(version, start))
+    return {
+        section: sorted(seen, key=lambda version: (seen[version], version))
+        for section, seen in first.items()
+    }
 
 
 def html_page(
@@ -728,8 +748,8 @@ def html_page(
                 f"<td><code>{html.escape(row.cell)}</code>"
                 f"{chart_link(anchors, row.key, row.cell, row.transform)}</td>"
                 f"<td>{html.escape(transform_label(row.transform, row.variant))}</td>"
-                f'<td class="num">{_seconds(row.compile_s)}</td>'
-                f'<td class="num">{_seconds(pin)}</td>'
+                f'<td class="num">{compared_seconds(row.compile_s, row.metric)}</td>'
+                f'<td class="num">{compared_seconds(pin, row.metric)}</td>'
                 f'<td class="num">{_ratio(row.ratio)}</td>'
                 f'<td class="num">{_bytes(row.temp_bytes)}</td>'
                 f'<td class="num">{html.escape(_rss(row))}</td>'
@@ -764,6 +784,7 @@ def html_page(
         )
         rising.setdefault(chart_of, []).append(trend)
     section: tuple[str, str, bool] | None = None
+    versions = section_versions(trends)
     for chart_id in sorted(trends.charts):
         framework, hardware, mixed, cell, transform, variant = chart_id
         if section != (framework, hardware, mixed):
@@ -772,7 +793,8 @@ def html_page(
             section = (framework, hardware, mixed)
             precision = "mixed precision" if mixed else "full precision"
             out.append('<section class="charts">')
-            out.append(f"<h3>{html.escape(hardware)} | {framework} | {precision}</h3>")
+            named = f"{framework} {', '.join(versions[section])}"
+            out.append(f"<h3>{html.escape(hardware)} | {html.escape(named)} | {precision}</h3>")
         chart = trends.charts[chart_id]
         out.append(
             f'<figure id="{anchors[chart_id]}" data-test="{html.escape(cell)}">'
