@@ -127,9 +127,14 @@ class Figures:
     measured: float | None
     pinned: float | None  # None: no pin (or the pin lacks the figure)
     limit: float | None  # the tolerance or growth limit, a fraction (0.75: +75%)
+    # A paired verdict's ratio: the median of the pairs' ratios, which the verdict judged
+    # (not the ratio of the two medians)
+    judged_ratio: float | None = None
 
     @property
     def ratio(self) -> float | None:
+        if self.judged_ratio is not None:
+            return self.judged_ratio
         if self.measured is None or not self.pinned:
             return None
         return self.measured / self.pinned
@@ -171,6 +176,7 @@ def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
                 comparison.new_s,
                 comparison.base_s,
                 verdict.tolerance,
+                judged_ratio=comparison.ratio,
             )
     metric = compared_metric(verdict)
     limit = verdict.tolerance
