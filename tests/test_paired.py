@@ -293,3 +293,26 @@ def test_without_the_option_nothing_is_paired_or_stored(project: JaxProject) -> 
     assert project.run().ret == 0
     (row,) = project.report()["records"]
     assert all(row[name] is None for name in row if name.startswith("paired_"))
+
+
+def test_under_xdist_workers_pair_their_rows_and_the_controller_stores_the_modules(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL.format(name="loss"), name="test_one")
+    project.tests(MODEL.format(name="loss"), name="test_two")
+    pinned = project.run("-n", "2", "--compile-pin-update", "--compile-paired")
+    assert pinned.ret == 0
+    # Two rows of one computation: one module, stored once, by the controller.
+    assert len(list((project.pins_dir / "modules").iterdir())) == 1
+    monkeypatch.setenv("MODEL_DEPTH", "12")
+    bigger = project.run("-n", "2", "--compile-paired", "--compile-floor", "0.01")
+    assert bigger.ret == pytest.ExitCode.TESTS_FAILED
+    verdicts = project.report()["verdicts"]
+    assert [verdict["status"] for verdict in verdicts] == ["DRIFT", "DRIFT"]
+    assert all(verdict["metric"] == "paired cpu" for verdict in verdicts)
+    # A pin update of the changed rows stores the new module and removes the old one.
+    project.run("-n", "2", "--compile-pin-update", "--compile-paired")
+    (stored,) = (project.pins_dir / "modules").iterdir()
+    (row, _) = project.report()["records"]
+    assert stored.name == f"sha256-{row['fingerprint'][7:]}.module.gz"
