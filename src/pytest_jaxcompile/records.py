@@ -16,6 +16,10 @@ from pytest_jaxcompile._numbers import NUMBER, NumberError, finite_number, whole
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
+# A paired row's pass profile (`CompileRecord.paired_profile`): beside the top passes, the
+# rest summed and every pass summed.
+PROFILE_OTHER_PASSES = "(other passes)"
+PROFILE_ALL_PASSES = "(all passes)"
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
 # A record's `cache.reason` where its backend did not persist the module and cannot say why.
 REASON_UNEXPLAINED = "unexplained"
@@ -196,6 +200,9 @@ class CompileRecord:
     paired_against: str | None = None
     paired_cost_s: float | None = None
     paired_note: str | None = None
+    # Each paired module compiled once more with XLA's pass timers on: seconds per HLO
+    # pass ("base": the pin's module, "new": the row's), the top ones and the rest.
+    paired_profile: dict[str, dict[str, float]] | None = None
     # The settings in the cache key that change the compiled program (XLA flags, compile
     # options), as ``name=value,...``; "" for the default settings. Rows of one cell and
     # transform that differ only in it are variants, judged and pinned apart under one key.
@@ -379,6 +386,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("paired_against", "text"),
     ("paired_cost_s", "number"),
     ("paired_note", "text"),
+    ("paired_profile", "object"),
 )
 
 

@@ -10,7 +10,9 @@ of the compile; this process does nothing else meanwhile). The same machine, the
 moment and the same process hold both sides of every pair, so what differs between them
 is the modules. One JSON line per entry goes to ``results.jsonl``: ``{"id", "base_cpu_s",
 "new_cpu_s", "base_wall_s", "new_wall_s", "seconds"}`` or ``{"id", "error"}``.
-It never imports pytest.
+With ``"profile": true`` in the manifest (the parent then turns XLA's pass timers on) it
+instead compiles each side once between two marker lines on stderr: the parent reads the
+passes' times between them (`paired.pass_times`). It never imports pytest.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result
 from pytest_jaxcompile.backends.jax.instructions_child import Compiler, _warm_up
 
 SIDES = ("base", "new")
+PROFILE_MARK = "@@jaxcompile-profile"  # brackets a profiled compile's lines on stderr
 
 
 def order_of(pair: int) -> tuple[str, str]:
@@ -74,17 +77,37 @@ def pair_entry(
     return result
 
 
+def profile_entry(compiler: Compiler, stage: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """Compile each side once between two markers on stderr, where XLA's pass timers log
+    (the parent runs this child with ``TF_CPP_VMODULE=hlo_pass_pipeline=1``)."""
+    for side in SIDES:
+        spec = entry[side]
+        loaded = compiler.load(
+            (stage / spec["module"]).read_bytes(),
+            (stage / spec["options"]).read_bytes(),
+            int(spec["devices"]),
+        )
+        print(f"{PROFILE_MARK} {entry['id']} {side} start", file=sys.stderr, flush=True)
+        _timed(compiler, loaded)
+        print(f"{PROFILE_MARK} {entry['id']} {side} end", file=sys.stderr, flush=True)
+    return {"id": entry["id"], "profiled": True}
+
+
 def main(argv: list[str]) -> int:
     stage = Path(argv[0])
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
     manifest = json.loads((stage / MANIFEST).read_text())
+    profile = bool(manifest.get("profile"))
     compiler = Compiler()
     _warm_up(compiler)
     for entry in manifest["entries"]:
         try:
-            result = pair_entry(compiler, stage, entry, int(manifest["pairs"]))
+            if profile:
+                result = profile_entry(compiler, stage, entry)
+            else:
+                result = pair_entry(compiler, stage, entry, int(manifest["pairs"]))
         except Exception as error:  # one row's failure is that row's note, not the run's
             result = {"id": entry["id"], "error": f"{type(error).__name__}: {error}"}
         append_result(stage, result)
