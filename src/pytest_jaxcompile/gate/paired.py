@@ -217,7 +217,8 @@ def passes_moved(record: CompileRecord, status: Status, comparison: PairedCompar
         text += (
             f"; all HLO passes {_short(base[PROFILE_ALL_PASSES])} -> "
             f"{_short(new[PROFILE_ALL_PASSES])} of the compile's {comparison.base_s:.3f} s -> "
-            f"{comparison.new_s:.3f} s: the rest is outside the HLO pass pipelines (mostly code generation, LLVM)"
+            f"{comparison.new_s:.3f} s: the rest is outside the HLO pass pipelines "
+            "(mostly code generation, LLVM)"
         )
     return text
 
