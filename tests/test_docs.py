@@ -1990,3 +1990,38 @@ def test_the_marker_typo_in_options_md_is_what_pytest_prints(pytester: pytest.Py
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "tests")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert_shown("docs/options.md", "it stops the session:", result.stdout.lines)
+
+
+# docs/paired.md: a laptop's pin judges a CI runner's changed module, paired on the runner.
+PAIRED_CELL = "tests/test_model.py::test_mlp"
+PAIRED_BASE_S = [0.229, 0.233, 0.228, 0.241, 0.230, 0.226, 0.235, 0.231, 0.229, 0.232]
+PAIRED_NEW_S = [0.689, 0.702, 0.681, 0.733, 0.690, 0.688, 0.701, 0.695, 0.684, 0.699]
+
+
+@sample("paired-drift")
+def _paired_drift(tmp_path: Path) -> list[str]:
+    """The row pinned on the laptop, then measured on a runner named `ci-runner` with a
+    model three times as deep, paired against the laptop's module (figures of a real run,
+    tests/test_paired.py's model)."""
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    laptop = row(PAIRED_CELL, "grad", 0.231, "none", hardware="laptop", hardware_detail=cpu)
+    deeper = row(
+        PAIRED_CELL,
+        "grad",
+        0.702,
+        "none",
+        hardware="ci-runner",
+        hardware_detail=cpu,
+        fingerprint="sha256:deeper",
+        paired_base_cpu_s=PAIRED_BASE_S,
+        paired_new_cpu_s=PAIRED_NEW_S,
+        paired_base_wall_s=PAIRED_BASE_S,
+        paired_new_wall_s=PAIRED_NEW_S,
+        paired_against="pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
+        "(laptop | jax 0.10.2 | full precision | none)",
+        paired_cost_s=10.4,
+    )
+    _, drifted = sessions(tmp_path, ([laptop], True), ([deeper], False))
+    drifted.session_s = 14.2
+    assert drifted.failed
+    return ["$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired", *terminal(drifted)]

@@ -46,6 +46,8 @@ PHASES = (
     "compiled_temp_bytes",
     "flops",
     "compile_rss_growth_mib",
+    "paired",  # a verdict the pairs decided (--compile-paired)
+    "compile_instructions",
 )
 FIGURE = st.floats(min_value=0.001, max_value=1000.0, allow_nan=False)
 
@@ -69,6 +71,14 @@ def verdicts(draw: st.DrawFn, index: int) -> Verdict:
         op_count=draw(st.none() | st.integers(0, 10_000)),
         compiled_temp_bytes=draw(st.none() | st.integers(0, 1 << 30)),
     )
+    pairs = draw(st.none() | st.integers(2, 12))
+    if pairs is not None:  # --compile-paired: the pairs' seconds, or why there are none
+        record.paired_base_cpu_s = draw(st.lists(FIGURE, min_size=pairs, max_size=pairs))
+        record.paired_new_cpu_s = draw(st.lists(FIGURE, min_size=pairs, max_size=pairs))
+        record.paired_against = draw(HOSTILE)
+        record.paired_cost_s = draw(st.none() | FIGURE)
+    elif draw(st.booleans()):
+        record.paired_note = "not paired: " + draw(HOSTILE)
     pin = (
         None
         if status is Status.UNPINNED

@@ -81,7 +81,13 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
             make_record(compile_s=2.0, jax_version="0.10.0"),
             make_record(compile_s=3.0, jax_version="0.10.0", hardware="cpu:cpu @ Other CPU x4"),
             make_record(compile_s=4.0, jax_version="0.10.2", hardware="gpu:H200 @ Other CPU x4"),
-            make_record(compile_s=5.0, jax_version="0.10.2", hardware="runner-a"),
+            make_record(
+                compile_s=5.0,
+                jax_version="0.10.2",
+                hardware="runner-a",
+                hardware_detail={"platform": "cpu", "device_kind": "cpu"},
+            ),
+            make_record(compile_s=7.0, jax_version="0.10.2", hardware="runner-c"),
             make_record(compile_s=6.0, jax_version="0.10.2", cache_state="warm"),
         ]
     )
@@ -89,12 +95,14 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     upgrade = nearest_pin(make_record(compile_s=4.0, jax_version="0.10.2"), store)
     assert upgrade is not None and upgrade.relation == UPGRADE
     assert (upgrade.key.framework_version, upgrade.ratio) == ("0.10.0", 2.0)
-    # A new runner: the same version elsewhere; never a GPU's pin for a CPU row, and a
-    # hand-set hardware name (which says nothing of its device) is a candidate.
+    # A new runner: the same version elsewhere; never a GPU's pin for a CPU row. A pin under
+    # a hand-set hardware name is a candidate by the device it recorded (runner-a's CPU),
+    # never when it recorded none (runner-c, an earlier release's pin: it might be a GPU's).
     elsewhere = nearest_pin(make_record(hardware="cpu:cpu @ New CPU x2"), store)
     assert elsewhere is not None and elsewhere.relation == OTHER_HARDWARE
     assert elsewhere.key.hardware == "runner-a"
-    assert nearest_pin(make_record(hardware="runner-b", jax_version="0.10.2"), store) is not None
+    # A row that says nothing of its device either is compared with nothing.
+    assert nearest_pin(make_record(hardware="runner-b", jax_version="0.10.2"), store) is None
     # A row named by hand (a CI runner class) is compared by the device it measured: a CPU
     # row with the detected CPU pins (the laptop's), never with the GPU's.
     cpu = {"platform": "cpu", "device_kind": "cpu"}

@@ -48,17 +48,22 @@ def read_text(path: Path, error: type[InputError] = InputError) -> str:
 
 def atomic_write_text(path: Path, text: str) -> bool:
     """Replace `path` with `text` via a temp file + rename; False if already identical."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> bool:
+    """Replace `path` with `data` via a temp file + rename; False if already identical."""
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if path.read_bytes() == data:
             return False
-    except (FileNotFoundError, UnicodeDecodeError):
+    except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = _mode_for(path)
     handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as temp:
-            temp.write(text)
+        with os.fdopen(handle, "wb") as temp:
+            temp.write(data)
             temp.flush()
             if hasattr(os, "fchmod"):  # not on Windows, where modes barely apply
                 os.fchmod(temp.fileno(), mode)

@@ -33,6 +33,9 @@ from pytest_jaxcompile.gate.limits import (
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
+    DEFAULT_PAIRED_TIMEOUT_S,
+    DEFAULT_PAIRED_TOLERANCE,
+    DEFAULT_PAIRS,
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
     METRICS,
@@ -260,6 +263,46 @@ OPTIONS: tuple[Option, ...] = (
         "may run; rows it did not count by then say so, their seconds are still judged",
         default=DEFAULT_INSTRUCTIONS_TIMEOUT_S,
         metavar="SECONDS",
+    ),
+    Option(
+        "compile_paired",
+        "flag",
+        "compile each row whose module changed since its pin again beside its pin's stored "
+        "module, alternately on this machine at the session's end, and judge the paired "
+        "ratio (docs/paired.md); a pin update also stores each pinned module",
+    ),
+    Option(
+        "compile_paired_pairs",
+        "count",
+        "pairs of compiles (pinned module, new module) per paired row",
+        default=DEFAULT_PAIRS,
+        metavar="N",
+        minimum=2,
+    ),
+    Option(
+        "compile_paired_tolerance",
+        "number",
+        "median paired ratio over 1 that counts as DRIFT once its interval clears it (0.05 = +5%)",
+        default=DEFAULT_PAIRED_TOLERANCE,
+        metavar="FRACTION",
+        threshold="paired_tolerance",
+        implausible_above=10.0,
+    ),
+    Option(
+        "compile_paired_timeout",
+        "number",
+        "seconds the pairing child may run in all; rows it did not pair by then say so, "
+        "their seconds are still judged",
+        default=DEFAULT_PAIRED_TIMEOUT_S,
+        metavar="SECONDS",
+    ),
+    Option(
+        "compile_modules_dir",
+        "path",
+        "directory of the pinned modules --compile-paired compiles again (commit it, or "
+        "cache it in CI as the compilation cache is)",
+        metavar="DIR",
+        default_text="modules in the pins dir",
     ),
     Option(
         "compile_hardware",
@@ -626,6 +669,16 @@ class Settings:
     implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
     instructions: bool = False  # count compile instructions under valgrind
     instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
+    paired: bool = False  # pair changed rows with their pins' modules; store them on pin update
+    paired_pairs: int = DEFAULT_PAIRS
+    paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
+    modules_dir: Path | None = None  # None: <pins_dir>/modules
+
+    @property
+    def module_store_dir(self) -> Path:
+        """Where pinned modules are stored: compile_modules_dir, else the pins dir's
+        ``modules``."""
+        return self.modules_dir if self.modules_dir is not None else self.pins_dir / "modules"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -675,4 +728,8 @@ class Settings:
             implausible=tuple(implausible(values)),
             instructions=bool(values["compile_instructions"]),
             instructions_timeout_s=float(values["compile_instructions_timeout"]),
+            paired=bool(values["compile_paired"]),
+            paired_pairs=int(values["compile_paired_pairs"]),
+            paired_timeout_s=float(values["compile_paired_timeout"]),
+            modules_dir=values["compile_modules_dir"],
         )

@@ -18,6 +18,10 @@ from pytest_jaxcompile._numbers import NUMBER, NumberError, finite_number, whole
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
+# A paired row's pass profile (`CompileRecord.paired_profile`): beside the top passes, the
+# rest summed and every pass summed.
+PROFILE_OTHER_PASSES = "(other passes)"
+PROFILE_ALL_PASSES = "(all passes)"
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
 # A record's `cache.reason` where its backend did not persist the module and cannot say why.
 REASON_UNEXPLAINED = "unexplained"
@@ -190,6 +194,20 @@ class CompileRecord:
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
     compile_instructions_note: str | None = None
+    # --compile-paired: this row's module and its pin's module compiled again, alternately,
+    # in one child process at the session's end (docs/paired.md): each pair's process CPU
+    # and wall seconds, what it was paired against (the pin file and key), the child's
+    # seconds in all; or why the row was not paired.
+    paired_base_cpu_s: list[float] | None = None
+    paired_new_cpu_s: list[float] | None = None
+    paired_base_wall_s: list[float] | None = None
+    paired_new_wall_s: list[float] | None = None
+    paired_against: str | None = None
+    paired_cost_s: float | None = None
+    paired_note: str | None = None
+    # Each paired module compiled once more with XLA's pass timers on: seconds per HLO
+    # pass ("base": the pin's module, "new": the row's), the top ones and the rest.
+    paired_profile: dict[str, dict[str, float]] | None = None
     # The settings in the cache key that change the compiled program (XLA flags, compile
     # options), as ``name=value,...``; "" for the default settings. Rows of one cell and
     # transform that differ only in it are variants, judged and pinned apart under one key.
@@ -367,6 +385,14 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("compile_instructions", "count"),
     ("compile_instructions_identity", "text"),
     ("compile_instructions_note", "text"),
+    ("paired_base_cpu_s", "list"),
+    ("paired_new_cpu_s", "list"),
+    ("paired_base_wall_s", "list"),
+    ("paired_new_wall_s", "list"),
+    ("paired_against", "text"),
+    ("paired_cost_s", "number"),
+    ("paired_note", "text"),
+    ("paired_profile", "object"),
 )
 
 

@@ -62,10 +62,15 @@ class Backend(Protocol):
         ...
 
     def session(
-        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+        self,
+        hardware_override: str | None,
+        instructions_timeout_s: float | None = None,
+        stage_modules: bool = False,
     ) -> BackendSession:
         """The backend's state for one pytest process; `instructions_timeout_s`: count the
-        measured rows' compile instructions (``--compile-instructions``), within that time."""
+        measured rows' compile instructions (``--compile-instructions``), within that time;
+        `stage_modules`: keep each measured row's module to store or pair it
+        (``--compile-paired``)."""
         ...
 
     def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
@@ -130,9 +135,45 @@ class BackendSession(Protocol):
         compile instructions, where counted)."""
         ...
 
+    def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
+        """The module a measured row compiled, as its backend got it, to store or pair;
+        a string says why it cannot be; None: not staged (modules are not kept)."""
+        ...
+
+    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+        """Compile each job's pinned and new module again, alternately, `pairs` times each,
+        in a child process; fill each job's record's ``paired_*`` fields (or its
+        ``paired_note`` saying why not), within `timeout_s` in all."""
+        ...
+
     def close(self) -> None:
         """At the end of pytest: stop listening."""
         ...
+
+
+def fingerprint_of(module_text: str) -> str:
+    """A module's fingerprint: sha256 of its text (a row's ``fingerprint``)."""
+    return "sha256:" + hashlib.sha256(module_text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StagedModule:
+    """What it takes to compile a row's module again, anywhere with the same platform."""
+
+    text: str  # the lowered module's text: its sha256 is the row's fingerprint
+    options: bytes  # the serialized compile options the framework handed its backend
+    devices: int  # how many devices it compiles for
+    platform: str  # the backend platform it compiled for: cpu, gpu, tpu
+
+
+@dataclass(frozen=True)
+class PairJob:
+    """One row to pair: its pin's module (`base`) against its own (`new`)."""
+
+    record: CompileRecord
+    base: StagedModule
+    new: StagedModule
+    against: str  # the pin paired against, as the row's note names it
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from pytest_jaxcompile.gate.notes import (
     versions_note,
     what_changed,
 )
+from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
@@ -63,6 +64,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     verdict = _judge_time(record, store, thresholds)
     verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
     verdict = judge_instructions(verdict, store, thresholds)
+    verdict = judge_paired(verdict, thresholds)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict
@@ -153,9 +155,7 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
 
 
 def _noted(verdict: Verdict, note: str) -> Verdict:
-    return dataclasses.replace(
-        verdict, note=note if verdict.note is None else f"{verdict.note}; {note}"
-    )
+    return verdict.with_note(note)
 
 
 # The deterministic figures judged as GREW besides the op count: (field, name in notes,

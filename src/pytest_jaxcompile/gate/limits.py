@@ -35,10 +35,17 @@ DEFAULT_RSS_FLOOR_MIB = 128.0
 # modules' counts now and then dropped by about 19 M instructions (3-3.8 % of them); the
 # tolerance stays above both (docs/benchmarks.md#instruction-gate).
 DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
+# --compile-paired (docs/paired.md, benchmarks/paired_gate.py): the median paired ratio's
+# interval must clear 1 + tolerance for a DRIFT; 10 pairs give a 97.9 % interval (the 2nd
+# smallest to the 2nd largest ratio).
+DEFAULT_PAIRED_TOLERANCE = 0.05
+DEFAULT_PAIRS = 10
+DEFAULT_PAIRED_TIMEOUT_S = 3600.0
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"
 METRIC_INSTRUCTIONS = "instructions"  # the compile's instructions, counted under valgrind
 INSTRUCTIONS_PHASE = "compile_instructions"  # the record and pin field a verdict compares
+PAIRED_PHASE = "paired"  # a verdict the pairs decided (gate/paired.py)
 METRICS = (METRIC_WALL, METRIC_CPU)
 T = TypeVar("T")
 
@@ -64,6 +71,8 @@ class Thresholds:
     rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
     # compile instructions over the pin of an equal instrument identity that is DRIFT
     instructions_tolerance: float = DEFAULT_INSTRUCTIONS_TOLERANCE
+    # the median paired ratio over 1 that is DRIFT when its interval clears it (--compile-paired)
+    paired_tolerance: float = DEFAULT_PAIRED_TOLERANCE
 
     def __post_init__(self) -> None:
         """Every number a finite number >= 0 (None: not set), whoever built these: a nan

@@ -71,15 +71,25 @@ def _device_of(record: CompileRecord) -> str | None:
     return _platform_of(record.hardware)
 
 
+def _pin_device(store: PinStore, key: ComparabilityKey, record: CompileRecord) -> str | None:
+    """The ``platform:device kind`` a pin was made on: as its pin records it, else as its
+    key's hardware name gives it; None where neither says (a hand-set name, an earlier
+    release's pin)."""
+    pin = store.get(key, record.cell, record.transform, record.variant)
+    recorded = pin.device if pin is not None else None
+    return recorded or _platform_of(key.hardware)
+
+
 def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
     """The pin of this cell and transform under the closest other key, for an advisory.
 
     Closest is: the same hardware under the latest earlier version (an upgrade); else the
     same hardware under another version; else the key that differs only in its hardware
-    name, on the same platform and device kind: the row's as measured, the pin's as its
-    name gives it (a hand-set name, ``JAXCOMPILE_HARDWARE``, gives none and is taken). So a
-    CI runner named by hand is compared with the pins made on a laptop's CPU, and a GPU row
-    never with a CPU pin. Precision, cache state and framework always match: a warm row is
+    name, on the same platform and device kind: the row's as measured, the pin's as it
+    recorded them (else as its hardware name gives them). So a CI runner named by hand is
+    compared with the pins made on a laptop's CPU, and a GPU row never with a CPU pin; a
+    pin that says nothing of its device (a hand-set name in an earlier release) is never
+    taken. Precision, cache state and framework always match: a warm row is
     never compared with a cold pin.
     """
     key = record.key
@@ -105,7 +115,8 @@ def nearest_pin(record: CompileRecord, store: PinStore) -> NearestPin | None:
         for other in same_kind
         if other.hardware != key.hardware
         and other.framework_version == key.framework_version
-        and _platform_of(other.hardware) in (device, None)
+        and device is not None
+        and _pin_device(store, other, record) == device
     ]
     for candidates, relation in (
         (earlier, UPGRADE),

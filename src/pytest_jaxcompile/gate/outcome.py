@@ -77,6 +77,10 @@ class Outcome:
     # settings in force that the session set, no clobber ("XLA flags set during start-up")
     settings_notes: list[str] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
+    # --compile-paired pin update: the module store's files written and removed, and where
+    modules_written: list[Path] = field(default_factory=list)
+    modules_removed: list[Path] = field(default_factory=list)
+    modules_dir: Path | None = None
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran

@@ -123,6 +123,17 @@ class Pin:
     # (compared only with a row of an equal identity, under any hardware key)
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
+    # What compiled it, as the backend reported it (whatever the hardware name): a row is
+    # compared with another key's pin only on the same platform and device kind.
+    platform: str | None = None
+    device_kind: str | None = None
+
+    @property
+    def device(self) -> str | None:
+        """``cpu:cpu``, ``gpu:NVIDIA H200``; None for pins of earlier releases."""
+        if self.platform and self.device_kind:
+            return f"{self.platform}:{self.device_kind}"
+        return None
 
     @classmethod
     def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
@@ -152,6 +163,8 @@ class Pin:
             key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
             **_memory_pin(record),
             **_instructions_pin(record, previous),
+            platform=_detail(record, "platform"),
+            device_kind=_detail(record, "device_kind"),
         )
 
     def to_toml(self) -> dict[str, Any]:
@@ -179,7 +192,7 @@ class Pin:
             table["key_parts"] = dict(sorted(self.key_parts.items()))  # deterministic bytes
             if self.key_flags:  # absent beside key_parts: no XLA flags (read back as [])
                 table["key_flags"] = list(self.key_flags)
-        for name in (*VERSION_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS):
+        for name in (*VERSION_PIN_FIELDS, *INSTRUCTIONS_PIN_FIELDS, *DEVICE_PIN_FIELDS):
             if getattr(self, name) is not None:
                 table[name] = getattr(self, name)
         return table
@@ -211,6 +224,14 @@ def _rounded(seconds: float | None) -> float | None:
 
 
 MEMORY_PIN_FIELDS = ("compiled_temp_bytes", "flops", "compile_rss_growth_mib")
+DEVICE_PIN_FIELDS = ("platform", "device_kind")
+
+
+def _detail(record: CompileRecord, name: str) -> str | None:
+    value = record.hardware_detail.get(name)
+    return str(value) if value else None
+
+
 INSTRUCTIONS_PIN_FIELDS = ("compile_instructions", "compile_instructions_identity")
 
 
@@ -319,6 +340,7 @@ COMMON_FIELDS = (
     "source",
     *VERSION_PIN_FIELDS,
     "compile_instructions_identity",
+    *DEVICE_PIN_FIELDS,
 )
 COMMON_COMMENT = "# Every pin below has these, unless it sets its own:"
 
@@ -658,6 +680,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         *VERSION_PIN_FIELDS,
         *MEMORY_PIN_FIELDS,
         *INSTRUCTIONS_PIN_FIELDS,
+        *DEVICE_PIN_FIELDS,
     }
     if unknown:
         first = sorted(unknown)[0]
@@ -670,6 +693,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         "source",
         *VERSION_PIN_FIELDS,
         "compile_instructions_identity",
+        *DEVICE_PIN_FIELDS,
     ):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
@@ -695,6 +719,8 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         compile_rss_growth_mib=_number(raw, "compile_rss_growth_mib"),
         compile_instructions=_count(raw, "compile_instructions"),
         compile_instructions_identity=raw.get("compile_instructions_identity"),
+        platform=raw.get("platform"),
+        device_kind=raw.get("device_kind"),
     )
 
 

@@ -7,6 +7,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -100,6 +101,10 @@ class Verdict:
 
     def fails(self, thresholds: Thresholds) -> bool:
         return row_fails(self.status, thresholds)
+
+    def with_note(self, note: str) -> Verdict:
+        """The same verdict with `note` after its own."""
+        return dataclasses.replace(self, note=note if self.note is None else f"{self.note}; {note}")
 
 
 def compared_seconds(

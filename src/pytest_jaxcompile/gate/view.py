@@ -31,11 +31,13 @@ from pytest_jaxcompile.gate.limits import (
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
+    PAIRED_PHASE,
     Thresholds,
     limits_for,
 )
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.paired import PairedComparison
 from pytest_jaxcompile.gate.pins import pin_file_name
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
@@ -84,6 +86,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("flops", "flops", "flops", "max_flops_growth"),
     Metric("rss", "MiB", RSS_PHASE),
     Metric(METRIC_INSTRUCTIONS, "instructions", INSTRUCTIONS_PHASE),
+    # --compile-paired: the row's module and its pin's, compiled side by side at the
+    # session's end (medians of the pairs; gate/paired.py)
+    Metric(f"paired {METRIC_CPU}", "s", "paired_new_cpu_s"),
+    Metric(f"paired {METRIC_WALL}", "s", "paired_new_wall_s"),
 )
 _BY_NAME = {metric.name: metric for metric in METRICS}
 _BY_FIELD = {metric.field: metric for metric in METRICS}
@@ -123,9 +129,14 @@ class Figures:
     measured: float | None
     pinned: float | None  # None: no pin (or the pin lacks the figure)
     limit: float | None  # the tolerance or growth limit, a fraction (0.75: +75%)
+    # A paired verdict's ratio: the median of the pairs' ratios, which the verdict judged
+    # (not the ratio of the two medians)
+    judged_ratio: float | None = None
 
     @property
     def ratio(self) -> float | None:
+        if self.judged_ratio is not None:
+            return self.judged_ratio
         if self.measured is None or not self.pinned:
             return None
         return self.measured / self.pinned
@@ -159,6 +170,16 @@ class Figures:
 
 
 def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
+    if verdict.phase == PAIRED_PHASE:
+        comparison = PairedComparison.of(verdict.record)
+        if comparison is not None:  # both sides compiled now: the pin's module is "pin"
+            return Figures(
+                _BY_NAME[f"paired {comparison.metric}"],
+                comparison.new_s,
+                comparison.base_s,
+                verdict.tolerance,
+                judged_ratio=comparison.ratio,
+            )
     metric = compared_metric(verdict)
     limit = verdict.tolerance
     if metric.growth_limit is not None:  # resolved as the judge resolved it
@@ -296,8 +317,17 @@ _INSTRUCTIONS_DRIFT = (
     "compiled with more instructions than their pin by more than "
     "{instructions:.2%}, whatever the load"
 )
+# A DRIFT the pairs decided (the verdict's phase is PAIRED_PHASE).
+_PAIRED_DRIFT = (
+    "compiled slower than their pin's module compiled beside them on this machine, by more "
+    "than {paired} with confidence"
+)
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
-_OTHER_DRIFTS = {RSS_PHASE: _RSS_DRIFT, INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT}
+_OTHER_DRIFTS = {
+    RSS_PHASE: _RSS_DRIFT,
+    INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT,
+    PAIRED_PHASE: _PAIRED_DRIFT,
+}
 _ADVICE: dict[Status, str] = {
     Status.GREW: "If the growth is intended, re-pin and commit the pin files:",
     Status.DRIFT: "If the change is intended, re-pin and commit the pin files:",
@@ -321,6 +351,7 @@ def _meaning(
         rss_floor=thresholds.rss_floor_mib,
         cpu=_noisy_cpu(verdicts, plural),
         instructions=thresholds.instructions_tolerance,
+        paired=percent(thresholds.paired_tolerance),
     )
 
 
@@ -511,7 +542,32 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
     coverage = coverage_text(outcome)
     if coverage is not None:
         blocks.append(Block(BlockKind.WARNING, Tone.WARN, coverage))
+    unpaired = [verdict for verdict in outcome.verdicts if verdict.record.paired_note]
+    if unpaired:  # asked for, and not done: never only in a collapsed row's note
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(unpaired)} changed row(s) not paired (--compile-paired); "
+                "their seconds were judged alone",
+                details=tuple(
+                    f"{verdict.record.name}: {verdict.record.paired_note}" for verdict in unpaired
+                ),
+            )
+        )
     return blocks
+
+
+def _modules_stored(outcome: Outcome) -> str:
+    """``; modules for --compile-paired: 2 stored, 1 removed in pins/modules`` after a pin
+    update that stored modules; empty otherwise."""
+    if outcome.modules_dir is None:
+        return ""
+    where = relative(outcome.modules_dir, outcome.rootdir)
+    stored, removed = len(outcome.modules_written), len(outcome.modules_removed)
+    changes = [f"{stored} stored"] if stored else []
+    changes += [f"{removed} removed"] if removed else []
+    return f"; modules for --compile-paired: {', '.join(changes) or 'unchanged'} in {where}"
 
 
 def busy_pin_text(outcome: Outcome) -> str | None:
@@ -549,9 +605,12 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
             Block(
                 BlockKind.PINS_UPDATED,
                 Tone.GOOD,
-                f"pins updated: {', '.join(written)}"
-                if written
-                else "pins updated: nothing changed",
+                (
+                    f"pins updated: {', '.join(written)}"
+                    if written
+                    else "pins updated: nothing changed"
+                )
+                + _modules_stored(outcome),
                 paths=written,
             )
         )

@@ -44,6 +44,7 @@ from pytest_jaxcompile.session.census import (
     requirement_problems,
 )
 from pytest_jaxcompile.session.conclusion import conclude_session, measured_identities
+from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
@@ -79,6 +80,7 @@ class SessionCollector:
             each.framework: each.session(
                 settings.hardware_override,
                 settings.instructions_timeout_s if settings.instructions else None,
+                stage_modules=settings.paired,
             )
             for each in all_backends()
         }
@@ -188,10 +190,23 @@ class SessionCollector:
         backends = self.backends.values()
         for each in backends:
             each.finish()
+        paired = self.settings.paired and self.store is not None
+        if paired and not self.settings.pin_update:
+            assert self.store is not None
+            pair_changed_rows(
+                self.rows.records, self.backends, self.store, self.settings, self.config.rootpath
+            )
+        modules = (
+            staged_modules(self.rows.records, self.backends)
+            if paired and self.settings.pin_update
+            else {}
+        )
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKER_OUTPUT_KEY] = payload(
-                self.rows, measured_identities(self.rows, backends, self.store, self.settings)
+                self.rows,
+                measured_identities(self.rows, backends, self.store, self.settings),
+                modules,
             )
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
@@ -205,6 +220,12 @@ class SessionCollector:
             rootdir=self.config.rootpath,
             started=self._started,
         )
+        if modules or self.workers.modules:
+            if outcome.pin_error is None:
+                outcome.modules_written, outcome.modules_removed = store_modules(
+                    {**self.workers.modules, **modules}, self.store, self.settings
+                )
+            outcome.modules_dir = self.settings.module_store_dir
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -9,11 +9,13 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import base64
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_jaxcompile._names import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
+from pytest_jaxcompile.backends import StagedModule
 from pytest_jaxcompile.gate.outcome import Identity
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 from pytest_jaxcompile.session.rows import SessionRows
@@ -21,13 +23,27 @@ from pytest_jaxcompile.session.rows import SessionRows
 __all__ = ["WORKER_INPUT_COUNTED_KEY", "WORKER_OUTPUT_KEY", "Workers", "payload"]
 
 
-def payload(rows: SessionRows, identities: Iterable[Identity]) -> dict[str, Any]:
-    """What an xdist worker sends to the controller (plain JSON-able data)."""
+def payload(
+    rows: SessionRows,
+    identities: Iterable[Identity],
+    modules: Mapping[str, StagedModule] | None = None,
+) -> dict[str, Any]:
+    """What an xdist worker sends to the controller (plain JSON-able data); `modules`:
+    its rows' modules by fingerprint, for the controller to store on a pin update."""
     return {
         "records": [record.to_dict() for record in rows.records],
         "ledgers": [ledger.to_dict() for ledger in rows.ledgers.values()],
         "ran_cells": sorted(rows.ran_cells),
         "identities": [list(identity) for identity in sorted(identities)],
+        "modules": {
+            fingerprint: {
+                "text": module.text,
+                "options": base64.b64encode(module.options).decode("ascii"),
+                "devices": module.devices,
+                "platform": module.platform,
+            }
+            for fingerprint, module in (modules or {}).items()
+        },
     }
 
 
@@ -39,6 +55,7 @@ class Workers:
     merged: set[str] = field(default_factory=set)
     lost_workers: set[str] = field(default_factory=set)
     lost: list[str] = field(default_factory=list)  # why rows are missing, for the Outcome
+    modules: dict[str, StagedModule] = field(default_factory=dict)  # pin update: to store
 
     def merge(self, worker: str, output: dict[str, Any], rows: SessionRows) -> None:
         """Take one worker's rows, once (xdist may report a node down twice)."""
@@ -53,6 +70,13 @@ class Workers:
         for ledger in data.get("ledgers", []):
             rows.add_ledger(CallLedger.from_dict(ledger))
         rows.ran_cells.update(data.get("ran_cells", []))
+        for fingerprint, module in (data.get("modules") or {}).items():
+            self.modules[fingerprint] = StagedModule(
+                str(module["text"]),
+                base64.b64decode(module["options"]),
+                int(module["devices"]),
+                str(module["platform"]),
+            )
         self.identities.update(
             (str(hardware), str(version)) for hardware, version in data.get("identities", [])
         )

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext
+from pytest_jaxcompile.backends import (
+    Backend,
+    CensusRequest,
+    MeasureContext,
+    PairJob,
+    StagedModule,
+)
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
@@ -43,9 +49,12 @@ class JaxBackend:
     xla_rules: bool = True
 
     def session(
-        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+        self,
+        hardware_override: str | None,
+        instructions_timeout_s: float | None = None,
+        stage_modules: bool = False,
     ) -> JaxSession:
-        return JaxSession(hardware_override, instructions_timeout_s)
+        return JaxSession(hardware_override, instructions_timeout_s, stage_modules)
 
     def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
         from pytest_jaxcompile.backends.jax.guard import settings_problems
@@ -82,10 +91,15 @@ class JaxSession:
     """JAX in one pytest process: its environment, the compile monitor, the start settings."""
 
     def __init__(
-        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+        self,
+        hardware_override: str | None,
+        instructions_timeout_s: float | None = None,
+        stage_modules: bool = False,
     ) -> None:
         self._hardware_override = hardware_override
         self._instructions_timeout_s = instructions_timeout_s  # None: not counted
+        # The measured rows' modules are staged to count them or to store and pair them.
+        self._staging = stage_modules or instructions_timeout_s is not None
         self._stager: InstructionStager | None = None  # the measured rows' staged modules
         self._monitor: CompileMonitor | None = None
         self._environment: JaxEnvironment | None = None
@@ -151,10 +165,10 @@ class JaxSession:
         if not self._tracing_warm:
             warm_up_tracing()
             self._tracing_warm = True
-        if self._instructions_timeout_s is not None and self._stager is None:
+        if self._staging and self._stager is None:
             from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 
-            self._stager = InstructionStager(self._instructions_timeout_s)
+            self._stager = InstructionStager(self._instructions_timeout_s or 0.0)
         return JaxCompile(self.monitor, environment, context, sink, stager=self._stager)
 
     def census(self, request: CensusRequest) -> JaxCensus | None:
@@ -191,8 +205,25 @@ class JaxSession:
         return [] if self._flags_watch is None else list(self._flags_watch.changes)
 
     def finish(self) -> None:
-        if self._stager is not None:  # each xdist worker counts its own rows
+        # each xdist worker counts its own rows
+        if self._stager is not None and self._instructions_timeout_s is not None:
             self._stager.count(self.environment().jaxlib_version)
+
+    def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
+        staged = None if self._stager is None else self._stager.staged_for(record)
+        if staged is None:
+            return None
+        if staged.note is not None or staged.text is None or staged.options is None:
+            return staged.note or "its module was not staged"
+        if staged.callbacks:
+            return "the module has host callbacks, which a compile in another process cannot hold"
+        return StagedModule(staged.text, staged.options, staged.devices, staged.platform)
+
+    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+        if jobs:
+            from pytest_jaxcompile.backends.jax.paired import pair_modules
+
+            pair_modules(jobs, pairs, timeout_s)
 
     def close(self) -> None:
         if self._monitor is not None:

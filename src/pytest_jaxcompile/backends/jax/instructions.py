@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.records import CompileRecord
 
@@ -133,10 +132,24 @@ class Staged:
     """One measured row's compile, as JAX handed it to the backend."""
 
     record: CompileRecord
-    module: bytes | None = None
+    module: bytes | None = None  # MLIR bytecode (or text), as the counting child reads it
     options: bytes | None = None
     devices: int = 1
-    note: str | None = None  # why it cannot be counted
+    note: str | None = None  # why it cannot be staged at all
+    text: str | None = None  # the lowered module's text (its sha256: the row's fingerprint)
+    platform: str = "cpu"
+    callbacks: bool = False  # the module has host callbacks
+
+    @property
+    def count_note(self) -> str | None:
+        """Why the counting child cannot count it; None when it can."""
+        if self.note is not None:
+            return self.note
+        if self.platform != "cpu":
+            return f"{CPU_ONLY}; this row compiled for {self.platform}"
+        if self.callbacks:
+            return "the module has host callbacks, which a compile in another process cannot hold"
+        return None
 
 
 @dataclass
@@ -182,26 +195,13 @@ class InstructionStager:
         self.timeout_s = timeout_s
         self.staged: list[Staged] = []
 
-    def add(self, record: CompileRecord, captured: Captured) -> None:
-        """Stage the row's compile (the last module JAX compiled in its ``compile()``)."""
+    def add(self, record: CompileRecord, captured: Captured, text: str | None = None) -> None:
+        """Stage the row's compile (the last module JAX compiled in its ``compile()``), with
+        the lowered module's `text`."""
         if not captured.calls:
             self.staged.append(Staged(record, note="no compile reached JAX's backend"))
             return
         backend, module, devices, (options, callbacks) = captured.calls[-1]
-        if getattr(backend, "platform", "cpu") != "cpu":
-            self.staged.append(
-                Staged(record, note=f"{CPU_ONLY}; this row compiled for {backend.platform}")
-            )
-            return
-        if callbacks:
-            self.staged.append(
-                Staged(
-                    record,
-                    note="the module has host callbacks, which a "
-                    "compile in another process cannot hold",
-                )
-            )
-            return
         count = getattr(devices, "size", None) or 1
         self.staged.append(
             Staged(
@@ -209,17 +209,24 @@ class InstructionStager:
                 module=module_bytes(module),
                 options=bytes(options.SerializeAsString()),
                 devices=int(count),
+                text=text,
+                platform=str(getattr(backend, "platform", "cpu")),
+                callbacks=bool(callbacks),
             )
         )
+
+    def staged_for(self, record: CompileRecord) -> Staged | None:
+        """The staged compile of this row (the record itself, not an equal one)."""
+        return next((staged for staged in self.staged if staged.record is record), None)
 
     def count(self, jaxlib_version: str) -> None:
         """Count every staged module in one child under callgrind; fill the records."""
         if not self.staged:
             return
-        countable = [staged for staged in self.staged if staged.module is not None]
+        countable = [staged for staged in self.staged if staged.count_note is None]
         for staged in self.staged:
-            if staged.module is None:
-                staged.record.compile_instructions_note = f"not counted: {staged.note}"
+            if staged.count_note is not None:
+                staged.record.compile_instructions_note = f"not counted: {staged.count_note}"
         if not countable:
             return
         try:
@@ -238,7 +245,6 @@ class InstructionStager:
             else:
                 why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
                 staged.record.compile_instructions_note = f"not counted: {why}"
-        self.staged.clear()
 
 
 def module_bytes(module: Any) -> bytes:
@@ -290,46 +296,16 @@ def run_child(directory: Path, staged: list[Staged], timeout_s: float) -> dict[i
                 "devices": item.devices,
             }
         )
-    (stage / "manifest.json").write_text(json.dumps({"entries": entries}))
-    environment = {**os.environ, **CHILD_ENVIRONMENT}
-    log = directory / "child.log"
-    failure: str | None = None
-    with log.open("wb") as stream:
-        child = subprocess.Popen(
-            child_command(stage, out),
-            stdout=stream,
-            stderr=subprocess.STDOUT,
-            env=environment,
-            start_new_session=True,
-        )
-        try:
-            code = child.wait(timeout=timeout_s)
-            if code != 0:
-                failure = f"the counting child exited with status {code}: {_tail(log)}"
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            failure = (
-                f"the counting child ran past --compile-instructions-timeout ({timeout_s:g} s)"
-            )
-    results: dict[int, dict[str, Any]] = {}
-    results_file = stage / "results.jsonl"
-    if results_file.exists():
-        for line in results_file.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                result = json.loads(line)
-                results[int(result["id"])] = result
-    if failure is not None:
-        results[-1] = {"error": failure}
-    elif len(results) < len(staged):
-        results[-1] = {"error": f"the counting child gave no count: {_tail(log)}"}
+    child.write_manifest(stage, {"entries": entries})
+    results = child.run(
+        child_command(stage, out),
+        stage,
+        {**os.environ, **CHILD_ENVIRONMENT},
+        timeout_s,
+        "the counting child",
+        "--compile-instructions-timeout",
+    )
+    if -1 not in results and len(results) < len(staged):
+        tail = child.log_tail(stage / child.LOG)
+        results[-1] = {"error": f"the counting child gave no count: {tail}"}
     return results
-
-
-def _tail(log: Path) -> str:
-    lines = [
-        line
-        for line in log.read_text(errors="replace").splitlines()
-        if line.strip() and not line.startswith("==")
-    ]
-    return " / ".join(lines[-3:]) or "no output"

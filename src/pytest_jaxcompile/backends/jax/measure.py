@@ -6,7 +6,6 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import re
@@ -21,6 +20,7 @@ from pytest_jaxcompile.backends import (
     DuplicateTransformError,
     MeasureContext,
     Measured,
+    fingerprint_of,
     host_state,
     new_record,
     stage_module,
@@ -148,7 +148,7 @@ def op_histogram(module_text: str) -> dict[str, int]:
 
 
 def fingerprint_module(module_text: str) -> str:
-    return "sha256:" + hashlib.sha256(module_text.encode("utf-8")).hexdigest()
+    return fingerprint_of(module_text)
 
 
 def module_name_of(module_text: str) -> str | None:
@@ -419,7 +419,7 @@ class JaxCompile:
         )
         self.records.append(record)
         if self._stager is not None and staged is not None:
-            self._stager.add(record, staged)
+            self._stager.add(record, staged, module_text)
         self._sink(record)
         return compiled
 

@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext, unique_names
+from pytest_jaxcompile.backends import (
+    Backend,
+    CensusRequest,
+    MeasureContext,
+    PairJob,
+    StagedModule,
+    unique_names,
+)
 from pytest_jaxcompile.backends.settings import Clobber, Requirements, cache_problem
 from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
 
@@ -36,9 +43,13 @@ class TorchBackend:
     xla_rules: bool = False
 
     def session(
-        self, hardware_override: str | None, instructions_timeout_s: float | None = None
+        self,
+        hardware_override: str | None,
+        instructions_timeout_s: float | None = None,
+        stage_modules: bool = False,
     ) -> TorchSession:
-        # torch's compiler is not counted: --compile-instructions covers XLA's CPU compiler
+        # torch's compiler is not counted: --compile-instructions covers XLA's CPU compiler,
+        # and --compile-paired the modules JAX hands XLA
         return TorchSession(hardware_override)
 
     def requirement_problems(self, record: CompileRecord, requirements: Requirements) -> list[str]:
@@ -100,6 +111,12 @@ class TorchSession:
 
     def finish(self) -> None:
         pass
+
+    def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
+        return "--compile-paired covers JAX's modules; torch's frames are not staged"
+
+    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+        pass  # no torch row is ever staged, so none is a job
 
     def close(self) -> None:
         pass

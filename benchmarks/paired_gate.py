@@ -1,0 +1,316 @@
+"""The paired gate: false DRIFTs, detection and cost of `--compile-paired`'s statistic.
+
+    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 10]
+        [--tolerance 0.05] [--floor 0.25] [--only NAME,NAME] [--json PATH]
+
+Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
+and the attention block, loss and gradient), attention blocks of two widths, and models
+built to scale: a "rich" MLP gradient (tanh and sine per layer) of 4, 10, 20 and 44
+layers, the same at width 256, and a stack of 10 transformer blocks (attention and an
+MLP per block); the last three compile in 5 s or more on a 2-core machine. For each base
+module its variants are lowered beside it:
+
+equal
+    the same computation lowered again under another function name: a new fingerprint,
+    the same compile work. Every DRIFT it gets is a false DRIFT.
++10%
+    (the scalable models) 10 % more layers or blocks (at least one more).
++5%, +20%
+    (the 20-layer rich MLP) one layer more and four layers more: the smallest changes.
+
+A session pairs every variant with its base exactly as a pytest session with
+`--compile-paired` does: staged as JAX hands them to its backend, paired in the plugin's
+own pairing child (`backends/jax/paired.py`, `--pairs` pairs each), and judged by the
+plugin's own `PairedComparison` at `--tolerance` and `--floor`. Sessions alternate idle
+and busy (every core kept busy by busy-loop processes this script starts and stops). The
+large modules get ``--large-sessions`` sessions (each costs minutes). Printed per module
+and variant: sessions DRIFT / ok / improved / not decided, idle and busy; the median
+paired ratio's range; the row's pairing cost next to one plain compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "src"))
+
+LARGE = ("rich44_grad", "rich40w256_grad", "transformer10_grad")
+
+
+def _rich(depth: int, width: int = 128, name: str = "loss") -> Callable[[], Any]:
+    def lower() -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        def loss(ws: Any, x: Any) -> Any:
+            for i, w in enumerate(ws):
+                x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
+            return jnp.sum(x)
+
+        loss.__name__ = name
+        ws = [jnp.ones((width, width)) * 0.01 for _ in range(depth)]
+        return jax.jit(jax.grad(loss)).lower(ws, jnp.ones((16, width)))
+
+    return lower
+
+
+def _transformer(blocks: int, dim: int = 64, name: str = "loss") -> Callable[[], Any]:
+    def lower() -> Any:
+        import jax
+        import jax.numpy as jnp
+        import jaxmodels as m
+
+        def loss(params: Any, x: Any) -> Any:
+            for attention, (w1, w2) in params:
+                x = m.attention_apply(attention, x)
+                x = x + jnp.tanh(x @ w1) @ w2
+            return jnp.mean(x**2)
+
+        loss.__name__ = name
+        params = [
+            (m.attention_init(i, dim), (jnp.ones((dim, 4 * dim)) * 0.01, jnp.ones((4 * dim, dim))))
+            for i in range(blocks)
+        ]
+        return jax.jit(jax.grad(loss)).lower(params, jnp.ones((4, 16, dim)))
+
+    return lower
+
+
+def _example(which: str, name: str = "") -> Callable[[], Any]:
+    def lower() -> Any:
+        import jax
+        import jaxmodels as m
+
+        fn, args = {
+            "mlp_loss": (m.mlp_loss, m.mlp_example_args),
+            "mlp_grad": (jax.grad(m.mlp_loss), m.mlp_example_args),
+            "attention_loss": (m.attention_loss, m.attention_example_args),
+            "attention_grad": (jax.grad(m.attention_loss), m.attention_example_args),
+        }[which]
+
+        def renamed(*a: Any) -> Any:
+            return fn(*a)
+
+        renamed.__name__ = name or which
+        return jax.jit(renamed if name else fn).lower(*args())
+
+    return lower
+
+
+def _attention(dim: int, name: str = "loss") -> Callable[[], Any]:
+    def lower() -> Any:
+        import jax
+        import jax.numpy as jnp
+        import jaxmodels as m
+
+        def loss(params: Any, x: Any) -> Any:
+            return m.attention_loss(params, x)
+
+        loss.__name__ = name
+        return jax.jit(jax.grad(loss)).lower(m.attention_init(0, dim), jnp.ones((4, 16, dim)))
+
+    return lower
+
+
+def variants() -> dict[str, dict[str, Callable[[], Any]]]:
+    """Base module name -> variant name ("base", "equal", "+10%", ...) -> its lowering."""
+    table: dict[str, dict[str, Callable[[], Any]]] = {}
+    for which in ("mlp_loss", "mlp_grad", "attention_loss", "attention_grad"):
+        table[f"example_{which}"] = {
+            "base": _example(which),
+            "equal": _example(which, name=f"{which}_again"),
+        }
+    for dim in (32, 128):
+        table[f"attention{dim}_grad"] = {
+            "base": _attention(dim),
+            "equal": _attention(dim, name="again"),
+        }
+    for depth, width in ((4, 128), (10, 128), (20, 128), (44, 128), (40, 256)):
+        name = f"rich{depth}_grad" if width == 128 else f"rich{depth}w{width}_grad"
+        more = max(round(depth * 0.1), 1)
+        table[name] = {
+            "base": _rich(depth, width),
+            "equal": _rich(depth, width, name="again"),
+            "+10%": _rich(depth + more, width),
+        }
+    table["rich20_grad"]["+5%"] = _rich(21)
+    table["rich20_grad"]["+20%"] = _rich(24)
+    table["transformer10_grad"] = {
+        "base": _transformer(10),
+        "equal": _transformer(10, name="again"),
+        "+10%": _transformer(11),
+    }
+    return table
+
+
+def stage(lowering: Callable[[], Any]) -> tuple[Any, float]:
+    """The module as `--compile-paired` stages it, and one plain compile's seconds."""
+    from pytest_jaxcompile.backends import StagedModule
+    from pytest_jaxcompile.backends.jax.instructions import capture
+    from pytest_jaxcompile.backends.jax.residue import clear_in_process_caches
+
+    lowered = lowering()
+    with capture() as captured:
+        lowered.compile()
+    backend, _, devices, (options, _) = captured.calls[-1]
+    clear_in_process_caches()
+    start = time.perf_counter()
+    lowered.compile(compiler_options={})
+    plain = time.perf_counter() - start
+    module = StagedModule(
+        lowered.as_text(),
+        bytes(options.SerializeAsString()),
+        int(getattr(devices, "size", 1) or 1),
+        str(getattr(backend, "platform", "cpu")),
+    )
+    return module, plain
+
+
+def _busy() -> None:
+    while True:
+        pass
+
+
+def session(
+    staged: dict[tuple[str, str], Any], pairs: int, busy: bool, timeout_s: float
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """One pairing session over every (base, variant): the records' paired figures."""
+    from pytest_jaxcompile.backends import PairJob
+    from pytest_jaxcompile.backends.jax.paired import pair_modules
+    from pytest_jaxcompile.records import CompileRecord
+
+    jobs, records = [], {}
+    for (base, variant), module in staged.items():
+        if variant == "base":
+            continue
+        record = CompileRecord(base, variant, "bench", "", "", False, "none", 0.0)
+        records[(base, variant)] = record
+        jobs.append(PairJob(record, staged[(base, "base")], module, f"{base} base"))
+    workers = []
+    if busy:
+        context = multiprocessing.get_context("spawn")
+        workers = [context.Process(target=_busy, daemon=True) for _ in range(os.cpu_count() or 2)]
+        for worker in workers:
+            worker.start()
+    try:
+        pair_modules(jobs, pairs, timeout_s)
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.join()
+    return {name: record.to_dict() for name, record in records.items()}
+
+
+def judged(record: dict[str, Any], tolerance: float, floor_s: float) -> tuple[str, float | None]:
+    from pytest_jaxcompile.gate.paired import PairedComparison
+    from pytest_jaxcompile.records import CompileRecord
+
+    comparison = PairedComparison.of(CompileRecord.from_dict(record))
+    if comparison is None:
+        return f"not paired: {record.get('paired_note')}", None
+    status = comparison.status(tolerance, floor_s)
+    return ("not decided" if status is None else status.value), comparison.ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=20, help="sessions of the small modules")
+    parser.add_argument("--large-sessions", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--floor", type=float, default=0.25)
+    parser.add_argument("--only", default="", help="base modules, comma-separated")
+    parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--json", type=Path, help="append each session's figures (JSON lines)")
+    args = parser.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
+    table = variants()
+    chosen = [name for name in args.only.split(",") if name] or list(table)
+    staged: dict[tuple[str, str], Any] = {}
+    plain: dict[tuple[str, str], float] = {}
+    for base in chosen:
+        for variant, lowering in table[base].items():
+            staged[(base, variant)], plain[(base, variant)] = stage(lowering)
+        print(f"staged {base}: plain compile {plain[(base, 'base')]:.3f} s", flush=True)
+    small = {key: module for key, module in staged.items() if key[0] not in LARGE}
+    large = {key: module for key, module in staged.items() if key[0] in LARGE}
+    results: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]] = {}
+    plan = [(small, args.sessions), (large, args.large_sessions)]
+    for group, sessions in plan:
+        for index in range(sessions if group else 0):
+            busy = index % 2 == 1
+            started = time.perf_counter()
+            records = session(group, args.pairs, busy, args.timeout)
+            for key, record in records.items():
+                results.setdefault(key, []).append((busy, record))
+            if args.json is not None:
+                with args.json.open("a") as stream:
+                    for (base, variant), record in records.items():
+                        row = {"base": base, "variant": variant, "busy": busy, **record}
+                        row["plain_s"] = plain[(base, variant)]
+                        stream.write(json.dumps(row) + "\n")
+            print(
+                f"session {index + 1}/{sessions} ({'busy' if busy else 'idle'}, "
+                f"{len(group) - sum(1 for k in group if k[1] == 'base')} rows): "
+                f"{time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
+    for floor in sorted({args.floor, 0.0}, reverse=True):
+        _print_table(results, plain, args, floor)
+    return 0
+
+
+def _print_table(
+    sessions: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]],
+    plain: dict[tuple[str, str], float],
+    args: argparse.Namespace,
+    floor: float,
+) -> None:
+    """The sessions judged at `floor` (the default's and 0: the statistic alone)."""
+    results = {
+        key: [
+            (busy, *judged(record, args.tolerance, floor), record["paired_cost_s"])
+            for busy, record in runs
+        ]
+        for key, runs in sessions.items()
+    }
+    print(
+        f"\n{args.pairs} pairs, tolerance {args.tolerance:g}, floor {floor:g} s\n"
+        "| module | plain compile | variant | idle: DRIFT/ok/improved/not decided | "
+        "busy: DRIFT/ok/improved/not decided | median ratio range | cost per row |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for (base, variant), runs in results.items():
+        cells = []
+        for busy in (False, True):
+            statuses = [status for was_busy, status, _, _ in runs if was_busy == busy]
+            counts = [statuses.count(name) for name in ("DRIFT", "ok", "improved", "not decided")]
+            cells.append("/".join(map(str, counts)) if statuses else "-")
+        ratios = [ratio for _, _, ratio, _ in runs if ratio is not None]
+        costs = sorted(cost for _, _, _, cost in runs if cost is not None)
+        span = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
+        base_s = plain[(base, "base")]
+        cost = (
+            f"{costs[len(costs) // 2]:.1f} s ({costs[len(costs) // 2] / base_s:.0f}x)"
+            if costs
+            else "-"
+        )
+        print(
+            f"| {base} | {base_s:.3f} s | {variant} | {cells[0]} | {cells[1]} | {span} | {cost} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The pairing child: compiles each row's pinned module and its new module alternately.
+
+Run by `pytest_jaxcompile.backends.jax.paired` as ``python -m
+pytest_jaxcompile.backends.jax.paired_child STAGE_DIR``, with JAX's persistent cache off.
+It imports JAX once, compiles a throwaway module (XLA's and LLVM's one-time set-up is in
+no pair), and then, for each entry of ``manifest.json``, compiles the two modules once
+untimed and then ``pairs`` times each, alternating which goes first (base, new; new, base;
+...), timing each compile in wall seconds and in the process's CPU seconds (every thread
+of the compile; this process does nothing else meanwhile). The same machine, the same
+moment and the same process hold both sides of every pair, so what differs between them
+is the modules. One JSON line per entry goes to ``results.jsonl``: ``{"id", "base_cpu_s",
+"new_cpu_s", "base_wall_s", "new_wall_s", "seconds"}`` or ``{"id", "error"}``.
+With ``"profile": true`` in the manifest (the parent then turns XLA's pass timers on) it
+instead compiles each side once between two marker lines on stderr: the parent reads the
+passes' times between them (`paired.pass_times`). It never imports pytest.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result
+from pytest_jaxcompile.backends.jax.instructions_child import Compiler, _warm_up
+
+SIDES = ("base", "new")
+PROFILE_MARK = "@@jaxcompile-profile"  # brackets a profiled compile's lines on stderr
+
+
+def order_of(pair: int) -> tuple[str, str]:
+    """Which side compiles first in pair number `pair`: base first in even pairs."""
+    return SIDES if pair % 2 == 0 else (SIDES[1], SIDES[0])
+
+
+def _timed(compiler: Compiler, loaded: tuple[Any, ...]) -> tuple[float, float]:
+    """(wall, process CPU) seconds of one compile; Python's collector off inside it."""
+    gc.collect()
+    gc.disable()
+    try:
+        wall, cpu = time.perf_counter(), time.process_time()
+        executable = compiler.compile(loaded)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        gc.enable()
+    del executable  # torn down outside the timing
+    return wall, cpu
+
+
+def pair_entry(
+    compiler: Compiler, stage: Path, entry: dict[str, Any], pairs: int
+) -> dict[str, Any]:
+    started = time.perf_counter()
+
+    def loaded(side: str) -> tuple[Any, ...]:
+        spec = entry[side]
+        return compiler.load(
+            (stage / spec["module"]).read_bytes(),
+            (stage / spec["options"]).read_bytes(),
+            int(spec["devices"]),
+        )
+
+    for side in SIDES:  # untimed: each module's first compile in this process
+        _timed(compiler, loaded(side))
+    samples: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+    for pair in range(pairs):
+        for side in order_of(pair):
+            samples[side].append(_timed(compiler, loaded(side)))
+    result: dict[str, Any] = {"id": entry["id"]}
+    for side in SIDES:
+        result[f"{side}_wall_s"] = [round(wall, 6) for wall, _ in samples[side]]
+        result[f"{side}_cpu_s"] = [round(cpu, 6) for _, cpu in samples[side]]
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def profile_entry(compiler: Compiler, stage: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    """Compile each side once between two markers on stderr, where XLA's pass timers log
+    (the parent runs this child with ``TF_CPP_VMODULE=hlo_pass_pipeline=1``)."""
+    for side in SIDES:
+        spec = entry[side]
+        loaded = compiler.load(
+            (stage / spec["module"]).read_bytes(),
+            (stage / spec["options"]).read_bytes(),
+            int(spec["devices"]),
+        )
+        print(f"{PROFILE_MARK} {entry['id']} {side} start", file=sys.stderr, flush=True)
+        _timed(compiler, loaded)
+        print(f"{PROFILE_MARK} {entry['id']} {side} end", file=sys.stderr, flush=True)
+    return {"id": entry["id"], "profiled": True}
+
+
+def main(argv: list[str]) -> int:
+    stage = Path(argv[0])
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
+    manifest = json.loads((stage / MANIFEST).read_text())
+    profile = bool(manifest.get("profile"))
+    compiler = Compiler()
+    _warm_up(compiler)
+    for entry in manifest["entries"]:
+        try:
+            if profile:
+                result = profile_entry(compiler, stage, entry)
+            else:
+                result = pair_entry(compiler, stage, entry, int(manifest["pairs"]))
+        except Exception as error:  # one row's failure is that row's note, not the run's
+            result = {"id": entry["id"], "error": f"{type(error).__name__}: {error}"}
+        append_result(stage, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

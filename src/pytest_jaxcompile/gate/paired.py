@@ -1,0 +1,271 @@
+"""The paired verdict: a changed row's module and its pin's, compiled side by side.
+
+``--compile-paired`` (docs/paired.md) re-compiles, at the end of the session and on the
+same machine, the module of the pin a row is compared with beside the row's own module,
+alternately (`backends/jax/paired.py`). The machine and the moment are then the same on
+both sides of every pair: what differs is the modules. This module says which rows are
+paired and against which pin (`pairing_target`), reads the pairs as one comparison with
+its uncertainty (`PairedComparison`), and judges it (`judge_paired`).
+
+The statistic: each pair's ratio (new over base, in the process's CPU seconds, which
+waiting for a core does not inflate), their median, and a distribution-free interval for
+that median from the order statistics of the ratios (the sign test's: with 10 pairs, the
+2nd smallest to the 2nd largest holds the median ratio with 97.9 % confidence). The row
+is DRIFT when the whole interval is above ``1 + compile_paired_tolerance`` (and the medians
+differ by more than the floor), improved when it is wholly below ``1 / (1 + tolerance)``,
+ok when it lies within both; otherwise it is not decided, says how many pairs would decide
+it, and keeps the seconds gate's verdict.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_jaxcompile._io import relative
+from pytest_jaxcompile._numbers import percent
+from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, PAIRED_PHASE, Thresholds
+from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, nearest_pin
+from pytest_jaxcompile.gate.notes import what_changed
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
+    PROFILE_ALL_PASSES,
+    PROFILE_OTHER_PASSES,
+    ComparabilityKey,
+    CompileRecord,
+)
+
+CONFIDENCE = 0.95  # the interval's least confidence, where the pairs allow it
+PAIRED_STATES = ("cold", "none")  # rows whose compile was a real one, like the pairs'
+# Verdicts the pairs decide: the compile's seconds (not trace or lowering, which the pairs
+# do not measure; not a deterministic verdict: MISS, GREW, an instruction count).
+_DECIDED_BY_PAIRS = (Status.DRIFT, Status.IMPROVED, Status.OK, Status.NOISY, Status.UNPINNED)
+
+
+@dataclass(frozen=True)
+class PairingTarget:
+    """The pin a changed row is paired against, and where it lives."""
+
+    key: ComparabilityKey
+    path: Path
+    pin: Pin
+    own_key: bool  # the row's own key's pin (else the nearest key's: other hardware)
+
+    def describe(self, root: Path | None = None) -> str:
+        where = self.path.name if root is None else relative(self.path, root)
+        return f"{where} ({self.key.describe()})"
+
+
+def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | str | None:
+    """The pin a row is paired against: its own key's pin, else the nearest key's that
+    differs only in the hardware name (the same platform and device kind; `nearest_pin`).
+
+    None: nothing to pair (no such pin, an unchanged module, a census row, a cache hit, a
+    settings variant or version judged against another key); a string: why a row that
+    changed cannot be paired.
+    """
+    if record.source == CENSUS_SOURCE or record.cache_state not in PAIRED_STATES:
+        return None
+    if record.unmeasured is not None or record.fingerprint is None:
+        return None
+    pin = store.get(record.key, record.cell, record.transform, record.variant)
+    target = None
+    if pin is not None:
+        target = PairingTarget(record.key, store.path_for(record.key), pin, own_key=True)
+    else:
+        nearest = nearest_pin(record, store)
+        if nearest is None or nearest.relation != OTHER_HARDWARE:
+            return None  # an upgrade or a settings change is not the module's change
+        target = PairingTarget(nearest.key, store.path_for(nearest.key), nearest.pin, False)
+    if target.pin.fingerprint is None:
+        return "its pin has no fingerprint to find its module by"
+    if target.pin.fingerprint == record.fingerprint:
+        return None  # the same module: nothing changed that pairing could measure
+    return target
+
+
+def sign_test_rank(pairs: int, confidence: float = CONFIDENCE) -> int:
+    """The rank k (1-based) whose order statistics ``[k, n + 1 - k]`` hold the median of
+    `pairs` ratios with at least `confidence`, where `pairs` allow it (else 1: min to max)."""
+    rank = 1
+    while rank < pairs // 2 and _tail(pairs, rank) <= (1 - confidence) / 2:
+        rank += 1
+    return rank
+
+
+def _tail(pairs: int, rank: int) -> float:
+    """P(X < rank + 1) for X ~ Binomial(pairs, 1/2): the chance that `rank` or fewer of
+    the ratios fall below the median."""
+    return sum(math.comb(pairs, i) for i in range(rank + 1)) / float(2**pairs)
+
+
+def interval_confidence(pairs: int, rank: int) -> float:
+    """The confidence of the interval ``[rank, pairs + 1 - rank]``."""
+    return 1 - 2 * _tail(pairs, rank - 1) if pairs else 0.0
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """A row's pairs, read as one comparison with its uncertainty."""
+
+    metric: str  # cpu (both sides' CPU seconds measured), else wall
+    base_s: float  # the pin's module: median seconds
+    new_s: float  # the row's module: median seconds
+    ratio: float  # the median of the pairs' ratios (new over base)
+    low: float  # the interval holding that median with `confidence`
+    high: float
+    confidence: float
+    pairs: int
+    cost_s: float | None  # the child's seconds for this row's pairs
+    against: str  # the pin paired against
+
+    @classmethod
+    def of(cls, record: CompileRecord) -> PairedComparison | None:
+        """The comparison of a row's pairs; None when it was not paired."""
+        sides = (
+            (METRIC_CPU, record.paired_base_cpu_s, record.paired_new_cpu_s),
+            (METRIC_WALL, record.paired_base_wall_s, record.paired_new_wall_s),
+        )
+        for metric, base, new in sides:
+            if base and new and len(base) == len(new) and min(base) > 0 and min(new) > 0:
+                ratios = sorted(n / b for b, n in zip(base, new, strict=True))
+                pairs = len(ratios)
+                rank = sign_test_rank(pairs)
+                return cls(
+                    metric=metric,
+                    base_s=statistics.median(base),
+                    new_s=statistics.median(new),
+                    ratio=statistics.median(ratios),
+                    low=ratios[rank - 1],
+                    high=ratios[pairs - rank],
+                    confidence=interval_confidence(pairs, rank),
+                    pairs=pairs,
+                    cost_s=record.paired_cost_s,
+                    against=record.paired_against or "its pin",
+                )
+        return None
+
+    def status(self, tolerance: float, floor_s: float) -> Status | None:
+        """DRIFT, improved or ok where the interval decides it; None where it does not."""
+        if abs(self.new_s - self.base_s) <= floor_s:
+            return Status.OK  # within the floor: too small to fail, whatever the ratio
+        if self.low > 1 + tolerance:
+            return Status.DRIFT
+        if self.high < 1 / (1 + tolerance):
+            return Status.IMPROVED
+        if self.low >= 1 / (1 + tolerance) and self.high <= 1 + tolerance:
+            return Status.OK
+        return None
+
+    def pairs_to_decide(self, tolerance: float) -> int | None:
+        """About how many pairs in all would decide it (the interval narrows as one over
+        the square root of the pairs); None when the median sits on the tolerance."""
+        bound = 1 + tolerance if self.ratio >= 1 else 1 / (1 + tolerance)
+        distance = abs(self.ratio - bound)
+        half_width = max(self.ratio - self.low, self.high - self.ratio)
+        if distance <= 0 or half_width <= 0:
+            return None
+        return max(math.ceil(self.pairs * (half_width / distance) ** 2), self.pairs + 1)
+
+    def describe(self, tolerance: float) -> str:
+        """``paired with pins/x.toml (...): 10 pairs, cpu 1.204 s -> 1.431 s, 1.19x (97.9 %
+        interval 1.15x-1.24x, tolerance 5%), cost 26.3 s``"""
+        cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
+        return (
+            f"paired with {self.against}: {self.pairs} pairs, {self.metric} "
+            f"{self.base_s:.3f} s -> {self.new_s:.3f} s, {self.ratio:.2f}x "
+            f"({self.confidence:.1%} interval {self.low:.2f}x-{self.high:.2f}x, tolerance "
+            f"{percent(tolerance)}){cost}"
+        )
+
+
+MOST_MOVED = 3  # passes named on a row
+
+
+def passes_moved(record: CompileRecord, status: Status, comparison: PairedComparison) -> str | None:
+    """Where inside XLA the time went, from the pass profile (one more compile of each
+    module with XLA's pass timers on): ``grew most: fusion 0.3 ms -> 9.0 ms, ...; HLO
+    passes 2.8 ms -> 35.6 ms of 0.231 s -> 0.719 s, the rest is code generation (LLVM)``
+    (``shrank most`` for an improvement); None without a profile."""
+    profile = record.paired_profile or {}
+    base, new = profile.get("base"), profile.get("new")
+    if not base or not new:
+        return None
+    grew = status is not Status.IMPROVED
+    moved = sorted(
+        (
+            (new.get(name, 0.0) - base.get(name, 0.0), name)
+            for name in set(base) | set(new)
+            if name not in (PROFILE_OTHER_PASSES, PROFILE_ALL_PASSES)
+        ),
+        reverse=grew,
+    )
+    named = [
+        f"{name} {_short(base.get(name, 0.0))} -> {_short(new.get(name, 0.0))}"
+        for change, name in moved[:MOST_MOVED]
+        if (change > 0 if grew else change < 0)
+    ]
+    if not named:
+        return None
+    text = f"{'grew' if grew else 'shrank'} most of XLA's HLO passes: {', '.join(named)}"
+    if PROFILE_ALL_PASSES in base and PROFILE_ALL_PASSES in new:
+        text += (
+            f"; all HLO passes {_short(base[PROFILE_ALL_PASSES])} -> "
+            f"{_short(new[PROFILE_ALL_PASSES])} of the compile's {comparison.base_s:.3f} s -> "
+            f"{comparison.new_s:.3f} s: the rest is outside the HLO pass pipelines "
+            "(mostly code generation, LLVM)"
+        )
+    return text
+
+
+def _short(seconds: float) -> str:
+    """``0.3 ms`` below a tenth of a second, else ``1.234 s``."""
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds:.3f} s"
+
+
+def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
+    """A paired row's verdict: the pairs decide its compile-time status (DRIFT, improved
+    or ok, replacing the seconds gate's, which compared with another moment); not decided,
+    the seconds gate's verdict stands with a note saying what would decide it. MISS, GREW,
+    an instruction-count verdict and a trace or lowering drift are kept, noted."""
+    record = verdict.record
+    if record.paired_note is not None:
+        return verdict.with_note(f"{record.paired_note}; judged on seconds alone")
+    comparison = PairedComparison.of(record)
+    if comparison is None:
+        return verdict
+    tolerance = thresholds.paired_tolerance
+    text = comparison.describe(tolerance)
+    if verdict.status not in _DECIDED_BY_PAIRS or verdict.phase != "compile_s":
+        return verdict.with_note(text)
+    status = comparison.status(tolerance, thresholds.floor_s)
+    if status is None:
+        needed = comparison.pairs_to_decide(tolerance)
+        more = (
+            f"; about {needed} pairs would decide it (--compile-paired-pairs {needed})"
+            if needed is not None
+            else ""
+        )
+        return verdict.with_note(f"{text}: not decided, the interval straddles the tolerance{more}")
+    pin = verdict.pin or (verdict.nearest.pin if verdict.nearest is not None else None)
+    change = what_changed(record, pin) if pin is not None and status is Status.DRIFT else None
+    prefix = "DRIFT " if status is Status.DRIFT else ""
+    seconds = verdict.note if verdict.status is not Status.UNPINNED else None
+    passes = passes_moved(record, status, comparison) if status is not Status.OK else None
+    note = "; ".join(part for part in (prefix + text, passes, change, seconds) if part)
+    return dataclasses.replace(
+        verdict,
+        status=status,
+        pin=pin,
+        tolerance=tolerance,
+        note=note,
+        metric=comparison.metric,
+        phase=PAIRED_PHASE,
+    )

@@ -1,0 +1,362 @@
+"""--compile-paired: the statistic, the module store, which rows are paired and against
+which pin, the verdict, and the gate end to end with real JAX compiled in the real child."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import JaxProject
+from records_factory import make_record
+
+from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import PAIRED_PHASE, Thresholds
+from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
+from pytest_jaxcompile.gate.paired import (
+    PairedComparison,
+    PairingTarget,
+    interval_confidence,
+    pairing_target,
+    sign_test_rank,
+)
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.status import Status
+from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.records import CompileRecord, check_record_data
+
+CPU = {"platform": "cpu", "device_kind": "cpu"}
+THRESHOLDS = Thresholds(paired_tolerance=0.05, floor_s=0.01)
+
+
+def paired(base: list[float], new: list[float], **overrides: object) -> CompileRecord:
+    values: dict[str, object] = {
+        "fingerprint": "sha256:new",
+        "paired_base_cpu_s": base,
+        "paired_new_cpu_s": new,
+        "paired_base_wall_s": base,
+        "paired_new_wall_s": new,
+        "paired_against": "pins/x.toml (laptop | jax 0.10.2 | full precision | cold)",
+        "paired_cost_s": 12.5,
+        "hardware_detail": CPU,
+    }
+    return make_record(**(values | overrides))
+
+
+# ----------------------------------------------------------------------- the statistic
+
+
+@pytest.mark.parametrize(
+    ("pairs", "rank", "confidence"),
+    [(5, 1, 1 - 2 / 32), (8, 1, 1 - 2 / 256), (10, 2, 1 - 2 * 11 / 1024), (20, 6, None)],
+)
+def test_the_interval_is_the_sign_tests_order_statistics(
+    pairs: int, rank: int, confidence: float | None
+) -> None:
+    assert sign_test_rank(pairs) == rank
+    if confidence is not None:
+        assert math.isclose(interval_confidence(pairs, rank), confidence)
+    assert interval_confidence(pairs, rank) >= 0.95 or rank == 1
+
+
+def test_a_comparison_reads_the_median_ratio_and_its_interval() -> None:
+    base = [1.0] * 10
+    new = [1.10, 1.12, 1.15, 1.18, 1.2, 1.2, 1.22, 1.25, 1.3, 1.5]
+    comparison = PairedComparison.of(paired(base, new))
+    assert comparison is not None
+    assert comparison.metric == "cpu" and comparison.pairs == 10
+    assert comparison.ratio == pytest.approx(1.2)
+    assert (comparison.low, comparison.high) == (pytest.approx(1.12), pytest.approx(1.3))
+    assert comparison.status(0.05, 0.01) is Status.DRIFT
+    assert comparison.status(0.15, 0.01) is None  # 1.12 < 1.15 < 1.3: not decided
+    assert comparison.status(0.05, 1.0) is Status.OK  # within the floor
+    assert PairedComparison.of(make_record()) is None  # never paired
+
+
+def test_not_decided_says_how_many_pairs_would_decide_it() -> None:
+    comparison = PairedComparison.of(
+        paired([1.0] * 10, [0.98, 1.0, 1.02, 1.04, 1.06, 1.07, 1.08, 1.1, 1.12, 1.2])
+    )
+    assert comparison is not None and comparison.status(0.05, 0.0) is None
+    needed = comparison.pairs_to_decide(0.05)
+    assert needed is not None and needed > 10
+
+
+def test_wall_seconds_are_used_where_cpu_seconds_are_missing() -> None:
+    record = paired([1.0, 1.0], [2.0, 2.0], paired_base_cpu_s=None, paired_new_cpu_s=None)
+    comparison = PairedComparison.of(record)
+    assert comparison is not None and comparison.metric == "wall"
+
+
+# ----------------------------------------------------------------------- the verdict
+
+
+def _store_with_pin(tmp_path: Path, **overrides: object) -> PinStore:
+    values: dict[str, object] = {"fingerprint": "sha256:old", "hardware_detail": CPU}
+    PinStore.load(tmp_path).update([make_record(**(values | overrides))])
+    return PinStore.load(tmp_path)
+
+
+def test_a_paired_slowdown_is_drift_whatever_the_seconds_said(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path)
+    # Within the seconds tolerance (1.0 s against 1.0 s), but 20 % slower beside its pin.
+    record = paired([1.0] * 10, [1.15, 1.18, 1.19, 1.2, 1.2, 1.21, 1.22, 1.25, 1.3, 1.4])
+    verdict = judge(record, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT and verdict.phase == PAIRED_PHASE
+    assert verdict.note is not None and verdict.note.startswith("DRIFT paired with pins/x.toml")
+    assert "10 pairs, cpu 1.000 s -> 1.205 s, 1.21x (97.9% interval 1.18x-1.30x" in verdict.note
+    assert "cost 12.5 s" in verdict.note
+    view = row_view(verdict, THRESHOLDS)
+    assert view.fails
+    assert view.figures.text() == "1.205 s paired cpu, pin 1.000 s paired cpu (1.21x, tolerance 5%)"
+    assert "beside them on this machine" in view.meaning
+
+
+def test_an_equal_pair_is_ok_even_where_the_seconds_drifted(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path, compile_s=0.5, compile_cpu_s=0.5)
+    record = paired(
+        [1.0] * 10, [0.97, 0.98, 0.99, 1.0, 1.0, 1.0, 1.01, 1.02, 1.03, 1.04], compile_s=2.0
+    )
+    verdict = judge(record, store, THRESHOLDS)
+    assert verdict.status is Status.OK and verdict.phase == PAIRED_PHASE
+
+
+def test_a_deterministic_verdict_is_kept_and_noted(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path, op_count=10)
+    record = paired([1.0] * 10, [1.0] * 10, op_count=100)
+    verdict = judge(record, store, dataclasses.replace(THRESHOLDS, max_ops_growth=0.1))
+    assert verdict.status is Status.GREW
+    assert verdict.note is not None and "paired with pins/x.toml" in verdict.note
+
+
+def test_a_row_not_paired_keeps_its_seconds_verdict_and_says_why(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path)
+    record = make_record(fingerprint="sha256:new", paired_note="not paired: gone")
+    verdict = judge(record, store, THRESHOLDS)
+    assert verdict.status is Status.OK
+    assert verdict.note == "not paired: gone; judged on seconds alone"
+
+
+def test_paired_fields_are_checked_where_records_are_read() -> None:
+    data = paired([1.0], [1.0]).to_dict()
+    check_record_data(data)
+    data["paired_new_cpu_s"] = [float("nan")]
+    with pytest.raises(ValueError, match="paired_new_cpu_s"):
+        check_record_data(data)
+
+
+PASS_LOG = """\
+@@jaxcompile-profile 0 base start
+I1202 hlo_pass_pipeline.cc:303] Running HLO pass pipeline on module jit_loss: simplification
+I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 170 us (170 us) (cumulative: 1 ms)
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 2 ms (2 ms) (cumulative: 2 ms)
+I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 30 us (30 us) (cumulative: 1 ms)
+@@jaxcompile-profile 0 base end
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 9 s (outside any marker)
+@@jaxcompile-profile 0 new start
+I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 1 ms (1 ms) (cumulative: 1 ms)
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 40 ms (40 ms) (cumulative: 40 ms)
+@@jaxcompile-profile 0 new end
+"""
+
+
+def test_pass_times_are_read_between_the_markers_per_side() -> None:
+    from pytest_jaxcompile.backends.jax.paired import pass_times
+
+    profile = pass_times(PASS_LOG)[0]
+    assert profile["base"]["algsimp"] == pytest.approx(0.0002)
+    assert profile["base"]["fusion"] == pytest.approx(0.002)
+    assert profile["new"]["fusion"] == pytest.approx(0.04)
+    assert profile["new"]["(all passes)"] == pytest.approx(0.041)
+    assert profile["base"]["(other passes)"] == 0.0
+
+
+def test_a_paired_drift_names_the_passes_that_grew_most(tmp_path: Path) -> None:
+    from pytest_jaxcompile.backends.jax.paired import pass_times
+
+    store = _store_with_pin(tmp_path)
+    record = paired([1.0] * 10, [2.0] * 10, paired_profile=pass_times(PASS_LOG)[0])
+    verdict = judge(record, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT and verdict.note is not None
+    assert (
+        "grew most of XLA's HLO passes: fusion 2.0 ms -> 40.0 ms, algsimp 0.2 ms -> 1.0 ms; "
+        "all HLO passes 2.2 ms -> 41.0 ms of the compile's 1.000 s -> 2.000 s" in verdict.note
+    )
+
+
+# ----------------------------------------------------------------------- which rows
+
+
+def test_a_changed_row_is_paired_with_its_own_keys_pin(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path)
+    target = pairing_target(make_record(fingerprint="sha256:new", hardware_detail=CPU), store)
+    assert isinstance(target, PairingTarget) and target.own_key
+    assert pairing_target(make_record(fingerprint="sha256:old"), store) is None  # unchanged
+    census = make_record(fingerprint="sha256:new", source="census")
+    assert pairing_target(census, store) is None
+    warm = make_record(fingerprint="sha256:new", cache_state="warm")
+    assert pairing_target(warm, store) is None
+
+
+def test_a_row_without_a_pin_is_paired_with_the_nearest_key_on_its_device(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path, hardware="laptop")
+    runner = make_record(fingerprint="sha256:new", hardware="ci-runner", hardware_detail=CPU)
+    target = pairing_target(runner, store)
+    assert isinstance(target, PairingTarget) and not target.own_key
+    assert target.key.hardware == "laptop"
+    assert "laptop | jax 0.10.2" in target.describe(tmp_path)
+    gpu = {"platform": "gpu", "device_kind": "NVIDIA A100"}
+    accelerator = make_record(fingerprint="sha256:new", hardware="a100", hardware_detail=gpu)
+    assert pairing_target(accelerator, store) is None  # never across platforms
+
+
+def test_a_pin_without_device_is_never_the_nearest_of_a_hand_named_runner(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path, hardware="laptop", hardware_detail={})
+    runner = make_record(fingerprint="sha256:new", hardware="ci-runner", hardware_detail=CPU)
+    verdict = judge(dataclasses.replace(runner, compile_s=40.0), store, THRESHOLDS)
+    assert verdict.status is Status.UNPINNED and verdict.nearest is None
+
+
+# ----------------------------------------------------------------------- the module store
+
+
+def _module(text: str = "module @jit_f {}\n") -> StagedModule:
+    return StagedModule(text, b"\x08\x01options", 1, "cpu")
+
+
+def test_the_module_store_round_trips_checks_and_prunes(tmp_path: Path) -> None:
+    store = ModuleStore(tmp_path / "modules", tmp_path)
+    module = _module()
+    fingerprint = fingerprint_of(module.text)
+    (path,) = store.write_all({fingerprint: module})
+    assert path.name == f"sha256-{fingerprint[7:]}.module.gz"
+    assert store.write(fingerprint, module) is None  # the same bytes: nothing rewritten
+    assert store.read(fingerprint) == module
+    path.write_bytes(gzip.compress(b'{"format": 1}\nmodule @jit_g {}\n'))
+    with pytest.raises(StoredModuleProblem, match=r"modules/sha256-.*\.module\.gz is damaged"):
+        store.read(fingerprint)
+    path.write_bytes(b"not gzip")
+    with pytest.raises(StoredModuleProblem, match="cannot be read"):
+        store.read(fingerprint)
+    with pytest.raises(StoredModuleProblem, match="is not stored"):
+        store.read("sha256:" + "0" * 64)
+    other = _module("module @jit_h {}\n")
+    store.write(fingerprint_of(other.text), other)
+    assert store.prune([fingerprint]) == [store.path_for(fingerprint_of(other.text))]
+    assert set(store.stored()) == {fingerprint}
+
+
+def test_a_module_whose_text_does_not_match_is_never_stored(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not match"):
+        ModuleStore(tmp_path).write("sha256:" + "0" * 64, _module())
+
+
+# ----------------------------------------------------------------------- end to end
+
+MODEL = """
+    import os
+    import jax
+    import jax.numpy as jnp
+
+    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
+
+    def {name}(ws, x):
+        for i, w in enumerate(ws):
+            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
+        return jnp.sum(x)
+
+    def test_model(jax_compile):
+        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
+        jax_compile(jax.jit(jax.grad({name})), ws, jnp.ones((16, 128)), transform="grad")
+"""
+
+
+def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one_is_named(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL.format(name="loss"))
+    monkeypatch.setenv("JAXCOMPILE_HARDWARE", "laptop")
+    pinned = project.run("--compile-pin-update", "--compile-paired")
+    assert pinned.ret == 0
+    assert "modules for --compile-paired: 1 stored in pins/modules" in pinned.stdout.str()
+    (stored,) = (project.pins_dir / "modules").iterdir()
+    header = json.loads(gzip.decompress(stored.read_bytes()).partition(b"\n")[0])
+    assert header["platform"] == "cpu" and header["devices"] == 1
+
+    # Another runner, with no pin of its own: judged beside the laptop's module, here.
+    monkeypatch.setenv("JAXCOMPILE_HARDWARE", "ci-runner")
+    monkeypatch.setenv("MODEL_DEPTH", "12")
+    bigger = project.run("--compile-paired", "--compile-floor", "0.01")
+    assert bigger.ret == pytest.ExitCode.TESTS_FAILED
+    out = bigger.stdout.str()
+    assert "DRIFT      test_models.py::test_model [grad]" in out
+    assert "DRIFT paired with pins/laptop--jax-" in out
+    assert "(laptop | jax " in out  # the nearest key, named
+    assert "grew most of XLA's HLO passes: " in out  # where inside XLA the time went
+    (row,) = project.report()["records"]
+    assert len(row["paired_new_cpu_s"]) == 10 == len(row["paired_base_cpu_s"])
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] == "DRIFT" and verdict["metric"] == "paired cpu"
+    assert "grew most of XLA's HLO passes: " in verdict["note"]
+    assert (
+        row["paired_profile"]["new"]["(all passes)"] > row["paired_profile"]["base"]["(all passes)"]
+    )
+
+    # The same computation lowered again under another name: a new fingerprint, equal work.
+    monkeypatch.setenv("MODEL_DEPTH", "4")
+    project.tests(MODEL.format(name="renamed_loss"))
+    equal = project.run("--compile-paired", "--compile-floor", "0.01", "-v")
+    assert equal.ret == 0, equal.stdout.str()
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
+    assert "paired with pins/laptop--jax-" in verdict["note"]
+
+    # Its stored module gone: named on the row and in a warning, the seconds still judged.
+    shutil.rmtree(project.pins_dir / "modules")
+    lost = project.run("--compile-paired")
+    assert lost.ret == 0
+    out = lost.stdout.str()
+    assert "1 changed row(s) not paired (--compile-paired)" in out
+    assert "its pin's module is not stored (pins/modules/sha256-" in out
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] == "unpinned"
+
+
+def test_without_the_option_nothing_is_paired_or_stored(project: JaxProject) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL.format(name="loss"))
+    assert project.run("--compile-pin-update").ret == 0
+    assert not (project.pins_dir / "modules").exists()
+    project.tests(MODEL.format(name="other_loss"))
+    project.run()  # its seconds are judged as ever (a busy machine may make that DRIFT)
+    (row,) = project.report()["records"]
+    assert all(row[name] is None for name in row if name.startswith("paired_"))
+
+
+def test_under_xdist_workers_pair_their_rows_and_the_controller_stores_the_modules(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(MODEL.format(name="loss"), name="test_one")
+    project.tests(MODEL.format(name="loss"), name="test_two")
+    pinned = project.run("-n", "2", "--compile-pin-update", "--compile-paired")
+    assert pinned.ret == 0
+    # Two rows of one computation: one module, stored once, by the controller.
+    assert len(list((project.pins_dir / "modules").iterdir())) == 1
+    monkeypatch.setenv("MODEL_DEPTH", "12")
+    bigger = project.run("-n", "2", "--compile-paired", "--compile-floor", "0.01")
+    assert bigger.ret == pytest.ExitCode.TESTS_FAILED
+    verdicts = project.report()["verdicts"]
+    assert [verdict["status"] for verdict in verdicts] == ["DRIFT", "DRIFT"]
+    assert all(verdict["metric"] == "paired cpu" for verdict in verdicts)
+    # A pin update of the changed rows stores the new module and removes the old one.
+    project.run("-n", "2", "--compile-pin-update", "--compile-paired")
+    (stored,) = (project.pins_dir / "modules").iterdir()
+    (row, _) = project.report()["records"]
+    assert stored.name == f"sha256-{row['fingerprint'][7:]}.module.gz"
