@@ -2025,3 +2025,43 @@ def _paired_drift(tmp_path: Path) -> list[str]:
     drifted.session_s = 14.2
     assert drifted.failed
     return ["$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired", *terminal(drifted)]
+
+
+@sample("paired-passes")
+def _paired_passes(tmp_path: Path) -> list[str]:
+    """The pass profile of the paired-drift sample's run (tests/test_paired.py's model)."""
+    from pytest_jaxcompile.gate.paired import PairedComparison, passes_moved
+    from pytest_jaxcompile.gate.status import Status
+
+    profile = {
+        "base": {
+            "fusion": 0.000289,
+            "layout-assignment": 0.000418,
+            "copy-insertion": 0.00039,
+            "algsimp": 0.00017,
+            "(other passes)": 0.001542,
+            "(all passes)": 0.002809,
+        },
+        "new": {
+            "fusion": 0.009012,
+            "layout-assignment": 0.009104,
+            "copy-insertion": 0.00756,
+            "algsimp": 0.000698,
+            "(other passes)": 0.009247,
+            "(all passes)": 0.035621,
+        },
+    }
+    record = row(
+        PAIRED_CELL,
+        "grad",
+        0.719,
+        "none",
+        paired_base_cpu_s=[0.231] * 10,
+        paired_new_cpu_s=[0.719] * 10,
+        paired_profile=profile,
+    )
+    comparison = PairedComparison.of(record)
+    assert comparison is not None
+    moved = passes_moved(record, Status.DRIFT, comparison)
+    assert moved is not None
+    return [moved]
