@@ -292,7 +292,9 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # Another runner, with no pin of its own: judged beside the laptop's module, here.
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "ci-runner")
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("--compile-paired", "--compile-floor", "0.01")
+    bigger = project.run(
+        "--compile-paired", "--compile-paired-pairs", "10", "--compile-floor", "0.01"
+    )
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     out = bigger.stdout.str()
     assert "DRIFT      test_models.py::test_model [grad]" in out
@@ -311,7 +313,9 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # The same computation lowered again under another name: a new fingerprint, equal work.
     monkeypatch.setenv("MODEL_DEPTH", "4")
     project.tests(MODEL.format(name="renamed_loss"))
-    equal = project.run("--compile-paired", "--compile-floor", "0.01", "-v")
+    equal = project.run(
+        "--compile-paired", "--compile-paired-pairs", "10", "--compile-floor", "0.01", "-v"
+    )
     assert equal.ret == 0, equal.stdout.str()
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
@@ -319,7 +323,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
 
     # Its stored module gone: named on the row and in a warning, the seconds still judged.
     shutil.rmtree(project.pins_dir / "modules")
-    lost = project.run("--compile-paired")
+    lost = project.run("--compile-paired", "--compile-paired-pairs", "10")
     assert lost.ret == 0
     out = lost.stdout.str()
     assert "1 changed row(s) not paired (--compile-paired)" in out
@@ -350,7 +354,9 @@ def test_under_xdist_workers_pair_their_rows_and_the_controller_stores_the_modul
     # Two rows of one computation: one module, stored once, by the controller.
     assert len(list((project.pins_dir / "modules").iterdir())) == 1
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("-n", "2", "--compile-paired", "--compile-floor", "0.01")
+    bigger = project.run(
+        "-n", "2", "--compile-paired", "--compile-paired-pairs", "6", "--compile-floor", "0.01"
+    )
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     verdicts = project.report()["verdicts"]
     assert [verdict["status"] for verdict in verdicts] == ["DRIFT", "DRIFT"]

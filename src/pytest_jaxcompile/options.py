@@ -282,7 +282,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_paired_tolerance",
         "number",
-        "median paired ratio over 1 that counts as DRIFT once its interval clears it (0.05 = +5%)",
+        "median paired ratio over 1 that counts as DRIFT once its interval clears it (0.03 = +3%)",
         default=DEFAULT_PAIRED_TOLERANCE,
         metavar="FRACTION",
         threshold="paired_tolerance",

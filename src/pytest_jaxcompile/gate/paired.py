@@ -9,8 +9,8 @@ its uncertainty (`PairedComparison`), and judges it (`judge_paired`).
 
 The statistic: each pair's ratio (new over base, in the process's CPU seconds, which
 waiting for a core does not inflate), their median, and a distribution-free interval for
-that median from the order statistics of the ratios (the sign test's: with 10 pairs, the
-2nd smallest to the 2nd largest holds the median ratio with 97.9 % confidence). The row
+that median from the order statistics of the ratios (the sign test's: with 20 pairs, the
+6th smallest to the 6th largest holds the median ratio with 95.9 % confidence). The row
 is DRIFT when the whole interval is above ``1 + compile_paired_tolerance`` (and the medians
 differ by more than the floor), improved when it is wholly below ``1 / (1 + tolerance)``,
 ok when it lies within both; otherwise it is not decided, says how many pairs would decide
