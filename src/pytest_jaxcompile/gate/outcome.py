@@ -72,6 +72,7 @@ class Outcome:
     compile_count_changes: list[CompileCountChange] = field(default_factory=list)
     clobbers: list[Clobber] = field(default_factory=list)
     pins_written: list[Path] = field(default_factory=list)
+    pins_kept: int = 0  # re-pinned pins left as they were (every figure within a third)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran

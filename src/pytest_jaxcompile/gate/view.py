@@ -538,13 +538,22 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         )
     elif outcome.pin_update:
         written = tuple(relative(path, root) for path in outcome.pins_written)
+        kept = (
+            f" ({outcome.pins_kept} pin(s) kept as they were: every figure within a third of "
+            "its tolerance)"
+            if outcome.pins_kept
+            else ""
+        )
         blocks.append(
             Block(
                 BlockKind.PINS_UPDATED,
                 Tone.GOOD,
-                f"pins updated: {', '.join(written)}"
-                if written
-                else "pins updated: nothing changed",
+                (
+                    f"pins updated: {', '.join(written)}"
+                    if written
+                    else "pins updated: nothing changed"
+                )
+                + kept,
                 paths=written,
             )
         )
