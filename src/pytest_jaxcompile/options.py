@@ -246,6 +246,13 @@ OPTIONS: tuple[Option, ...] = (
         "whatever the load",
     ),
     Option(
+        "compile_instructions_recount",
+        "flag",
+        "with --compile-instructions, count every row under valgrind, also those whose "
+        "module, compile options and instrument equal their pin's (by default judged "
+        "from the pin: 'module unchanged: count carried'); for a scheduled job",
+    ),
+    Option(
         "compile_instructions_tolerance",
         "number",
         "relative growth of a row's compile "
@@ -605,6 +612,7 @@ class Settings:
     implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
     instructions: bool = False  # count compile instructions under valgrind
     instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
+    instructions_recount: bool = False  # count unchanged modules too (no carry)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -652,4 +660,5 @@ class Settings:
             implausible=tuple(implausible(values)),
             instructions=bool(values["compile_instructions"]),
             instructions_timeout_s=float(values["compile_instructions_timeout"]),
+            instructions_recount=bool(values["compile_instructions_recount"]),
         )

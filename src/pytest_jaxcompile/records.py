@@ -185,6 +185,9 @@ class CompileRecord:
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
     compile_instructions_note: str | None = None
+    # A digest of the serialized compile options the count was (or would be) made with: a
+    # count is carried from the pin while module, options and instrument are the pin's.
+    compile_options_digest: str | None = None
     # The settings in the cache key that change the compiled program (XLA flags, compile
     # options), as ``name=value,...``; "" for the default settings. Rows of one cell and
     # transform that differ only in it are variants, judged and pinned apart under one key.
@@ -361,6 +364,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("compile_instructions", "count"),
     ("compile_instructions_identity", "text"),
     ("compile_instructions_note", "text"),
+    ("compile_options_digest", "text"),
 )
 
 

@@ -133,6 +133,9 @@ class Pin:
     # (compared only with a row of an equal identity, under any hardware key)
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
+    # The digest of the compile options it was counted with: with the fingerprint and the
+    # identity, what lets a later session carry the count instead of counting again.
+    compile_options_digest: str | None = None
 
     @classmethod
     def from_record(
@@ -265,7 +268,11 @@ def kept_figures(new: Pin, previous: Pin | None, limits: Margins) -> Pin:
     return replace(new, **kept)
 
 
-INSTRUCTIONS_PIN_FIELDS = ("compile_instructions", "compile_instructions_identity")
+INSTRUCTIONS_PIN_FIELDS = (
+    "compile_instructions",
+    "compile_instructions_identity",
+    "compile_options_digest",
+)
 
 
 def _instructions_pin(record: CompileRecord, previous: Pin | None) -> dict[str, Any]:
@@ -724,6 +731,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         "source",
         *VERSION_PIN_FIELDS,
         "compile_instructions_identity",
+        "compile_options_digest",
     ):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
@@ -749,6 +757,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         compile_rss_growth_mib=_number(raw, "compile_rss_growth_mib"),
         compile_instructions=_count(raw, "compile_instructions"),
         compile_instructions_identity=raw.get("compile_instructions_identity"),
+        compile_options_digest=raw.get("compile_options_digest"),
     )
 
 

@@ -507,6 +507,47 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
     return blocks
 
 
+NOT_COUNTED = "not counted: "  # how the instruction stager's note of an uncounted row starts
+
+
+def instructions_blocks(outcome: Outcome) -> list[Block]:
+    """--compile-instructions: every row not counted, with its reason; the counts no pin of
+    their instrument holds, with the command that pins them."""
+    blocks = []
+    uncounted = [
+        (verdict.record.name, note.removeprefix(NOT_COUNTED))
+        for verdict in outcome.verdicts
+        if verdict.record.compile_instructions is None
+        and (note := verdict.record.compile_instructions_note) is not None
+    ]
+    if uncounted:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(uncounted)} row(s) not counted under valgrind (their seconds are still "
+                "judged)",
+                details=tuple(f"{name}: {why}" for name, why in uncounted),
+            )
+        )
+    unpinned = outcome.instructions_unpinned
+    if unpinned and not outcome.pin_update:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(unpinned)} row(s) counted with no pinned count of this instrument",
+                details=tuple(
+                    f"{record.name}: {record.compile_instructions:,} instructions"
+                    for record in unpinned
+                ),
+                advice="Pin them with:",
+                command=repin_command(record.cell for record in unpinned),
+            )
+        )
+    return blocks
+
+
 def busy_pin_text(outcome: Outcome) -> str | None:
     """A pin update whose rows were measured above compile_max_load, said: their pinned
     wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
@@ -573,6 +614,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
+    blocks += instructions_blocks(outcome)
     busy = busy_pin_text(outcome)
     if busy is not None:
         blocks.append(Block(BlockKind.WARNING, Tone.WARN, busy))

@@ -28,7 +28,7 @@ from pytest_jaxcompile.backends import BackendSession, all_backends, backend
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
-from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.judging import carried_instructions, judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import row_view
@@ -184,8 +184,14 @@ class SessionCollector:
         """The gate's conclusion (before the outputs, which render it)."""
         self.rss.close()
         backends = self.backends.values()
+        store = self.store
+        carry = (
+            None
+            if store is None or self.settings.instructions_recount
+            else lambda record: carried_instructions(record, store)
+        )
         for each in backends:
-            each.finish()
+            each.finish(carry)
         if self.is_xdist_worker:
             workeroutput: dict[str, Any] = self.config.workeroutput  # type: ignore[attr-defined]
             workeroutput[WORKER_OUTPUT_KEY] = payload(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext
+from pytest_jaxcompile.backends import Backend, CarriedCount, CensusRequest, MeasureContext
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
@@ -169,9 +169,9 @@ class JaxSession:
             for clobber in find_clobbers(self._start_settings, records)
         ]
 
-    def finish(self) -> None:
+    def finish(self, carry: CarriedCount | None = None) -> None:
         if self._stager is not None:  # each xdist worker counts its own rows
-            self._stager.count(self.environment().jaxlib_version)
+            self._stager.count(self.environment().jaxlib_version, carry)
 
     def close(self) -> None:
         if self._monitor is not None:

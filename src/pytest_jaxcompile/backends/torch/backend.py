@@ -11,7 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_jaxcompile.backends import Backend, CensusRequest, MeasureContext, unique_names
+from pytest_jaxcompile.backends import (
+    Backend,
+    CarriedCount,
+    CensusRequest,
+    MeasureContext,
+    unique_names,
+)
 from pytest_jaxcompile.backends.settings import Clobber, Requirements, cache_problem
 from pytest_jaxcompile.records import CENSUS_SOURCE, CallLedger, CompileRecord
 
@@ -91,7 +97,7 @@ class TorchSession:
     ) -> list[Clobber]:
         return []
 
-    def finish(self) -> None:
+    def finish(self, carry: CarriedCount | None = None) -> None:
         pass
 
     def close(self) -> None:
