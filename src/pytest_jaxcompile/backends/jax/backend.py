@@ -116,11 +116,14 @@ class JaxSession:
         if self._instructions_timeout_s is not None:
             from pytest_jaxcompile.backends.jax.instructions import (
                 InstrumentError,
-                valgrind_version,
+                installed_valgrind,
             )
 
-            try:  # valgrind missing or unable to run here: said before any test runs
-                valgrind_version()
+            # valgrind missing: said before any test runs. Whether it can run here is
+            # found when a row is left to count: a session that carries every count
+            # starts no valgrind.
+            try:
+                installed_valgrind()
             except InstrumentError as error:
                 raise pytest.UsageError(f"pytest-jaxcompile: {error}") from None
         # Snapshot what later compiles are compared with; JAX's own settings only when
