@@ -1787,6 +1787,28 @@ def _pins_stale(tmp_path: Path) -> list[str]:
     return printed[start : start + 2]
 
 
+@sample("instructions-closing-lines")
+def _instructions_closing_lines(tmp_path: Path) -> list[str]:
+    """A row whose module has host callbacks, and a count no pin holds yet."""
+    cell = "tests/test_models.py::test_mlp"
+    pinned = [row(cell, "vag", 0.100), row(cell, "jit", 0.041)]
+    callbacks = "the module has host callbacks, which a compile in another process cannot hold"
+    rows = [
+        row(cell, "vag", 0.100, compile_instructions_note=f"not counted: {callbacks}"),
+        row(
+            cell,
+            "jit",
+            0.041,
+            compile_instructions=2_500_000,
+            compile_instructions_identity="callgrind 3.19.0, jaxlib 0.10.2",
+        ),
+    ]
+    printed = terminal(gate_outcome(tmp_path, pinned, rows))
+    start = next(i for i, line in enumerate(printed) if "not counted under valgrind" in line)
+    end = next(i for i, line in enumerate(printed) if line.startswith("Pin them with:"))
+    return printed[start : end + 1]
+
+
 def _broken_pin_file_error(tmp_path: Path, line: str, broken: str) -> list[str]:
     """What pytest prints when the first test's pin file has `line` replaced by `broken`
     (a real pytest run; the temporary directory shown as /tmp/jcdoc)."""

@@ -4,6 +4,7 @@ records, and the gate end to end with real JAX compiled under real valgrind."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import shutil
@@ -234,11 +235,35 @@ def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
         ]
     )
 
+    # The module as pinned: its count is carried from the pin, and valgrind never runs
+    # (a `valgrind` first on PATH notes every run but `--version`).
     monkeypatch.setenv("MLP_DEPTH", "20")
+    real, runs = shutil.which("valgrind"), pytester.path / "valgrind-runs"
+    wrapper = pytester.path / "bin" / "valgrind"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> {runs}\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    with monkeypatch.context() as path:
+        path.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+        report = pytester.path / "carried.json"
+        carried = pytester.runpytest_subprocess(
+            "-p", "no:randomly", "-v", "--compile-report", str(report)
+        )
+    assert carried.ret == pytest.ExitCode.OK, carried.stdout.str()
+    (verdict,) = json.loads(report.read_text())["verdicts"]
+    assert verdict["status"] == "ok" and "module unchanged: count carried" in verdict["note"]
+    assert not runs.exists(), runs.read_text()
+
+    # Counted again on a busy machine (--compile-instructions-recount): within tolerance.
     request.getfixturevalue("both_cores_busy")
-    busy = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
+    busy = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-v", "--compile-instructions-recount"
+    )
     assert busy.ret == pytest.ExitCode.OK, busy.stdout.str()
     assert "DRIFT" not in busy.stdout.str()
+    assert "count carried" not in busy.stdout.str()
 
 
 POOL_GET = "xla::cpu::ParallelFusionEmitter::FusionCompilerPool::GetInstance()"

@@ -59,7 +59,7 @@ SPY_CONFTEST = """
     import json, os
     from pytest_jaxcompile.gate import pins
 
-    _update = pins.PinStore.update
+    _update = pins.PinStore.repin
 
     def _spy(self, records, *args, **kwargs):
         records = list(records)
@@ -68,7 +68,7 @@ SPY_CONFTEST = """
                                   "rows": len(records)}}) + "\\n")
         return _update(self, records, *args, **kwargs)
 
-    pins.PinStore.update = _spy
+    pins.PinStore.repin = _spy
 """
 
 HEADER = """

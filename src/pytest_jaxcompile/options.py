@@ -248,6 +248,13 @@ OPTIONS: tuple[Option, ...] = (
         "whatever the load",
     ),
     Option(
+        "compile_instructions_recount",
+        "flag",
+        "with --compile-instructions, count every row under valgrind, also those whose "
+        "module, compile options and instrument equal their pin's (by default judged "
+        "from the pin: 'module unchanged: count carried'); for a scheduled job",
+    ),
+    Option(
         "compile_instructions_tolerance",
         "number",
         "relative growth of a row's compile "
@@ -680,6 +687,8 @@ class Settings:
         ``modules``."""
         return self.modules_dir if self.modules_dir is not None else self.pins_dir / "modules"
 
+    instructions_recount: bool = False  # count unchanged modules too (no carry)
+
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
         try:
@@ -732,4 +741,5 @@ class Settings:
             paired_pairs=int(values["compile_paired_pairs"]),
             paired_timeout_s=float(values["compile_paired_timeout"]),
             modules_dir=values["compile_modules_dir"],
+            instructions_recount=bool(values["compile_instructions_recount"]),
         )

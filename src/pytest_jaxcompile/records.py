@@ -208,6 +208,9 @@ class CompileRecord:
     # Each paired module compiled once more with XLA's pass timers on: seconds per HLO
     # pass ("base": the pin's module, "new": the row's), the top ones and the rest.
     paired_profile: dict[str, dict[str, float]] | None = None
+    # A digest of the serialized compile options the count was (or would be) made with: a
+    # count is carried from the pin while module, options and instrument are the pin's.
+    compile_options_digest: str | None = None
     # The settings in the cache key that change the compiled program (XLA flags, compile
     # options), as ``name=value,...``; "" for the default settings. Rows of one cell and
     # transform that differ only in it are variants, judged and pinned apart under one key.
@@ -393,6 +396,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("paired_cost_s", "number"),
     ("paired_note", "text"),
     ("paired_profile", "object"),
+    ("compile_options_digest", "text"),
 )
 
 

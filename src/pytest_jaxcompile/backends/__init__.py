@@ -45,6 +45,12 @@ LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
 STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's text
 
 
+# The pinned instruction count of a row whose fingerprint, compile options digest and
+# instrument identity (set on the record) equal its pin's, else None: the gate's
+# `gate.judging.carried_instructions`, handed in by the session (backends import no gate).
+CarriedCount = Callable[[CompileRecord], "int | None"]
+
+
 class Backend(Protocol):
     """What the session and the gate reach of one framework; stateless, one per framework."""
 
@@ -130,9 +136,10 @@ class BackendSession(Protocol):
         during start-up), each a sentence said once."""
         ...
 
-    def finish(self) -> None:
+    def finish(self, carry: CarriedCount | None = None) -> None:
         """At session finish, before the rows leave this process: complete them (their
-        compile instructions, where counted)."""
+        compile instructions, where counted; `carry` gives the pinned count of a row whose
+        module, options and instrument are its pin's, which is not counted again)."""
         ...
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:

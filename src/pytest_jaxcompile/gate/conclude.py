@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
-from pytest_jaxcompile.gate.judging import judge_all
-from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.judging import instructions_pin, judge_all
+from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.gate.stale import compile_count_changes, find_stale
@@ -79,10 +79,21 @@ def conclude(
     if settings.pin_update:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
-            outcome.pins_written = store.update(rows, compiles)
+            update = store.repin(
+                rows,
+                compiles,
+                lambda record, pin: limits_for(record, pin, settings.thresholds),
+            )
+            outcome.pins_written, outcome.pins_kept = update.written, update.kept
         except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
+    outcome.instructions_unpinned = [
+        verdict.record
+        for verdict in outcome.verdicts
+        if verdict.record.compile_instructions is not None
+        and instructions_pin(verdict.record, store) is None
+    ]
     outcome.pin_files = {key: store.path_for(key) for key in {row.key for row in rows}}
     outcome.upgrades = upgrade_reports(outcome.verdicts)
     saved = [ledger.overlays.get("cache_saved_s") for ledger in outcome.ledgers]

@@ -95,6 +95,23 @@ def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin]
     )
 
 
+def carried_instructions(record: CompileRecord, store: PinStore) -> int | None:
+    """The pinned count a row takes without being counted again: that of the pin its count
+    would be judged against (`instructions_pin`, an equal instrument identity), when the
+    row's module (fingerprint) and compile options (their digest) are that pin's too; else
+    None (counted). `--compile-instructions-recount` counts every row."""
+    found = instructions_pin(record, store)
+    if found is None or record.fingerprint is None or record.compile_options_digest is None:
+        return None
+    _, pin = found
+    if (pin.fingerprint, pin.compile_options_digest) != (
+        record.fingerprint,
+        record.compile_options_digest,
+    ):
+        return None
+    return pin.compile_instructions
+
+
 def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds) -> Verdict:
     """The row's compile instructions against the pin of an equal instrument identity.
 
@@ -120,9 +137,10 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
     assert pinned is not None
     tolerance = limits_for(record, pin, thresholds).instructions_tolerance
     change = count / pinned - 1 if pinned else 0.0
+    carried = f"; {record.compile_instructions_note}" if record.compile_instructions_note else ""
     text = (
         f"compile instructions {pinned:,} -> {count:,} ({change:+.2%}, tolerance "
-        f"{tolerance:.2%}; {record.compile_instructions_identity})"
+        f"{tolerance:.2%}; {record.compile_instructions_identity}){carried}"
     )
     if verdict.status in (Status.MISS, Status.GREW) or (
         verdict.status is Status.DRIFT

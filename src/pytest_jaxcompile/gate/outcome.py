@@ -15,7 +15,7 @@ from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
-from pytest_jaxcompile.records import CallLedger, ComparabilityKey
+from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
 
 Identity = tuple[str, str]  # (hardware, framework version) a session ran under
 
@@ -81,6 +81,9 @@ class Outcome:
     modules_written: list[Path] = field(default_factory=list)
     modules_removed: list[Path] = field(default_factory=list)
     modules_dir: Path | None = None
+    # --compile-instructions: rows counted whose count no pin of their instrument holds
+    instructions_unpinned: list[CompileRecord] = field(default_factory=list)
+    pins_kept: int = 0  # re-pinned pins left as they were (every figure within a third)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran

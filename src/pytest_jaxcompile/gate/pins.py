@@ -51,10 +51,10 @@ import re
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import tomli_w
 
@@ -86,6 +86,18 @@ LOCK_TIMEOUT_S = 120.0
 PinId = tuple[str, str]  # (cell, transform)
 RowId = tuple[str, str, str]  # (cell, transform, variant): a pin's identity inside its key
 VERSION_PIN_FIELDS = ("jaxlib_version", "platform_version")  # optional, in every pin
+
+
+class Margins(Protocol):
+    """What a re-pin needs of the limits the gate judges a row with (`gate.limits.Limits`):
+    the tolerance and the floors of its drift margin."""
+
+    @property
+    def tolerance(self) -> float: ...
+    @property
+    def floor_s(self) -> float: ...
+    @property
+    def rss_floor_mib(self) -> float: ...
 
 
 class PinLockTimeout(Exception):
@@ -135,11 +147,20 @@ class Pin:
             return f"{self.platform}:{self.device_kind}"
         return None
 
+    # The digest of the compile options it was counted with: with the fingerprint and the
+    # identity, what lets a later session carry the count instead of counting again.
+    compile_options_digest: str | None = None
+
     @classmethod
-    def from_record(cls, record: CompileRecord, previous: Pin | None) -> Pin:
+    def from_record(
+        cls, record: CompileRecord, previous: Pin | None, limits: Margins | None = None
+    ) -> Pin:
+        """The pin of this record. With the `limits` the gate judges the row with, a
+        re-pin of an unchanged module keeps each measured figure of `previous` that the new
+        one is within a third of its margin of (`kept_figures`)."""
         if record.compile_s is None:
             raise ValueError(f"{record.name}: {record.unmeasured}")
-        return cls(
+        pin = cls(
             jaxlib_version=record.jaxlib_version or None,
             platform_version=record.platform_version or None,
             compile_s=round(record.compile_s, SECONDS_DIGITS),
@@ -166,6 +187,7 @@ class Pin:
             platform=_detail(record, "platform"),
             device_kind=_detail(record, "device_kind"),
         )
+        return pin if limits is None else kept_figures(pin, previous, limits)
 
     def to_toml(self) -> dict[str, Any]:
         table: dict[str, Any] = {"compile_s": self.compile_s}
@@ -232,7 +254,49 @@ def _detail(record: CompileRecord, name: str) -> str | None:
     return str(value) if value else None
 
 
-INSTRUCTIONS_PIN_FIELDS = ("compile_instructions", "compile_instructions_identity")
+# A re-pin's measured figures: each kept as pinned while the new one is within
+# REPIN_SHARE of its margin (the gate's tolerance of the old figure, at least its floor).
+# Seconds have the seconds floor, the RSS growth the RSS floor. Deterministic figures
+# (fingerprint, ops, bytes, flops, key parts) are always rewritten.
+REPIN_SHARE = 1 / 3
+SECONDS_FIGURES = ("compile_s", "compile_cpu_s", "trace_s", "lower_s")
+MEASURED_FIGURES = (*SECONDS_FIGURES, "compile_rss_growth_mib")
+PROVENANCE_FIELDS = ("pinned_at", "load_avg_1m")  # kept when every measured figure is
+
+
+def within_repin_margin(old: float, new: float, tolerance: float, floor: float) -> bool:
+    """Whether `new` is within a third of the margin the gate allows `old`: its
+    tolerance of it, or the floor where that is larger."""
+    return abs(new - old) <= max(old * tolerance, floor) * REPIN_SHARE
+
+
+def kept_figures(new: Pin, previous: Pin | None, limits: Margins) -> Pin:
+    """`new`, with each measured figure of `previous` kept where the new one is within a
+    third of its margin, when both pins are of the same module (fingerprint); the pin's
+    provenance (when and at what load it was pinned) too when every figure was kept, so
+    an unchanged project's re-pin rewrites no byte."""
+    if previous is None or new.fingerprint is None or new.fingerprint != previous.fingerprint:
+        return new
+    kept: dict[str, Any] = {}
+    for name in MEASURED_FIGURES:
+        old, now = getattr(previous, name), getattr(new, name)
+        floor = limits.floor_s if name in SECONDS_FIGURES else limits.rss_floor_mib
+        if (
+            old is not None
+            and now is not None
+            and within_repin_margin(old, now, limits.tolerance, floor)
+        ):
+            kept[name] = old
+    if all(getattr(new, name) is None or name in kept for name in MEASURED_FIGURES):
+        kept.update({name: getattr(previous, name) for name in PROVENANCE_FIELDS})
+    return replace(new, **kept)
+
+
+INSTRUCTIONS_PIN_FIELDS = (
+    "compile_instructions",
+    "compile_instructions_identity",
+    "compile_options_digest",
+)
 
 
 def _instructions_pin(record: CompileRecord, previous: Pin | None) -> dict[str, Any]:
@@ -694,6 +758,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         *VERSION_PIN_FIELDS,
         "compile_instructions_identity",
         *DEVICE_PIN_FIELDS,
+        "compile_options_digest",
     ):
         if text_field in raw and not isinstance(raw[text_field], str):
             raise PinFieldError(text_field, f"{text_field!r} must be a string")
@@ -721,6 +786,7 @@ def _pin_from_table(raw: dict[str, Any]) -> Pin:
         compile_instructions_identity=raw.get("compile_instructions_identity"),
         platform=raw.get("platform"),
         device_kind=raw.get("device_kind"),
+        compile_options_digest=raw.get("compile_options_digest"),
     )
 
 
@@ -736,6 +802,19 @@ def _count(raw: dict[str, Any], name: str) -> int | None:
 
 def read_pin_file(path: Path) -> PinGroup:
     return parse_pin_file(path, read_text(path, PinFileError))
+
+
+# The limits the gate judges a row with, given its pin (`gate.limits.limits_for`).
+LimitsOf = Callable[[CompileRecord, "Pin | None"], Margins]
+
+
+@dataclass
+class PinUpdate:
+    """What a pin update did: the files it wrote, and how many re-pinned pins it kept as
+    they were (every figure within a third of its margin)."""
+
+    written: list[Path] = field(default_factory=list)
+    kept: int = 0
 
 
 class PinStore:
@@ -812,11 +891,23 @@ class PinStore:
     def update(
         self, records: Iterable[CompileRecord], compiles: Mapping[str, int] | None = None
     ) -> list[Path]:
-        """Pin these records (one per cell/transform/variant/key; the last wins). Returns
-        the files written.
+        """Pin these records, every figure as measured (`repin`). Returns the files
+        written."""
+        return self.repin(records, compiles).written
+
+    def repin(
+        self,
+        records: Iterable[CompileRecord],
+        compiles: Mapping[str, int] | None = None,
+        limits_of: LimitsOf | None = None,
+    ) -> PinUpdate:
+        """Pin these records (one per cell/transform/variant/key; the last wins).
 
         `unknown` and `memory` rows are never pinned; other pins are left untouched.
         `compiles` (per cell) is pinned in every file that receives a row of that cell.
+        With `limits_of` (the limits the gate judges a row and its pin with), a re-pinned
+        unchanged module keeps each measured figure that moved by less than a third of its
+        margin (`kept_figures`), and a pin kept whole is counted in `PinUpdate.kept`.
         """
         compiles = compiles or {}
         by_key: dict[ComparabilityKey, dict[RowId, CompileRecord]] = {}
@@ -824,9 +915,9 @@ class PinStore:
             if record.state.judged and record.unmeasured is None:
                 by_key.setdefault(record.key, {})[record.row_id] = record
         if not by_key:
-            return []
+            return PinUpdate()
         self.directory.mkdir(parents=True, exist_ok=True)
-        written = []
+        update = PinUpdate()
         from filelock import FileLock, Timeout  # only when pinning: start-up stays light
 
         lock = FileLock(str(lock_path(self.directory)))
@@ -845,15 +936,20 @@ class PinStore:
             for key, group in groups.items():
                 for (cell, transform, variant), record in by_key[key].items():
                     pins = group.pins_of(variant)
-                    pins[(cell, transform)] = Pin.from_record(record, pins.get((cell, transform)))
+                    previous = pins.get((cell, transform))
+                    limits = None if limits_of is None else limits_of(record, previous)
+                    pin = Pin.from_record(record, previous, limits)
+                    if limits is not None and pin == previous:
+                        update.kept += 1
+                    pins[(cell, transform)] = pin
                     if record.cell in compiles:
                         group.compiles[record.cell] = compiles[record.cell]
                 if atomic_write_text(group.path, group.render()):
-                    written.append(group.path)
+                    update.written.append(group.path)
                 self._groups[key] = group
         finally:
             lock.release()
-        return written
+        return update
 
     def _read_for_update(self, key: ComparabilityKey) -> PinGroup:
         path = self.path_for(key)

@@ -570,6 +570,47 @@ def _modules_stored(outcome: Outcome) -> str:
     return f"; modules for --compile-paired: {', '.join(changes) or 'unchanged'} in {where}"
 
 
+NOT_COUNTED = "not counted: "  # how the instruction stager's note of an uncounted row starts
+
+
+def instructions_blocks(outcome: Outcome) -> list[Block]:
+    """--compile-instructions: every row not counted, with its reason; the counts no pin of
+    their instrument holds, with the command that pins them."""
+    blocks = []
+    uncounted = [
+        (verdict.record.name, note.removeprefix(NOT_COUNTED))
+        for verdict in outcome.verdicts
+        if verdict.record.compile_instructions is None
+        and (note := verdict.record.compile_instructions_note) is not None
+    ]
+    if uncounted:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(uncounted)} row(s) not counted under valgrind (their seconds are still "
+                "judged)",
+                details=tuple(f"{name}: {why}" for name, why in uncounted),
+            )
+        )
+    unpinned = outcome.instructions_unpinned
+    if unpinned and not outcome.pin_update:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(unpinned)} row(s) counted with no pinned count of this instrument",
+                details=tuple(
+                    f"{record.name}: {record.compile_instructions:,} instructions"
+                    for record in unpinned
+                ),
+                advice="Pin them with:",
+                command=repin_command(record.cell for record in unpinned),
+            )
+        )
+    return blocks
+
+
 def busy_pin_text(outcome: Outcome) -> str | None:
     """A pin update whose rows were measured above compile_max_load, said: their pinned
     wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
@@ -601,6 +642,12 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
         )
     elif outcome.pin_update:
         written = tuple(relative(path, root) for path in outcome.pins_written)
+        kept = (
+            f" ({outcome.pins_kept} pin(s) kept as they were: every figure within a third of "
+            "its tolerance)"
+            if outcome.pins_kept
+            else ""
+        )
         blocks.append(
             Block(
                 BlockKind.PINS_UPDATED,
@@ -610,6 +657,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
                     if written
                     else "pins updated: nothing changed"
                 )
+                + kept
                 + _modules_stored(outcome),
                 paths=written,
             )
@@ -631,6 +679,7 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     judging = not outcome.pin_update
     if judging:
         blocks += _warning_blocks(outcome)
+    blocks += instructions_blocks(outcome)
     busy = busy_pin_text(outcome)
     if busy is not None:
         blocks.append(Block(BlockKind.WARNING, Tone.WARN, busy))

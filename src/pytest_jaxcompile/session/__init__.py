@@ -30,7 +30,7 @@ from pytest_jaxcompile.backends import BackendSession, all_backends, backend
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
-from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.judging import carried_instructions, judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import row_view
@@ -188,8 +188,14 @@ class SessionCollector:
         """The gate's conclusion (before the outputs, which render it)."""
         self.rss.close()
         backends = self.backends.values()
+        store = self.store
+        carry = (
+            None
+            if store is None or self.settings.instructions_recount
+            else lambda record: carried_instructions(record, store)
+        )
         for each in backends:
-            each.finish()
+            each.finish(carry)
         paired = self.settings.paired and self.store is not None
         if paired and not self.settings.pin_update:
             assert self.store is not None

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_jaxcompile.backends import (
     Backend,
+    CarriedCount,
     CensusRequest,
     MeasureContext,
     PairJob,
@@ -138,11 +139,14 @@ class JaxSession:
         if self._instructions_timeout_s is not None:
             from pytest_jaxcompile.backends.jax.instructions import (
                 InstrumentError,
-                valgrind_version,
+                installed_valgrind,
             )
 
-            try:  # valgrind missing or unable to run here: said before any test runs
-                valgrind_version()
+            # valgrind missing: said before any test runs. Whether it can run here is
+            # found when a row is left to count: a session that carries every count
+            # starts no valgrind.
+            try:
+                installed_valgrind()
             except InstrumentError as error:
                 raise pytest.UsageError(f"pytest-jaxcompile: {error}") from None
         # Snapshot what later compiles are compared with; JAX's own settings only when
@@ -204,10 +208,10 @@ class JaxSession:
     def _flag_changes(self) -> list[FlagsChange]:
         return [] if self._flags_watch is None else list(self._flags_watch.changes)
 
-    def finish(self) -> None:
+    def finish(self, carry: CarriedCount | None = None) -> None:
         # each xdist worker counts its own rows
         if self._stager is not None and self._instructions_timeout_s is not None:
-            self._stager.count(self.environment().jaxlib_version)
+            self._stager.count(self.environment().jaxlib_version, carry)
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
         staged = None if self._stager is None else self._stager.staged_for(record)

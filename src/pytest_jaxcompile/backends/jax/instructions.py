@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.backends import CarriedCount
 from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.records import CompileRecord
@@ -49,14 +50,14 @@ CHILD_ENVIRONMENT = {
 _ISA_LEVELS = (("avx2", ("avx2",)), ("avx", ("avx",)), ("sse4.2", ("sse4_2",)))
 _ISA_EXTRAS = ("f16c", "rdrand", "rdseed")
 CPU_ONLY = "instruction counting covers the CPU compiler only"
+CARRIED = "module unchanged: count carried"  # the note of a row judged from its pin's count
 
 
 class InstrumentError(Exception):
     """valgrind is missing or cannot run here; the message says what to do."""
 
 
-def valgrind_version() -> str:
-    """``valgrind-3.19.0``, or InstrumentError naming how to install it."""
+def _valgrind_path() -> str:
     path = shutil.which(VALGRIND)
     missing = [name for name in (VALGRIND, CONTROL) if shutil.which(name) is None]
     if path is None or missing:
@@ -64,6 +65,24 @@ def valgrind_version() -> str:
             f"--compile-instructions needs valgrind (with {CONTROL}); not on PATH: "
             f"{', '.join(missing)}: " + INSTALL_HINT
         )
+    return path
+
+
+def installed_valgrind() -> str:
+    """``valgrind-3.19.0`` as ``valgrind --version`` says (no program run under it), or
+    InstrumentError naming how to install it: enough for the instrument's identity."""
+    path = _valgrind_path()
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise InstrumentError(f"valgrind cannot run on this platform: {error}") from None
+    return version.stdout.strip() or "valgrind (unknown version)"
+
+
+def valgrind_version() -> str:
+    """``valgrind-3.19.0`` once a program ran under callgrind here, or InstrumentError
+    naming how to install it or why it cannot run."""
+    path = _valgrind_path()
     try:
         done = subprocess.run(
             [path, "--tool=callgrind", "--callgrind-out-file=/dev/null", "true"],
@@ -78,8 +97,7 @@ def valgrind_version() -> str:
         raise InstrumentError(
             f"valgrind cannot run on this platform ({platform.machine()}): {tail}"
         )
-    version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    return version.stdout.strip() or "valgrind (unknown version)"
+    return installed_valgrind()
 
 
 def simulated_cpu() -> str:
@@ -125,6 +143,11 @@ def instrument_identity(valgrind: str, jaxlib_version: str) -> str:
 
 def _digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()[:12]
+
+
+def options_digest(options: bytes) -> str:
+    """The digest of a compile's serialized options, pinned beside its count."""
+    return _digest(options)
 
 
 @dataclass
@@ -203,11 +226,13 @@ class InstructionStager:
             return
         backend, module, devices, (options, callbacks) = captured.calls[-1]
         count = getattr(devices, "size", None) or 1
+        serialized = bytes(options.SerializeAsString())
+        record.compile_options_digest = options_digest(serialized)
         self.staged.append(
             Staged(
                 record,
                 module=module_bytes(module),
-                options=bytes(options.SerializeAsString()),
+                options=serialized,
                 devices=int(count),
                 text=text,
                 platform=str(getattr(backend, "platform", "cpu")),
@@ -219,8 +244,12 @@ class InstructionStager:
         """The staged compile of this row (the record itself, not an equal one)."""
         return next((staged for staged in self.staged if staged.record is record), None)
 
-    def count(self, jaxlib_version: str) -> None:
-        """Count every staged module in one child under callgrind; fill the records."""
+    def count(self, jaxlib_version: str, carry: CarriedCount | None = None) -> None:
+        """Count every staged module in one child under callgrind; fill the records.
+
+        With `carry`, a row whose fingerprint, options and instrument equal its pin's takes
+        the pin's count (noted `CARRIED`) and is not counted: valgrind starts only when some
+        row is left to count."""
         if not self.staged:
             return
         countable = [staged for staged in self.staged if staged.count_note is None]
@@ -230,11 +259,20 @@ class InstructionStager:
         if not countable:
             return
         try:
-            valgrind = valgrind_version()
+            identity = instrument_identity(installed_valgrind(), jaxlib_version)
         except InstrumentError as error:
             _not_counted(countable, str(error))
             return
-        identity = instrument_identity(valgrind, jaxlib_version)
+        if carry is not None:
+            countable = [staged for staged in countable if not _carried(staged, identity, carry)]
+        if not countable:
+            self.staged.clear()
+            return
+        try:
+            valgrind_version()  # a program runs under callgrind here
+        except InstrumentError as error:
+            _not_counted(countable, str(error))
+            return
         with tempfile.TemporaryDirectory(prefix="jaxcompile-instructions-") as directory:
             results = run_child(Path(directory), countable, self.timeout_s)
         for index, staged in enumerate(countable):
@@ -245,6 +283,19 @@ class InstructionStager:
             else:
                 why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
                 staged.record.compile_instructions_note = f"not counted: {why}"
+
+
+def _carried(staged: Staged, identity: str, carry: CarriedCount) -> bool:
+    """Whether the row takes its pin's count (module, options and instrument unchanged)."""
+    record = staged.record
+    record.compile_instructions_identity = identity
+    pinned = carry(record)
+    if pinned is None:
+        record.compile_instructions_identity = None
+        return False
+    record.compile_instructions = pinned
+    record.compile_instructions_note = CARRIED
+    return True
 
 
 def module_bytes(module: Any) -> bytes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile.backends import (
     Backend,
+    CarriedCount,
     CensusRequest,
     MeasureContext,
     PairJob,
@@ -109,7 +110,7 @@ class TorchSession:
     def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
         return []
 
-    def finish(self) -> None:
+    def finish(self, carry: CarriedCount | None = None) -> None:
         pass
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
