@@ -216,7 +216,8 @@ class InstructionStager:
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self.staged: list[Staged] = []
+        self.staged: list[Staged] = []  # kept to the end: --compile-paired pairs them
+        self._counted = 0  # the staged rows a count already went over
 
     def add(self, record: CompileRecord, captured: Captured, text: str | None = None) -> None:
         """Stage the row's compile (the last module JAX compiled in its ``compile()``), with
@@ -249,11 +250,13 @@ class InstructionStager:
 
         With `carry`, a row whose fingerprint, options and instrument equal its pin's takes
         the pin's count (noted `CARRIED`) and is not counted: valgrind starts only when some
-        row is left to count."""
-        if not self.staged:
+        row is left to count. Rows staged since the last count only."""
+        pending = self.staged[self._counted :]
+        self._counted = len(self.staged)
+        if not pending:
             return
-        countable = [staged for staged in self.staged if staged.count_note is None]
-        for staged in self.staged:
+        countable = [staged for staged in pending if staged.count_note is None]
+        for staged in pending:
             if staged.count_note is not None:
                 staged.record.compile_instructions_note = f"not counted: {staged.count_note}"
         if not countable:
@@ -266,7 +269,6 @@ class InstructionStager:
         if carry is not None:
             countable = [staged for staged in countable if not _carried(staged, identity, carry)]
         if not countable:
-            self.staged.clear()
             return
         try:
             valgrind_version()  # a program runs under callgrind here
