@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from pytest_jaxcompile._names import CLEAR_ALWAYS, CLEAR_AUTO, CLEAR_NEVER
 from pytest_jaxcompile.backends.jax.eager import EAGER, Dispatch
 from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
 from pytest_jaxcompile.backends.jax.residue import (
@@ -20,7 +21,6 @@ from pytest_jaxcompile.backends.jax.residue import (
     clear_before_census,
     describe,
 )
-from pytest_jaxcompile.backends.settings import CLEAR_ALWAYS, CLEAR_AUTO, CLEAR_NEVER
 
 
 def step(v: object) -> object:

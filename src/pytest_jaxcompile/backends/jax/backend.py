@@ -172,7 +172,10 @@ class JaxSession:
         if self._staging and self._stager is None:
             from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 
-            self._stager = InstructionStager(self._instructions_timeout_s or 0.0)
+            self._stager = InstructionStager(
+                self._instructions_timeout_s or 0.0,
+                counting=self._instructions_timeout_s is not None,
+            )
         return JaxCompile(self.monitor, environment, context, sink, stager=self._stager)
 
     def census(self, request: CensusRequest) -> JaxCensus | None:

@@ -214,8 +214,9 @@ def capture() -> Iterator[Captured]:
 class InstructionStager:
     """The modules of this process's measured rows, counted at the session's end."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, counting: bool = True) -> None:
         self.timeout_s = timeout_s
+        self.counting = counting  # --compile-instructions (else staged to pair them)
         self.staged: list[Staged] = []  # kept to the end: --compile-paired pairs them
         self._counted = 0  # the staged rows a count already went over
 
@@ -227,16 +228,19 @@ class InstructionStager:
             return
         backend, module, devices, (options, callbacks) = captured.calls[-1]
         count = getattr(devices, "size", None) or 1
-        serialized = bytes(options.SerializeAsString())
-        record.compile_options_digest = options_digest(serialized)
+        platform = str(getattr(backend, "platform", "cpu"))
+        serialized = None if options is None else bytes(options.SerializeAsString())
+        if serialized is not None:
+            record.compile_options_digest = options_digest(serialized)
         self.staged.append(
             Staged(
                 record,
-                module=module_bytes(module),
+                # bytecode only where it will be counted (the counting child reads it)
+                module=module_bytes(module) if self.counting and platform == "cpu" else None,
                 options=serialized,
                 devices=int(count),
                 text=text,
-                platform=str(getattr(backend, "platform", "cpu")),
+                platform=platform,
                 callbacks=bool(callbacks),
             )
         )
