@@ -34,6 +34,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -233,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", type=Path, help="append each session's figures (JSON lines)")
     args = parser.parse_args(argv)
+    # A SIGTERM unwinds like Ctrl-C, so `session` stops its busy-loop processes (they are
+    # daemons, which a parent killed by a signal would leave running).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
