@@ -124,11 +124,10 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
     count = record.compile_instructions
     if count is None:
         note = record.compile_instructions_note
-        return verdict if note is None else _noted(verdict, f"compile instructions {note}")
+        return verdict if note is None else verdict.with_note(f"compile instructions {note}")
     found = instructions_pin(record, store)
     if found is None:
-        return _noted(
-            verdict,
+        return verdict.with_note(
             f"compile instructions {count:,} not pinned with this "
             f"instrument ({record.compile_instructions_identity})",
         )
@@ -147,7 +146,7 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
         and verdict.phase != INSTRUCTIONS_PHASE
         and count <= pinned * (1 + tolerance)
     ):
-        return _noted(verdict, text)
+        return verdict.with_note(text)
     if count > pinned * (1 + tolerance):
         status = Status.DRIFT
     elif count < pinned / (1 + tolerance):
@@ -155,7 +154,7 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
     elif verdict.status in (Status.NOISY, Status.UNPINNED, Status.IMPROVED):
         status = Status.OK
     else:
-        return _noted(verdict, text)
+        return verdict.with_note(text)
     prefix = "DRIFT in " if status is Status.DRIFT else ""
     change_note = what_changed(record, pin) if status is Status.DRIFT else None
     note = "; ".join(part for part in (prefix + text, change_note, verdict.note) if part)
@@ -170,10 +169,6 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
         phase=INSTRUCTIONS_PHASE,
         nearest=None,
     )
-
-
-def _noted(verdict: Verdict, note: str) -> Verdict:
-    return verdict.with_note(note)
 
 
 # The deterministic figures judged as GREW besides the op count: (field, name in notes,
