@@ -568,6 +568,12 @@ def test_a_compile_that_raises_keeps_its_row_shown_failed_and_never_judged(
 ) -> None:
     """The row keeps the seconds the compile spent and its error, in every output (terminal,
     JSON report, GitHub summary); the test fails with the compile's own error; no pin."""
+    import inspect
+
+    import jax
+
+    if "compiler_options" not in inspect.signature(jax.jit).parameters:
+        pytest.skip("this jax's jax.jit takes no compiler_options (how the test makes XLA refuse)")
     project.conftest(cache=False)
     project.tests(
         """
