@@ -7,11 +7,14 @@ import dataclasses
 import gzip
 import json
 import math
+import random
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import JaxProject
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -19,11 +22,13 @@ from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import PAIRED_PHASE, Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.paired import (
+    EXACT_SIGNED_RANK_PAIRS,
     PairedComparison,
     PairingTarget,
     interval_confidence,
     pairing_target,
-    sign_test_rank,
+    signed_rank_rank,
+    walsh_averages,
 )
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
@@ -53,15 +58,72 @@ def paired(base: list[float], new: list[float], **overrides: object) -> CompileR
 
 @pytest.mark.parametrize(
     ("pairs", "rank", "confidence"),
-    [(5, 1, 1 - 2 / 32), (8, 1, 1 - 2 / 256), (10, 2, 1 - 2 * 11 / 1024), (20, 6, None)],
+    [
+        (5, 1, 1 - 2 / 32),  # too few pairs for 95 %: the smallest to the largest average
+        (6, 1, 1 - 2 / 64),
+        (7, 3, 1 - 2 * 3 / 128),  # T <= 2: {}, {1}, {2}
+        (10, 9, None),  # the signed-rank tables' critical values: 8 at n = 10,
+        (20, 53, None),  # 52 at n = 20,
+        (30, 138, None),  # 137 at n = 30 (two-sided 5 %)
+    ],
 )
-def test_the_interval_is_the_sign_tests_order_statistics(
+def test_the_interval_is_the_signed_rank_tests_walsh_averages(
     pairs: int, rank: int, confidence: float | None
 ) -> None:
-    assert sign_test_rank(pairs) == rank
+    assert signed_rank_rank(pairs) == rank
     if confidence is not None:
         assert math.isclose(interval_confidence(pairs, rank), confidence)
     assert interval_confidence(pairs, rank) >= 0.95 or rank == 1
+    if rank > 1:  # the largest such rank: one more falls below the confidence
+        assert interval_confidence(pairs, rank + 1) < 0.95
+
+
+def test_the_normal_approximation_takes_over_within_a_rank_of_the_exact_one() -> None:
+    exact = signed_rank_rank(EXACT_SIGNED_RANK_PAIRS)
+    above = EXACT_SIGNED_RANK_PAIRS + 1
+    approximate = signed_rank_rank(above)
+    assert interval_confidence(above, approximate) == pytest.approx(0.95, abs=0.002)
+    assert signed_rank_rank(above) > exact  # more pairs, more averages below the interval
+
+
+def test_the_interval_covers_an_equal_modules_ratio_as_often_as_it_says() -> None:
+    """20 pairs of an equal module with symmetric noise (heavy-tailed: one pair in ten hit
+    three times as hard), 2,000 sessions: the interval holds 1 in at least 95 % of them."""
+    generator = random.Random(20261203)
+    held = 0
+    for _ in range(2000):
+        logs = [
+            generator.gauss(0, 0.06) * (3 if generator.random() < 0.1 else 1) for _ in range(20)
+        ]
+        comparison = PairedComparison.of(paired([1.0] * 20, [math.exp(v) for v in logs]))
+        assert comparison is not None
+        held += comparison.low <= 1 <= comparison.high
+    assert held / 2000 >= 0.94  # 95.2 % in theory; 2,000 draws vary by about 0.5 %
+
+
+def test_walsh_averages_are_every_pairs_mean() -> None:
+    assert walsh_averages([3.0, 1.0, 2.0]) == [1.0, 1.5, 2.0, 2.0, 2.5, 3.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.floats(min_value=-0.2, max_value=0.2, allow_nan=False), min_size=8, max_size=40),
+    st.floats(min_value=0.5, max_value=2.0),
+)
+def test_the_interval_holds_its_estimate_and_moves_with_a_slowdown(
+    noise: list[float], scale: float
+) -> None:
+    """The estimate lies within its interval, and a module slower by a factor moves the
+    estimate and both ends by exactly that factor (the statistic is of ratios)."""
+    base = [scale] * len(noise)
+    new = [scale * math.exp(value) for value in noise]
+    comparison = PairedComparison.of(paired(base, new))
+    slower = PairedComparison.of(paired(base, [1.25 * value for value in new]))
+    assert comparison is not None and slower is not None
+    assert comparison.low <= comparison.ratio <= comparison.high
+    assert slower.ratio == pytest.approx(1.25 * comparison.ratio)
+    assert slower.low == pytest.approx(1.25 * comparison.low)
+    assert slower.high == pytest.approx(1.25 * comparison.high)
 
 
 def test_a_comparison_reads_the_median_ratio_and_its_interval() -> None:
@@ -70,8 +132,9 @@ def test_a_comparison_reads_the_median_ratio_and_its_interval() -> None:
     comparison = PairedComparison.of(paired(base, new))
     assert comparison is not None
     assert comparison.metric == "cpu" and comparison.pairs == 10
-    assert comparison.ratio == pytest.approx(1.2)
-    assert (comparison.low, comparison.high) == (pytest.approx(1.12), pytest.approx(1.3))
+    assert comparison.ratio == pytest.approx(1.2)  # the Hodges-Lehmann estimate
+    # the 9th smallest and largest of the 55 pairwise averages of the log ratios
+    assert (comparison.low, comparison.high) == (pytest.approx(1.1496, abs=1e-4), 1.3)
     assert comparison.status(0.05, 0.01) is Status.DRIFT
     assert comparison.status(0.15, 0.01) is None  # 1.12 < 1.15 < 1.3: not decided
     assert comparison.status(0.05, 1.0) is Status.OK  # within the floor
@@ -109,7 +172,7 @@ def test_a_paired_slowdown_is_drift_whatever_the_seconds_said(tmp_path: Path) ->
     verdict = judge(record, store, THRESHOLDS)
     assert verdict.status is Status.DRIFT and verdict.phase == PAIRED_PHASE
     assert verdict.note is not None and verdict.note.startswith("DRIFT paired with pins/x.toml")
-    assert "10 pairs, cpu 1.000 s -> 1.205 s, 1.21x (97.9% interval 1.18x-1.30x" in verdict.note
+    assert "10 pairs, cpu 1.000 s -> 1.205 s, 1.21x (95.1% interval 1.18x-1.29x" in verdict.note
     assert "cost 12.5 s" in verdict.note
     view = row_view(verdict, THRESHOLDS)
     assert view.fails

@@ -8,13 +8,17 @@ paired and against which pin (`pairing_target`), reads the pairs as one comparis
 its uncertainty (`PairedComparison`), and judges it (`judge_paired`).
 
 The statistic: each pair's ratio (new over base, in the process's CPU seconds, which
-waiting for a core does not inflate), their median, and a distribution-free interval for
-that median from the order statistics of the ratios (the sign test's: with 20 pairs, the
-6th smallest to the 6th largest holds the median ratio with 95.9 % confidence). The row
-is DRIFT when the whole interval is above ``1 + compile_paired_tolerance`` (and the medians
-differ by more than the floor), improved when it is wholly below ``1 / (1 + tolerance)``,
-ok when it lies within both; otherwise it is not decided, says how many pairs would decide
-it, and keeps the seconds gate's verdict.
+waiting for a core does not inflate), taken as a log, and Wilcoxon's signed-rank reading of
+those: the Hodges-Lehmann estimate of their centre (the median of the pairwise averages)
+and its exact interval from the averages' order statistics (with 20 pairs, the 53rd
+smallest to the 53rd largest of the 210 averages, 95.2 % confidence). Alternating the
+order makes an equal module's log ratios spread evenly about zero, as the statistic
+assumes; under bell-shaped noise it needs about two thirds of the pairs the sign test
+would for an interval as narrow.
+The row is DRIFT when the whole interval is above ``1 + compile_paired_tolerance`` (and the
+medians differ by more than the floor), improved when it is wholly below
+``1 / (1 + tolerance)``, ok when it lies within both; otherwise it is not decided, says how
+many pairs would decide it, and keeps the seconds gate's verdict.
 
 PYTEST_DONT_REWRITE
 """
@@ -91,24 +95,60 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
     return target
 
 
-def sign_test_rank(pairs: int, confidence: float = CONFIDENCE) -> int:
-    """The rank k (1-based) whose order statistics ``[k, n + 1 - k]`` hold the median of
-    `pairs` ratios with at least `confidence`, where `pairs` allow it (else 1: min to max)."""
+# Exact signed-rank tails up to this many pairs (about 0.1 s); beyond, the normal
+# approximation, which is within a rank of the exact one there.
+EXACT_SIGNED_RANK_PAIRS = 120
+
+
+def signed_rank_rank(pairs: int, confidence: float = CONFIDENCE) -> int:
+    """The rank k (1-based) whose Walsh averages ``[k, M + 1 - k]`` (of the M = n(n+1)/2)
+    hold the pairs' centre with at least `confidence`, where `pairs` allow it (else 1: the
+    smallest to the largest)."""
+    if pairs < 1:
+        return 1
+    walsh = pairs * (pairs + 1) // 2
+    if pairs > EXACT_SIGNED_RANK_PAIRS:
+        spread = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
+        below = walsh / 2 - statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2) * spread
+        return max(1, math.floor(below + 0.5))
+    tails = _signed_rank_tails(pairs)
     rank = 1
-    while rank < pairs // 2 and _tail(pairs, rank) <= (1 - confidence) / 2:
+    while rank < walsh // 2 and tails[rank] <= (1 - confidence) / 2:
         rank += 1
     return rank
 
 
-def _tail(pairs: int, rank: int) -> float:
-    """P(X < rank + 1) for X ~ Binomial(pairs, 1/2): the chance that `rank` or fewer of
-    the ratios fall below the median."""
-    return sum(math.comb(pairs, i) for i in range(rank + 1)) / float(2**pairs)
-
-
 def interval_confidence(pairs: int, rank: int) -> float:
-    """The confidence of the interval ``[rank, pairs + 1 - rank]``."""
-    return 1 - 2 * _tail(pairs, rank - 1) if pairs else 0.0
+    """The confidence of the Walsh averages' interval ``[rank, M + 1 - rank]``."""
+    if pairs < 1:
+        return 0.0
+    if pairs > EXACT_SIGNED_RANK_PAIRS:
+        walsh = pairs * (pairs + 1) // 2
+        spread = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
+        return 1 - 2 * statistics.NormalDist(walsh / 2, spread).cdf(rank - 0.5)
+    return 1 - 2 * _signed_rank_tails(pairs)[rank - 1]
+
+
+def _signed_rank_tails(pairs: int) -> list[float]:
+    """``tails[t] = P(T <= t)`` for Wilcoxon's signed-rank statistic T over `pairs`
+    (the sum of the ranks of the positive differences when each sign is a coin toss)."""
+    walsh = pairs * (pairs + 1) // 2
+    ways = [1] + [0] * walsh  # ways[t]: the subsets of ranks 1..n summing to t
+    for rank in range(1, pairs + 1):
+        for total in range(walsh, rank - 1, -1):
+            ways[total] += ways[total - rank]
+    tails, running, outcomes = [], 0, 2**pairs
+    for count in ways:
+        running += count
+        tails.append(running / outcomes)
+    return tails
+
+
+def walsh_averages(values: list[float]) -> list[float]:
+    """Every ``(values[i] + values[j]) / 2`` for i <= j, sorted: their median is the
+    Hodges-Lehmann estimate of the centre, their order statistics its interval."""
+    count = len(values)
+    return sorted((values[i] + values[j]) / 2 for i in range(count) for j in range(i, count))
 
 
 @dataclass(frozen=True)
@@ -118,7 +158,7 @@ class PairedComparison:
     metric: str  # cpu (both sides' CPU seconds measured), else wall
     base_s: float  # the pin's module: median seconds
     new_s: float  # the row's module: median seconds
-    ratio: float  # the median of the pairs' ratios (new over base)
+    ratio: float  # the pairs' ratio (new over base): Hodges-Lehmann, on log ratios
     low: float  # the interval holding that median with `confidence`
     high: float
     confidence: float
@@ -135,16 +175,17 @@ class PairedComparison:
         )
         for metric, base, new in sides:
             if base and new and len(base) == len(new) and min(base) > 0 and min(new) > 0:
-                ratios = sorted(n / b for b, n in zip(base, new, strict=True))
-                pairs = len(ratios)
-                rank = sign_test_rank(pairs)
+                logs = [math.log(n / b) for b, n in zip(base, new, strict=True)]
+                averages = walsh_averages(logs)
+                pairs = len(logs)
+                rank = signed_rank_rank(pairs)
                 return cls(
                     metric=metric,
                     base_s=statistics.median(base),
                     new_s=statistics.median(new),
-                    ratio=statistics.median(ratios),
-                    low=ratios[rank - 1],
-                    high=ratios[pairs - rank],
+                    ratio=math.exp(statistics.median(averages)),
+                    low=math.exp(averages[rank - 1]),
+                    high=math.exp(averages[len(averages) - rank]),
                     confidence=interval_confidence(pairs, rank),
                     pairs=pairs,
                     cost_s=record.paired_cost_s,
