@@ -13,7 +13,7 @@ from pytest_jaxcompile.corpus.check import check_corpus
 from pytest_jaxcompile.corpus.store import Corpus
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
-from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import HostState
 
@@ -252,6 +252,37 @@ def test_pin_derives_pins_from_the_latest_rows_and_never_from_unknown(tmp_path: 
     again = cli(tmp_path, "pin", "records")
     assert "pins updated: nothing changed" in again.stdout
     assert snapshot(tmp_path / "pins") == before
+
+
+def only_pin(directory: Path) -> Pin:
+    (group,) = PinStore.load(directory / "pins").groups()
+    (pin,) = group.pins.values()
+    return pin
+
+
+def test_pin_keeps_an_unchanged_modules_figures_within_a_third_of_their_tolerance(
+    tmp_path: Path,
+) -> None:
+    """As a session's pin update does: re-pinning a corpus whose unchanged module moved by
+    10 % (within a third of the 75 % tolerance) changes no file; 50 % moved is re-pinned;
+    --exact rewrites every figure."""
+    fingerprint = {"fingerprint": "sha256:same"}
+    write_lines(tmp_path / "records" / "1.jsonl", [row(1, cell=A, compile_s=2.0, **fingerprint)])
+    assert cli(tmp_path, "pin", "records").returncode == 0
+    before = snapshot(tmp_path / "pins")
+    write_lines(tmp_path / "records" / "2.jsonl", [row(2, cell=A, compile_s=2.2, **fingerprint)])
+    kept = cli(tmp_path, "pin", "records")
+    assert kept.returncode == 0, kept.stderr
+    assert "pins updated: nothing changed (1 pin(s) kept as they were" in kept.stdout
+    assert snapshot(tmp_path / "pins") == before
+    tighter = cli(tmp_path, "pin", "records", "--tolerance", "0.1")  # a third of it: 3.3 %
+    assert "pins updated: pins/" in tighter.stdout
+    assert only_pin(tmp_path).compile_s == 2.2
+
+    write_lines(tmp_path / "records" / "3.jsonl", [row(3, cell=A, compile_s=2.3, **fingerprint)])
+    exact = cli(tmp_path, "pin", "records", "--exact")
+    assert "pins updated: pins/" in exact.stdout and "kept" not in exact.stdout
+    assert only_pin(tmp_path).compile_s == 2.3
 
 
 def test_pin_and_check_map_descriptive_fields_to_the_cell(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ from pytest_jaxcompile.cli._args import (
     error,
 )
 from pytest_jaxcompile.corpus.store import CorpusError, latest_rows
+from pytest_jaxcompile.gate.limits import limits_for
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
+from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
 
 HELP = (
     "pin the most recent row per cell, transform and key of a records corpus "
@@ -30,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="list what would be pinned; write nothing"
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="write every figure as measured; by default a re-pinned unchanged module keeps "
+        "each figure that moved by less than a third of its tolerance (the verdict "
+        "options below set the tolerances), so re-pinning an unchanged project changes no file",
+    )
+    add_threshold_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,13 +65,23 @@ def run(args: argparse.Namespace) -> int:
                 f"{record.compile_s:.4f} s ({record.timestamp or 'no timestamp'})"
             )
         return 0
+    thresholds = thresholds_from(args)
     try:
-        written = store.update(pinnable)
+        update = store.repin(
+            pinnable,
+            limits_of=None if args.exact else lambda row, pin: limits_for(row, pin, thresholds),
+        )
     except (PinFileError, PinLockTimeout) as problem:
         return error("pin", f"{problem}. Nothing was written.")
     root = Path.cwd()
-    if written:
-        print("pins updated: " + ", ".join(relative(path, root) for path in written))
+    kept = (
+        f" ({update.kept} pin(s) kept as they were: every figure within a third of its "
+        "tolerance; --exact rewrites them)"
+        if update.kept
+        else ""
+    )
+    if update.written:
+        print("pins updated: " + ", ".join(relative(path, root) for path in update.written) + kept)
     else:
-        print("pins updated: nothing changed")
+        print("pins updated: nothing changed" + kept)
     return 0

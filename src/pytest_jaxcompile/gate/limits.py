@@ -36,9 +36,10 @@ DEFAULT_RSS_FLOOR_MIB = 128.0
 # tolerance stays above both (docs/benchmarks.md#instruction-gate).
 DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
 # --compile-paired (docs/paired.md, benchmarks/paired_gate.py): the paired ratio's interval
-# must clear 1 + tolerance for a DRIFT; 20 pairs give a 95.2 % signed-rank interval. From benchmarks/paired_gate.py on 2 loaded cores
-# (docs/benchmarks.md#paired-gate): no equal module's interval cleared +3 %; a compile 15 %
-# slower cleared it in 91-100 % of sessions, 10 pairs caught it in 44-80 % at +5 %.
+# must clear 1 + tolerance for a DRIFT; 20 pairs give a 95.2 % signed-rank interval. From
+# benchmarks/paired_gate.py on 2 loaded cores (docs/benchmarks.md#paired-gate): no equal
+# module's interval cleared +3 %; with the sign test's interval a compile 15 % slower
+# cleared it in 91-100 % of sessions, 10 pairs at +5 % in 44-80 %.
 DEFAULT_PAIRED_TOLERANCE = 0.03
 DEFAULT_PAIRS = 20
 DEFAULT_PAIRED_TIMEOUT_S = 3600.0
