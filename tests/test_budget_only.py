@@ -22,6 +22,8 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.gate.view import session_view
+from pytest_jaxcompile.output.github import step_summary
+from pytest_jaxcompile.output.terminal import summary_lines
 from pytest_jaxcompile.records import CompileRecord, RecordDataError, check_record_data
 
 # --------------------------------------------------------------------------- logic
@@ -111,6 +113,12 @@ def test_a_pin_update_pins_no_budget_row_and_says_so(tmp_path: Path) -> None:
     ]  # fmt: skip
     (group,) = session_view(outcome).groups
     assert (group.pinned_rows, group.budget_rows) == (2, 1)
+    terminal = [text for text, _ in summary_lines(outcome, verbose=False)]
+    assert "  pinned     2 row(s)" in terminal
+    assert "  budget     1 row(s) judged by their compile_budget only: not pinned" in terminal
+    summary = step_summary(outcome)
+    assert "2 row(s) pinned." in summary
+    assert "1 row(s) judged by their compile_budget only: not pinned." in summary
 
 
 def test_the_unpinned_sentence_says_which_rows_are_pinned_for_growth_only(tmp_path: Path) -> None:

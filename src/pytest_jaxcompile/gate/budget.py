@@ -51,12 +51,14 @@ class CompileBudget:
         A marker without a limit (bare, or only mixed_precision, cacheable, count_eager)
         asks for a census of the test, every compile pinned.
         """
-        limits = (self.max_compiles, self.max_ops_growth, self.max_memory_growth)
-        return (
-            self.seconds is None
-            and self.tolerance is None
-            and any(limit is not None for limit in (*limits, self.max_flops_growth))
+        limits = (
+            self.max_compiles,
+            self.max_ops_growth,
+            self.max_memory_growth,
+            self.max_flops_growth,
         )
+        asks_seconds = self.seconds is not None or self.tolerance is not None
+        return not asks_seconds and any(limit is not None for limit in limits)
 
 
 # The number arguments (finite, >= 0); max_compiles is a whole number.

@@ -80,8 +80,8 @@ def conclude(
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
             update = store.repin(
-                # A budget-only row with no growth limit is judged by its budget alone:
-                # its pin would hold figures no one judges.
+                # A budget-only row that no growth limit judges is judged by its budget
+                # alone: its pin would hold figures no one judges.
                 [row for row in rows if not judged_by_budget(row, settings.thresholds)],
                 compiles,
                 lambda record, pin: limits_for(record, pin, settings.thresholds),

@@ -316,7 +316,8 @@ def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]
     if group.pin_file is not None:
         lines += [f"Pin file: {_code(relative(group.pin_file, outcome.rootdir))}", ""]
     if outcome.pin_update:  # compared with the pins just written: nothing to list
-        lines += [f"{group.pinned_rows} row(s) pinned.", ""]
+        if group.pinned_rows or not group.budget_rows:
+            lines += [f"{group.pinned_rows} row(s) pinned.", ""]
         if group.budget_rows:
             lines += [f"{group.budget_rows} {BUDGET_NOT_PINNED}.", ""]
         return lines
