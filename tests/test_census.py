@@ -291,7 +291,11 @@ def test_time_advisory_reports_drift_without_failing(project: JaxProject) -> Non
 def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(IMPLICIT_TEST)
+    # Its max_compiles judges the budget-only test: no pin (docs/verdicts.md#budget-only-tests)
     project.run("--compile-pin-update")
+    assert list(project.pins_dir.glob("*.toml")) == []
+    # The session's census asks for every compile's seconds: pinned, and the test's count.
+    project.run("--compile-census", "--compile-pin-update")
     (path,) = project.pins_dir.glob("*.toml")
     assert '[tests]\n"test_models.py::test_step" = { compiles = 1 }' in path.read_text()
     project.tests(
@@ -300,7 +304,7 @@ def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -
             "jax.jit(lambda p: p)(ARGS[1])\n        assert float(loss) > 0",
         )
     )
-    result = project.run()
+    result = project.run("--compile-census")
     result.stdout.fnmatch_lines(
         ["compile count changed: test_models.py::test_step: 2 backend compile(s), pinned 1"]
     )

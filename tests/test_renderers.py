@@ -111,11 +111,22 @@ def test_a_session_of_every_status_renders_most_severe_first(tmp_path: Path) -> 
         for text, _ in summary_lines(outcome, verbose=True)
         if text.startswith("  ") and text.split()[0] in {s.value.split()[0] for s in Status}
     ]
-    assert rows == ["MISS", "GREW", "DRIFT", "failed", "improved", "unpinned", "noisy", "not", "ok"]
+    assert rows == [
+        "MISS",
+        "GREW",
+        "DRIFT",
+        "failed",
+        "improved",
+        "unpinned",
+        "noisy",
+        "not",
+        "budget",
+        "ok",
+    ]
     closing = [text for text, _ in summary_lines(outcome, verbose=True)]
     assert (
         "compile rows: 1 MISS, 1 GREW, 1 DRIFT, 1 failed, 1 improved, 1 unpinned, 1 noisy, "
-        "1 not judged, 1 ok" in closing
+        "1 not judged, 1 budget, 1 ok" in closing
     )
     assert step_summary(outcome).splitlines()[0] == (
         "## jax compile times: FAIL (1 MISS, 1 GREW, 1 DRIFT)"

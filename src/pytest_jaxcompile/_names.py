@@ -20,6 +20,9 @@ CLEAR_ALWAYS = "always"
 CLEAR_NEVER = "never"
 CLEAR_MODES = (CLEAR_AUTO, CLEAR_ALWAYS, CLEAR_NEVER)
 
+# The measuring fixtures: a test that requests one uses the plugin, and asks for seconds.
+FIXTURES = frozenset({"jax_compile", "torch_compile"})
+
 # What each pytest-xdist worker sends the controller (its rows), under this key.
 WORKER_OUTPUT_KEY = "jaxcompile"
 # What the controller tells each xdist worker: the tests with a pinned compile count.

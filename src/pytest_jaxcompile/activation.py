@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_jaxcompile._names import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
+from pytest_jaxcompile._names import FIXTURES, WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
 from pytest_jaxcompile.gate.budget import MARKER_NAME
 from pytest_jaxcompile.options import OPTIONS, Settings, given
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 ACTIVATION_KEY = pytest.StashKey["Activation"]()
 PLUGIN_NAME = "jaxcompile-session"
-FIXTURES = frozenset({"jax_compile", "torch_compile"})
 PINS_DIR_OPTION = "compile_pins_dir"
 
 

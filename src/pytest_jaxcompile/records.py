@@ -151,6 +151,9 @@ class CompileRecord:
     settings: dict[str, Any] | None = None
     source: str = "fixture"
     tolerance: float | None = None  # per-test override from the compile_budget marker
+    # A census row of a test that asked for no seconds (`session.census.budget_only`): its
+    # compile_budget judges it; against a pin only for the growth limits it sets.
+    budget_only: bool = False
     max_ops_growth: float | None = None  # per-test op-count gate from the marker
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
@@ -343,6 +346,7 @@ def check_key_data(data: dict[str, Any]) -> ComparabilityKey:
 # reach into objects.
 _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("tolerance", "number"),
+    ("budget_only", "flag"),
     ("max_ops_growth", "number"),
     ("compile_cpu_s", "number"),
     ("compile_spread_s", "number"),
@@ -458,6 +462,8 @@ def _kind_problem(kind: str, value: Any) -> str | None:
     """What a field of this kind must be, when `value` is not it; None when it is."""
     if kind == "text":
         return None if isinstance(value, str) else "a string"
+    if kind == "flag":
+        return None if isinstance(value, bool) else "true or false"
     if kind == "object":
         return None if isinstance(value, dict) else "an object"
     if kind == "location":

@@ -30,6 +30,7 @@ from pytest_jaxcompile._numbers import NUMBER, finite_number
 from pytest_jaxcompile.backends.hardware import Hardware, Host, usable_cpu_count
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
 from pytest_jaxcompile.records import (
+    CENSUS_SOURCE,
     FRAMEWORKS,
     CacheDetails,
     CacheState,
@@ -373,6 +374,7 @@ class MeasureContext:
     trace_profile: bool = False
     repeat: int = 1
     artifacts_dir: Path | None = None  # where measured module texts are staged
+    budget_only: bool = False  # census rows: the test asked for no seconds (records.py)
 
 
 @dataclass
@@ -412,6 +414,7 @@ def new_record(
         host_state=measured.host_state,
         source=measured.source,
         tolerance=context.tolerance,
+        budget_only=context.budget_only and measured.source == CENSUS_SOURCE,
         max_ops_growth=context.max_ops_growth,
         max_memory_growth=context.max_memory_growth,
         max_flops_growth=context.max_flops_growth,

@@ -41,6 +41,25 @@ class CompileBudget:
     max_flops_growth: float | None = None
     count_eager: bool | None = None  # None: the session's compile_count_eager
 
+    @property
+    def limits_only(self) -> bool:
+        """The marker sets a limit (max_compiles, max_ops_growth, max_memory_growth or
+        max_flops_growth) and asks for no seconds: neither ``seconds`` nor ``tolerance``.
+
+        Such a test's census rows are judged by the budget only, unless the test asks for
+        seconds another way (`session.census.budget_only`; docs/verdicts.md#budget-only-tests).
+        A marker without a limit (bare, or only mixed_precision, cacheable, count_eager)
+        asks for a census of the test, every compile pinned.
+        """
+        limits = (
+            self.max_compiles,
+            self.max_ops_growth,
+            self.max_memory_growth,
+            self.max_flops_growth,
+        )
+        asks_seconds = self.seconds is not None or self.tolerance is not None
+        return not asks_seconds and any(limit is not None for limit in limits)
+
 
 # The number arguments (finite, >= 0); max_compiles is a whole number.
 NUMBER_ARGUMENTS = (

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
-from pytest_jaxcompile.gate.judging import instructions_pin, judge_all
+from pytest_jaxcompile.gate.judging import instructions_pin, judge_all, judged_by_budget
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.gate.stale import compile_count_changes, find_stale
-from pytest_jaxcompile.gate.status import session_failed
+from pytest_jaxcompile.gate.status import Status, session_failed
 from pytest_jaxcompile.gate.upgrades import upgrade_reports
 from pytest_jaxcompile.records import CallLedger, CompileRecord
 
@@ -80,7 +80,9 @@ def conclude(
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
             update = store.repin(
-                rows,
+                # A budget-only row that no growth limit judges is judged by its budget
+                # alone: its pin would hold figures no one judges.
+                [row for row in rows if not judged_by_budget(row, settings.thresholds)],
                 compiles,
                 lambda record, pin: limits_for(record, pin, settings.thresholds),
             )
@@ -92,6 +94,7 @@ def conclude(
         verdict.record
         for verdict in outcome.verdicts
         if verdict.record.compile_instructions is not None
+        and verdict.status is not Status.BUDGET  # never pinned: nothing to ask
         and instructions_pin(verdict.record, store) is None
     ]
     outcome.pin_files = {key: store.path_for(key) for key in {row.key for row in rows}}

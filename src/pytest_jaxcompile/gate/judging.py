@@ -34,6 +34,34 @@ from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
+# The limits judged against a pin's deterministic figures: (limit, the figure it judges).
+GROWTH_LIMITS = (
+    ("max_ops_growth", "op_count"),
+    ("max_memory_growth", "compiled_temp_bytes"),
+    ("max_flops_growth", "flops"),
+)
+BUDGET_NOTE = "judged by its compile_budget only: no seconds asked for, not pinned"
+
+
+def growth_limits(record: CompileRecord, thresholds: Thresholds) -> list[str]:
+    """The growth limits a row can be judged with against a pin: set (by its marker, else
+    the session) and of a figure the row has. A JAX census row has no op count, compiled
+    temp bytes nor flops (only the ``jax_compile`` fixture measures them); a torch census
+    row has its graph's op count."""
+    limits = limits_for(record, None, thresholds)
+    return [
+        name
+        for name, figure in GROWTH_LIMITS
+        if getattr(limits, name) is not None and getattr(record, figure) is not None
+    ]
+
+
+def judged_by_budget(record: CompileRecord, thresholds: Thresholds) -> bool:
+    """A budget-only row (`CompileRecord.budget_only`) that no growth limit judges: its
+    compile_budget judges it, in its test, and nothing else; it is never compared with a
+    pin nor pinned. A budget-only row a growth limit judges needs a pin for that limit: it
+    is pinned, and judged against the pin on the grown figures only, never on its seconds."""
+    return record.budget_only and not growth_limits(record, thresholds)
 
 
 def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
@@ -45,6 +73,8 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
+    if judged_by_budget(record, thresholds):
+        return Verdict(record, Status.BUDGET, note=BUDGET_NOTE)
     warmth_note = None
     cache_lost = False
     if record.cache_state in ("cold", "none"):
@@ -302,6 +332,8 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
                 key, store.keys_pinning(record.cell, record.transform, record.variant)
             )
         )
+        if record.budget_only:
+            note = "; ".join(part for part in (_growth_only_note(record, thresholds), note) if part)
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     limits = limits_for(record, pin, thresholds)
     tolerance, growth = limits.tolerance, limits.max_ops_growth
@@ -314,6 +346,8 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     ):
         # Deterministic, so judged whatever the host load was.
         status, phase, note = Status.GREW, "compile_s", what_changed(record, pin, growth)
+    elif record.budget_only:  # no seconds asked for: only its growth limits are judged
+        status, phase, note = Status.OK, "compile_s", None
     elif (
         not thresholds.strict
         and thresholds.max_load is not None
@@ -477,6 +511,12 @@ def _judge_noisy(
         note=note,
         metric=METRIC_CPU,
     )
+
+
+def _growth_only_note(record: CompileRecord, thresholds: Thresholds) -> str:
+    """Why a budget-only row is asked for a pin: the growth limits judged against it."""
+    names = ", ".join(growth_limits(record, thresholds))
+    return f"pinned for its growth limits only ({names}): its seconds are not judged"
 
 
 def _unpinned_note(key: ComparabilityKey, pinned: list[ComparabilityKey]) -> str | None:

@@ -24,7 +24,7 @@ Identity = tuple[str, str]  # (hardware, framework version) a session ran under
 class Coverage:
     """Why the unpinned rows have no pin under their key, counted."""
 
-    judged: int = 0  # rows judged (all but not judged)
+    judged: int = 0  # rows judged against pins (all but not judged and budget rows)
     new_tests: int = 0  # no pin under any key: tests not pinned yet
     new_runner: int = 0  # pinned only under other hardware
     upgrade: int = 0  # pinned on this hardware, only under other framework versions
@@ -38,7 +38,9 @@ class Coverage:
 
 def coverage(verdicts: list[Verdict], store: PinStore) -> Coverage:
     """Count each unpinned row by what its cell and transform are pinned under instead."""
-    judged = [verdict for verdict in verdicts if verdict.status is not Status.NOT_JUDGED]
+    judged = [
+        verdict for verdict in verdicts if verdict.status not in (Status.NOT_JUDGED, Status.BUDGET)
+    ]
     counts = {"new_tests": 0, "new_runner": 0, "upgrade": 0, "other": 0}
     for verdict in judged:
         if verdict.status is not Status.UNPINNED:

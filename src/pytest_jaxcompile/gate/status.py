@@ -40,6 +40,9 @@ class Status(str, Enum):
     UNPINNED = "unpinned"
     NOISY = "noisy"  # measured above compile_max_load and within tolerance on CPU seconds
     NOT_JUDGED = "not judged"  # unknown and memory rows are shown, never judged
+    # A budget-only test's census row (`CompileRecord.budget_only`, no growth limit): its
+    # compile_budget judges it, in its test; never compared with a pin, never pinned.
+    BUDGET = "budget"
     OK = "ok"
 
     @property
@@ -61,6 +64,7 @@ _TONES = {
     Status.UNPINNED: Tone.WARN,
     Status.NOISY: Tone.WARN,
     Status.NOT_JUDGED: Tone.PLAIN,
+    Status.BUDGET: Tone.PLAIN,
     Status.OK: Tone.PLAIN,
 }
 
@@ -70,12 +74,13 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
 
     MISS and GREW are deterministic and always fail; time verdicts fail unless
     time-advisory; an improvement fails only when asked. Noisy rows never fail: a loaded
-    row that drifted on CPU seconds too is DRIFT, not noisy.
+    row that drifted on CPU seconds too is DRIFT, not noisy. Budget rows never fail the
+    gate: a compile_budget over its limit fails its own test.
     """
     if status in (Status.MISS, Status.GREW):
         return True
-    if status is Status.FAILED:
-        return False  # its test fails with the compile's own error
+    if status in (Status.FAILED, Status.BUDGET):
+        return False  # its test fails on its own: the compile's error, or its budget
     if status is Status.UNPINNED:
         return thresholds.require_pinned
     if thresholds.time_advisory:

@@ -302,8 +302,21 @@ _MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
         "is not judged (an in-memory cache hit, or a cache state the evidence did not decide)",
         "are not judged (in-memory cache hits, or a cache state the evidence did not decide)",
     ),
+    Status.BUDGET: (
+        "is judged by its compile_budget only (its test asked for no seconds): never "
+        "compared with a pin, never pinned",
+        "are judged by their compile_budget only (their tests asked for no seconds): never "
+        "compared with a pin, never pinned",
+    ),
     Status.OK: ("is within tolerance", "are within tolerance"),
 }
+# Unpinned rows of budget-only tests whose budget sets a growth limit: pinned for it only.
+_GROWTH_ONLY = (
+    " (for its compile_budget's growth limits only: its seconds are not judged)",
+    " ({count} for their compile_budget's growth limits only: their seconds are not judged)",
+)
+# In a pin update: what happened to a key's budget rows.
+BUDGET_NOT_PINNED = "row(s) judged by their compile_budget only: not pinned"
 _MEANING_DETAIL = {
     Status.MISS: ": the cache was not restored, was evicted or stopped applying",
     Status.GREW: " (op count, compiled temp bytes or flops)",
@@ -341,6 +354,9 @@ def _meaning(
 ) -> str:
     one, many = _MEANING[status]
     meanings = [(many if plural else one) + _MEANING_DETAIL.get(status, "")]
+    growth_only = sum(1 for verdict in verdicts if verdict.record.budget_only)
+    if status is Status.UNPINNED and growth_only:  # asked for a pin, not for seconds
+        meanings = [meanings[0] + _GROWTH_ONLY[plural].format(count=growth_only)]
     if status is Status.DRIFT:  # named by the kinds of drift its rows have
         phases = {verdict.phase for verdict in verdicts}
         meanings = meanings if phases - set(_OTHER_DRIFTS) else []
@@ -844,10 +860,20 @@ class GroupView:
     pin_file: Path | None
     rows: tuple[RowView, ...]
 
+    @property
+    def budget_rows(self) -> int:
+        """Rows judged by their compile_budget only: a pin update does not pin them."""
+        return sum(1 for row in self.rows if row.status is Status.BUDGET)
+
+    @property
+    def pinned_rows(self) -> int:
+        """In a pin update: the rows pinned (all but the budget rows)."""
+        return len(self.rows) - self.budget_rows
+
 
 # Statuses whose rows are folded at default verbosity (unless they fail): a count per file,
 # the median of their ratios and the five furthest, instead of two lines a row.
-FOLDED = (Status.UNPINNED, Status.NOISY)
+FOLDED = (Status.UNPINNED, Status.NOISY, Status.BUDGET)
 FOLD_FURTHEST = 5  # rows named in a fold: those with the highest ratios
 
 

@@ -25,6 +25,7 @@ from pytest_jaxcompile.gate.pins import pin_line
 from pytest_jaxcompile.gate.stale import StalePin
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
+    BUDGET_NOT_PINNED,
     Block,
     BlockKind,
     GroupView,
@@ -315,7 +316,11 @@ def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]
     if group.pin_file is not None:
         lines += [f"Pin file: {_code(relative(group.pin_file, outcome.rootdir))}", ""]
     if outcome.pin_update:  # compared with the pins just written: nothing to list
-        return [*lines, f"{len(group.rows)} row(s) pinned.", ""]
+        if group.pinned_rows or not group.budget_rows:
+            lines += [f"{group.pinned_rows} row(s) pinned.", ""]
+        if group.budget_rows:
+            lines += [f"{group.budget_rows} {BUDGET_NOT_PINNED}.", ""]
+        return lines
     shown, folds = split_folds(row for row in group.rows if row.status is not Status.OK)
     ok = [row for row in group.rows if row.status is Status.OK]
     if shown:

@@ -19,6 +19,7 @@ from pytest_jaxcompile.gate.budget import suggested_budgets
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
+    BUDGET_NOT_PINNED,
     TRACE_GROUPS,
     Block,
     BlockKind,
@@ -77,7 +78,10 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
             header += f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
         lines.append((header, {"bold": True}))
         if view.outcome.pin_update:  # compared with the pins just written: nothing to say
-            lines.append((f"  pinned     {len(group.rows)} row(s)", {}))
+            if group.pinned_rows or not group.budget_rows:
+                lines.append((f"  pinned     {group.pinned_rows} row(s)", {}))
+            if group.budget_rows:
+                lines.append((f"  budget     {group.budget_rows} {BUDGET_NOT_PINNED}", {}))
             continue
         hidden = sum(1 for row in group.rows if row.status is Status.OK and not verbose)
         listed = [row for row in group.rows if verbose or row.status is not Status.OK]
@@ -93,7 +97,7 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
 
 
 def fold_lines(fold: Fold) -> list[str]:
-    """Folded rows (unpinned, noisy) as a count per file, the median of their ratios and
+    """Folded rows (unpinned, noisy, budget) as a count per file, the median of their ratios and
     the furthest."""
     lines = [
         f"  {fold.status.value:<10} {len(fold.rows)} row(s) (-v lists them): {fold.per_file_text()}"

@@ -12,6 +12,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_jaxcompile._names import FIXTURES
 from pytest_jaxcompile.backends import (
     BackendSession,
     CallCensus,
@@ -58,6 +60,16 @@ def measure_context(item: pytest.Item, settings: Settings) -> MeasureContext:
     )
 
 
+def budget_only(item: pytest.Item, budget: CompileBudget, settings: Settings) -> bool:
+    """Whether the test's census rows are judged by its compile_budget only: its marker
+    sets a limit and asks for no seconds (`CompileBudget.limits_only`), and seconds are
+    not asked for another way, neither by the test (it requests no measuring fixture,
+    ``jax_compile`` or ``torch_compile``) nor by the session (its census, compile_census,
+    is off: that census pins every compile). docs/verdicts.md#budget-only-tests."""
+    fixtures = getattr(item, "fixturenames", ())
+    return budget.limits_only and not settings.census and FIXTURES.isdisjoint(fixtures)
+
+
 def census_request(
     item: pytest.Item, budget: CompileBudget, settings: Settings, counted: bool
 ) -> CensusRequest:
@@ -65,7 +77,9 @@ def census_request(
     compile count is pinned."""
     count_eager = most_specific(budget.count_eager, default=settings.count_eager)
     return CensusRequest(
-        measure_context(item, settings),
+        dataclasses.replace(
+            measure_context(item, settings), budget_only=budget_only(item, budget, settings)
+        ),
         budget.max_compiles,
         count_eager,
         # Recompiles are explained only where a count is judged (it costs a diff of cache
