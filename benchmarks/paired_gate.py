@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.json is not None:
                 with args.json.open("a") as stream:
                     for (base, variant), record in records.items():
-                        row = {"base": base, "variant": variant, "busy": busy, **record}
+                        row = {**record, "base": base, "variant": variant, "busy": busy}
                         row["plain_s"] = plain[(base, variant)]
                         stream.write(json.dumps(row) + "\n")
             print(
