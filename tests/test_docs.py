@@ -2052,8 +2052,9 @@ def _paired_drift(tmp_path: Path) -> list[str]:
 @sample("paired-passes")
 def _paired_passes(tmp_path: Path) -> list[str]:
     """The pass profile of the paired-drift sample's run (tests/test_paired.py's model)."""
-    from pytest_jaxcompile.gate.paired import PairedComparison, passes_moved
-    from pytest_jaxcompile.gate.status import Status
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.profile import profile_note
+    from pytest_jaxcompile.gate.status import Status, Verdict
 
     profile = {
         "base": {
@@ -2080,10 +2081,8 @@ def _paired_passes(tmp_path: Path) -> list[str]:
         "none",
         paired_base_cpu_s=[0.231] * 10,
         paired_new_cpu_s=[0.719] * 10,
-        paired_profile=profile,
+        profile=profile,
     )
-    comparison = PairedComparison.of(record)
-    assert comparison is not None
-    moved = passes_moved(record, Status.DRIFT, comparison)
+    moved = profile_note(Verdict(record, Status.DRIFT), Thresholds())
     assert moved is not None
     return [moved]

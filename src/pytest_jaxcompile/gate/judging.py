@@ -30,6 +30,7 @@ from pytest_jaxcompile.gate.notes import (
 )
 from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
@@ -65,6 +66,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
     verdict = judge_instructions(verdict, store, thresholds)
     verdict = judge_paired(verdict, thresholds)
+    verdict = judge_profile(verdict, thresholds)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict

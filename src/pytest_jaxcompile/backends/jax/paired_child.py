@@ -10,9 +10,11 @@ of the compile; this process does nothing else meanwhile). The same machine, the
 moment and the same process hold both sides of every pair, so what differs between them
 is the modules. One JSON line per entry goes to ``results.jsonl``: ``{"id", "base_cpu_s",
 "new_cpu_s", "base_wall_s", "new_wall_s", "seconds"}`` or ``{"id", "error"}``.
-With ``"profile": true`` in the manifest (the parent then turns XLA's pass timers on) it
-instead compiles each side once between two marker lines on stderr: the parent reads the
-passes' times between them (`paired.pass_times`). It never imports pytest.
+With ``"profile": true`` in the manifest (the compile profile, backends/jax/profile.py:
+the parent then turns XLA's pass timers on) it instead compiles each side an entry has
+(``new``, and ``base`` where the pin's module is stored) once between two marker lines on
+stderr: the parent reads the passes' times between them (`profile.pass_times`). It never
+imports pytest.
 
 PYTEST_DONT_REWRITE
 """
@@ -26,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result
-from pytest_jaxcompile.backends.jax.instructions_child import Compiler, _warm_up
+from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result, warm_up
+from pytest_jaxcompile.backends.jax.instructions_child import Compiler
 
 SIDES = ("base", "new")
 PROFILE_MARK = "@@jaxcompile-profile"  # brackets a profiled compile's lines on stderr
@@ -80,9 +82,9 @@ def pair_entry(
 
 
 def profile_entry(compiler: Compiler, stage: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Compile each side once between two markers on stderr, where XLA's pass timers log
-    (the parent runs this child with ``TF_CPP_VMODULE=hlo_pass_pipeline=1``)."""
-    for side in SIDES:
+    """Compile each side the entry has once between two markers on stderr, where XLA's
+    pass timers log (the parent runs this child with ``TF_CPP_VMODULE=hlo_pass_pipeline=1``)."""
+    for side in (side for side in SIDES if side in entry):
         spec = entry[side]
         loaded = compiler.load(
             (stage / spec["module"]).read_bytes(),
@@ -103,7 +105,7 @@ def main(argv: list[str]) -> int:
     manifest = json.loads((stage / MANIFEST).read_text())
     profile = bool(manifest.get("profile"))
     compiler = Compiler()
-    _warm_up(compiler)
+    warm_up()
     for entry in manifest["entries"]:
         try:
             if profile:
