@@ -51,7 +51,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     if record.cache_state in ("cold", "none"):
         miss, warmth_note = _expected_warm(record, store)
         if miss is not None and thresholds.expect_warm:
-            return miss
+            return judge_profile(miss, thresholds)
         if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
             cache_lost = True
             cause = key_change(record, miss.pin) if miss.pin is not None else None
