@@ -75,6 +75,28 @@ def test_a_row_without_a_profile_has_no_profile_note() -> None:
     assert profile_note(Verdict(make_record(), Status.DRIFT), THRESHOLDS) is None
 
 
+ROUNDS_LOG = """\
+@@jaxcompile-profile 3 new start
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 40 ms (40 ms) (cumulative: 40 ms)
+I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 1 ms (1 ms) (cumulative: 41 ms)
+@@jaxcompile-profile 3 new end
+@@jaxcompile-profile 3 new start
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 30 ms (30 ms) (cumulative: 30 ms)
+I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 9 ms (9 ms) (cumulative: 39 ms)
+@@jaxcompile-profile 3 new end
+@@jaxcompile-profile 3 new start
+I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 1 us (a compile cut short)
+"""
+
+
+def test_each_pass_keeps_its_least_time_over_a_modules_compiles() -> None:
+    from pytest_jaxcompile.backends.jax.profile import pass_times
+
+    (new,) = pass_times(ROUNDS_LOG)[3].values()  # the unfinished compile left out
+    assert new["fusion"] == pytest.approx(0.03) and new["algsimp"] == pytest.approx(0.001)
+    assert new[PROFILE_ALL_PASSES] == pytest.approx(0.031)
+
+
 # ----------------------------------------------------------------------- end to end
 
 MODEL = """

@@ -207,8 +207,9 @@ class CompileRecord:
     paired_note: str | None = None
     # The compile profile (a failing row's, every row's with --compile-profile; docs/
     # profile.md): the row's module ("new") and, where the module store holds it, its pin's
-    # module ("base") compiled once more in a child with XLA's pass timers on: seconds per
-    # HLO pass, the top ones, the rest (PROFILE_OTHER_PASSES) and all (PROFILE_ALL_PASSES).
+    # module ("base") compiled again in a child with XLA's pass timers on: seconds per HLO
+    # pass (each pass's least over the child's compiles), the top ones, the rest
+    # (PROFILE_OTHER_PASSES) and all (PROFILE_ALL_PASSES).
     profile: dict[str, dict[str, float]] | None = None
     # A digest of the serialized compile options the count was (or would be) made with: a
     # count is carried from the pin while module, options and instrument are the pin's.

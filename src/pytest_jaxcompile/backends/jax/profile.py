@@ -4,7 +4,8 @@
 it) and runs `paired_child` once per platform in profiling mode, with XLA's pass timers on
 (``TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=hlo_pass_pipeline=1``, read when XLA's backend
 starts), after the tests: every HLO pass logs ``HLO pass: <name> time: 9 us (...)``
-between the child's markers, and `pass_times` reads them into each job's record's
+between the child's markers, each module's compile a few times, and `pass_times` reads
+them (each pass's least time) into each job's record's
 ``profile`` (the top passes, the rest and all). The gate compares the two sides
 (gate/profile.py, docs/profile.md).
 
@@ -55,19 +56,20 @@ def profile_modules(jobs: list[ProfileJob], timeout_s: float) -> None:
 
 def pass_times(log: str) -> dict[int, dict[str, dict[str, float]]]:
     """Seconds per HLO pass of each profiled compile in a profiling child's log, by entry
-    and side: the `TOP_PASSES` passes that took longest over both sides, the rest summed
-    as PROFILE_OTHER_PASSES, and PROFILE_ALL_PASSES (every pass). A side whose compile
-    did not finish (no end marker) is left out."""
-    found: dict[int, dict[str, dict[str, float]]] = {}
+    and side: each pass's least time over the side's compiles (the child compiles each
+    side a few times; a preempted pass is long in one of them only), then the `TOP_PASSES`
+    passes that took longest over both sides, the rest summed as PROFILE_OTHER_PASSES, and
+    PROFILE_ALL_PASSES (every pass). A compile that did not finish (no end marker) is left
+    out."""
+    rounds: dict[int, dict[str, list[dict[str, float]]]] = {}
     current: dict[str, float] | None = None
-    passes: dict[str, float] = {}
     for line in log.splitlines():
         if line.startswith(PROFILE_MARK):
             _, entry, side, edge = line.split()
             if edge == "start":
-                current = passes = {}
+                current = {}
             elif current is not None:
-                found.setdefault(int(entry), {})[side] = passes
+                rounds.setdefault(int(entry), {}).setdefault(side, []).append(current)
                 current = None
             continue
         if current is None:
@@ -76,7 +78,16 @@ def pass_times(log: str) -> dict[int, dict[str, dict[str, float]]]:
         if match:
             name, amount, unit = match.group(1), float(match.group(2)), match.group(3)
             current[name] = current.get(name, 0.0) + amount * _UNITS[unit]
-    return {entry: _compact(sides) for entry, sides in found.items()}
+    return {
+        entry: _compact({side: _least(compiles) for side, compiles in sides.items()})
+        for entry, sides in rounds.items()
+    }
+
+
+def _least(compiles: list[dict[str, float]]) -> dict[str, float]:
+    """Each pass's least seconds over one module's compiles (absent from one: 0)."""
+    names = {name for passes in compiles for name in passes}
+    return {name: min(passes.get(name, 0.0) for passes in compiles) for name in names}
 
 
 def _compact(sides: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
