@@ -284,7 +284,9 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "laptop")
     pinned = project.run("--compile-pin-update", "--compile-paired")
     assert pinned.ret == 0
-    assert "modules for --compile-paired: 1 stored in pins/modules" in pinned.stdout.str()
+    assert "pinned modules (--compile-paired, --compile-profile): 1 stored in pins/modules" in (
+        pinned.stdout.str()
+    )
     (stored,) = (project.pins_dir / "modules").iterdir()
     header = json.loads(gzip.decompress(stored.read_bytes()).partition(b"\n")[0])
     assert header["platform"] == "cpu" and header["devices"] == 1

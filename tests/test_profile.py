@@ -71,6 +71,16 @@ def test_a_row_whose_pins_module_is_not_stored_shows_its_own_passes_and_says_so(
     assert unpinned is not None and unpinned.endswith("; no pin to compare them with")
 
 
+def test_the_dashboard_shows_where_the_time_went(tmp_path: Path) -> None:
+    from pytest_jaxcompile.output.dashboard import markdown, table_rows
+
+    profile = {"base": BASE, "new": NEW}
+    record = make_record(fingerprint="sha256:new", compile_s=3.0, profile=profile)
+    rows = table_rows([record], _store(tmp_path), THRESHOLDS, rootdir=tmp_path)
+    text = markdown(rows, THRESHOLDS)
+    assert "]: grew most of XLA's HLO passes: fusion 2.0 ms -> 40.0 ms" in text
+
+
 def test_a_row_without_a_profile_has_no_profile_note() -> None:
     assert profile_note(Verdict(make_record(), Status.DRIFT), THRESHOLDS) is None
 
@@ -125,6 +135,7 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
     pinned = project.run("--compile-pin-update", "--compile-profile")
     assert pinned.ret == 0
     assert len(list((project.pins_dir / "modules").iterdir())) == 1  # stored for later sessions
+    assert "pinned modules (--compile-paired, --compile-profile): 1 stored" in pinned.stdout.str()
 
     # Unchanged, with --compile-profile: profiled beside its pin's module, within noise.
     same = project.run("--compile-profile", "-v")
