@@ -2049,30 +2049,33 @@ def _paired_drift(tmp_path: Path) -> list[str]:
     return ["$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired", *terminal(drifted)]
 
 
+PAIRED_PROFILE = {
+    "base": {
+        "fusion": 0.000289,
+        "layout-assignment": 0.000418,
+        "copy-insertion": 0.00039,
+        "algsimp": 0.00017,
+        "(other passes)": 0.001542,
+        "(all passes)": 0.002809,
+    },
+    "new": {
+        "fusion": 0.009012,
+        "layout-assignment": 0.009104,
+        "copy-insertion": 0.00756,
+        "algsimp": 0.000698,
+        "(other passes)": 0.009247,
+        "(all passes)": 0.035621,
+    },
+}
+
+
 @sample("paired-passes")
 def _paired_passes(tmp_path: Path) -> list[str]:
     """The pass profile of the paired-drift sample's run (tests/test_paired.py's model)."""
-    from pytest_jaxcompile.gate.paired import PairedComparison, passes_moved
-    from pytest_jaxcompile.gate.status import Status
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.profile import profile_note
+    from pytest_jaxcompile.gate.status import Status, Verdict
 
-    profile = {
-        "base": {
-            "fusion": 0.000289,
-            "layout-assignment": 0.000418,
-            "copy-insertion": 0.00039,
-            "algsimp": 0.00017,
-            "(other passes)": 0.001542,
-            "(all passes)": 0.002809,
-        },
-        "new": {
-            "fusion": 0.009012,
-            "layout-assignment": 0.009104,
-            "copy-insertion": 0.00756,
-            "algsimp": 0.000698,
-            "(other passes)": 0.009247,
-            "(all passes)": 0.035621,
-        },
-    }
     record = row(
         PAIRED_CELL,
         "grad",
@@ -2080,10 +2083,33 @@ def _paired_passes(tmp_path: Path) -> list[str]:
         "none",
         paired_base_cpu_s=[0.231] * 10,
         paired_new_cpu_s=[0.719] * 10,
-        paired_profile=profile,
+        profile=PAIRED_PROFILE,
     )
-    comparison = PairedComparison.of(record)
-    assert comparison is not None
-    moved = passes_moved(record, Status.DRIFT, comparison)
+    moved = profile_note(Verdict(record, Status.DRIFT), Thresholds())
     assert moved is not None
     return [moved]
+
+
+@sample("profile-unstored")
+def _profile_unstored(tmp_path: Path) -> list[str]:
+    """A seconds DRIFT profiled without its pin's module (the module store lacks it)."""
+    from pytest_jaxcompile.gate.judging import judge
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.pins import PinStore
+    from pytest_jaxcompile.gate.profile import profile_note
+
+    PinStore.load(tmp_path).update(
+        [row(PAIRED_CELL, "grad", 0.231, "none", fingerprint="sha256:a")]
+    )
+    record = row(
+        PAIRED_CELL,
+        "grad",
+        0.719,
+        "none",
+        fingerprint="sha256:b",
+        profile={"new": PAIRED_PROFILE["new"]},
+    )
+    thresholds = Thresholds()
+    note = profile_note(judge(record, PinStore.load(tmp_path), thresholds), thresholds)
+    assert note is not None
+    return [note]

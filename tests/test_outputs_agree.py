@@ -79,6 +79,11 @@ def verdicts(draw: st.DrawFn, index: int) -> Verdict:
         record.paired_cost_s = draw(st.none() | FIGURE)
     elif draw(st.booleans()):
         record.paired_note = "not paired: " + draw(HOSTILE)
+    if draw(st.booleans()):  # the compile profile: the row's passes, and its pin's module's
+        passes = st.dictionaries(HOSTILE, FIGURE, min_size=1, max_size=3)
+        record.profile = {"new": draw(passes)} | (
+            {"base": draw(passes)} if draw(st.booleans()) else {}
+        )
     pin = (
         None
         if status is Status.UNPINNED

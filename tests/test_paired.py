@@ -229,7 +229,7 @@ I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 40 ms (40 ms) (cumulative
 
 
 def test_pass_times_are_read_between_the_markers_per_side() -> None:
-    from pytest_jaxcompile.backends.jax.paired import pass_times
+    from pytest_jaxcompile.backends.jax.profile import pass_times
 
     profile = pass_times(PASS_LOG)[0]
     assert profile["base"]["algsimp"] == pytest.approx(0.0002)
@@ -240,10 +240,10 @@ def test_pass_times_are_read_between_the_markers_per_side() -> None:
 
 
 def test_a_paired_drift_names_the_passes_that_grew_most(tmp_path: Path) -> None:
-    from pytest_jaxcompile.backends.jax.paired import pass_times
+    from pytest_jaxcompile.backends.jax.profile import pass_times
 
     store = _store_with_pin(tmp_path)
-    record = paired([1.0] * 10, [2.0] * 10, paired_profile=pass_times(PASS_LOG)[0])
+    record = paired([1.0] * 10, [2.0] * 10, profile=pass_times(PASS_LOG)[0])
     verdict = judge(record, store, THRESHOLDS)
     assert verdict.status is Status.DRIFT and verdict.note is not None
     assert (
@@ -347,7 +347,9 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "laptop")
     pinned = project.run("--compile-pin-update", "--compile-paired")
     assert pinned.ret == 0
-    assert "modules for --compile-paired: 1 stored in pins/modules" in pinned.stdout.str()
+    assert "pinned modules (--compile-paired, --compile-profile): 1 stored in pins/modules" in (
+        pinned.stdout.str()
+    )
     (stored,) = (project.pins_dir / "modules").iterdir()
     header = json.loads(gzip.decompress(stored.read_bytes()).partition(b"\n")[0])
     assert header["platform"] == "cpu" and header["devices"] == 1
@@ -369,9 +371,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] == "DRIFT" and verdict["metric"] == "paired cpu"
     assert "grew most of XLA's HLO passes: " in verdict["note"]
-    assert (
-        row["paired_profile"]["new"]["(all passes)"] > row["paired_profile"]["base"]["(all passes)"]
-    )
+    assert row["profile"]["new"]["(all passes)"] > row["profile"]["base"]["(all passes)"]
 
     # The same computation lowered again under another name: a new fingerprint, equal work.
     monkeypatch.setenv("MODEL_DEPTH", "4")

@@ -289,7 +289,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_paired_tolerance",
         "number",
-        "median paired ratio over 1 that counts as DRIFT once its interval clears it (0.03 = +3%)",
+        "paired ratio over 1 that counts as DRIFT once its interval clears it (0.03 = +3%)",
         default=DEFAULT_PAIRED_TOLERANCE,
         metavar="FRACTION",
         threshold="paired_tolerance",
@@ -298,10 +298,16 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_paired_timeout",
         "number",
-        "seconds the pairing child may run in all; rows it did not pair by then say so, "
-        "their seconds are still judged",
+        "seconds the pairing child may run in all, and the profiling child too; rows it "
+        "did not pair by then say so, their seconds are still judged",
         default=DEFAULT_PAIRED_TIMEOUT_S,
         metavar="SECONDS",
+    ),
+    Option(
+        "compile_profile",
+        "flag",
+        "profile every row's compile by XLA pass beside its pin's stored module's, not only "
+        "the failing rows' (docs/profile.md); a pin update also stores each pinned module",
     ),
     Option(
         "compile_modules_dir",
@@ -680,6 +686,7 @@ class Settings:
     paired_pairs: int = DEFAULT_PAIRS
     paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
     modules_dir: Path | None = None  # None: <pins_dir>/modules
+    profile: bool = False  # profile every row, not only failing ones; store modules on pin update
 
     @property
     def module_store_dir(self) -> Path:
@@ -741,5 +748,6 @@ class Settings:
             paired_pairs=int(values["compile_paired_pairs"]),
             paired_timeout_s=float(values["compile_paired_timeout"]),
             modules_dir=values["compile_modules_dir"],
+            profile=bool(values["compile_profile"]),
             instructions_recount=bool(values["compile_instructions_recount"]),
         )

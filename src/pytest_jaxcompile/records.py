@@ -18,8 +18,8 @@ from pytest_jaxcompile._numbers import NUMBER, NumberError, finite_number, whole
 
 RECORD_KIND = "compile_probe"
 LEDGER_KIND = "compile_ledger"
-# A paired row's pass profile (`CompileRecord.paired_profile`): beside the top passes, the
-# rest summed and every pass summed.
+# A row's compile profile (`CompileRecord.profile`): beside the top passes, the rest summed
+# and every pass summed.
 PROFILE_OTHER_PASSES = "(other passes)"
 PROFILE_ALL_PASSES = "(all passes)"
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
@@ -208,9 +208,12 @@ class CompileRecord:
     paired_against: str | None = None
     paired_cost_s: float | None = None
     paired_note: str | None = None
-    # Each paired module compiled once more with XLA's pass timers on: seconds per HLO
-    # pass ("base": the pin's module, "new": the row's), the top ones and the rest.
-    paired_profile: dict[str, dict[str, float]] | None = None
+    # The compile profile (a failing row's, every row's with --compile-profile; docs/
+    # profile.md): the row's module ("new") and, where the module store holds it, its pin's
+    # module ("base") compiled again in a child with XLA's pass timers on: seconds per HLO
+    # pass (each pass's least over the child's compiles), the top ones, the rest
+    # (PROFILE_OTHER_PASSES) and all (PROFILE_ALL_PASSES).
+    profile: dict[str, dict[str, float]] | None = None
     # A digest of the serialized compile options the count was (or would be) made with: a
     # count is carried from the pin while module, options and instrument are the pin's.
     compile_options_digest: str | None = None
@@ -399,7 +402,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("paired_against", "text"),
     ("paired_cost_s", "number"),
     ("paired_note", "text"),
-    ("paired_profile", "object"),
+    ("profile", "object"),
     ("compile_options_digest", "text"),
 )
 

@@ -154,6 +154,12 @@ class BackendSession(Protocol):
         ``paired_note`` saying why not), within `timeout_s` in all."""
         ...
 
+    def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
+        """Compile each job's module (and its pin's, where given) once more in a child
+        process with the compiler's pass timers on; fill each job's record's ``profile``
+        (left None where the child did not profile it), within `timeout_s` in all."""
+        ...
+
     def close(self) -> None:
         """At the end of pytest: stop listening."""
         ...
@@ -182,6 +188,15 @@ class PairJob:
     base: StagedModule
     new: StagedModule
     against: str  # the pin paired against, as the row's note names it
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    """One row to profile: its own module (`new`) and, where stored, its pin's (`base`)."""
+
+    record: CompileRecord
+    new: StagedModule
+    base: StagedModule | None
 
 
 @dataclass(frozen=True)

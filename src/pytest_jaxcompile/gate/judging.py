@@ -30,6 +30,7 @@ from pytest_jaxcompile.gate.notes import (
 )
 from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
@@ -80,7 +81,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     if record.cache_state in ("cold", "none"):
         miss, warmth_note = _expected_warm(record, store)
         if miss is not None and thresholds.expect_warm:
-            return miss
+            return judge_profile(miss, thresholds)
         if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
             cache_lost = True
             cause = key_change(record, miss.pin) if miss.pin is not None else None
@@ -95,6 +96,7 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
     verdict = judge_instructions(verdict, store, thresholds)
     verdict = judge_paired(verdict, thresholds)
+    verdict = judge_profile(verdict, thresholds)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict

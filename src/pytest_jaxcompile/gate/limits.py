@@ -73,7 +73,7 @@ class Thresholds:
     rss_floor_mib: float = DEFAULT_RSS_FLOOR_MIB  # the RSS-growth drift's absolute floor
     # compile instructions over the pin of an equal instrument identity that is DRIFT
     instructions_tolerance: float = DEFAULT_INSTRUCTIONS_TOLERANCE
-    # the median paired ratio over 1 that is DRIFT when its interval clears it (--compile-paired)
+    # the paired ratio over 1 that is DRIFT when its interval clears it (--compile-paired)
     paired_tolerance: float = DEFAULT_PAIRED_TOLERANCE
 
     def __post_init__(self) -> None:

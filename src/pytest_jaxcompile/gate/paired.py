@@ -40,8 +40,6 @@ from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
-    PROFILE_ALL_PASSES,
-    PROFILE_OTHER_PASSES,
     ComparabilityKey,
     CompileRecord,
 )
@@ -227,50 +225,6 @@ class PairedComparison:
         )
 
 
-MOST_MOVED = 3  # passes named on a row
-
-
-def passes_moved(record: CompileRecord, status: Status, comparison: PairedComparison) -> str | None:
-    """Where inside XLA the time went, from the pass profile (one more compile of each
-    module with XLA's pass timers on): ``grew most: fusion 0.3 ms -> 9.0 ms, ...; HLO
-    passes 2.8 ms -> 35.6 ms of 0.231 s -> 0.719 s, the rest is code generation (LLVM)``
-    (``shrank most`` for an improvement); None without a profile."""
-    profile = record.paired_profile or {}
-    base, new = profile.get("base"), profile.get("new")
-    if not base or not new:
-        return None
-    grew = status is not Status.IMPROVED
-    moved = sorted(
-        (
-            (new.get(name, 0.0) - base.get(name, 0.0), name)
-            for name in set(base) | set(new)
-            if name not in (PROFILE_OTHER_PASSES, PROFILE_ALL_PASSES)
-        ),
-        reverse=grew,
-    )
-    named = [
-        f"{name} {_short(base.get(name, 0.0))} -> {_short(new.get(name, 0.0))}"
-        for change, name in moved[:MOST_MOVED]
-        if (change > 0 if grew else change < 0)
-    ]
-    if not named:
-        return None
-    text = f"{'grew' if grew else 'shrank'} most of XLA's HLO passes: {', '.join(named)}"
-    if PROFILE_ALL_PASSES in base and PROFILE_ALL_PASSES in new:
-        text += (
-            f"; all HLO passes {_short(base[PROFILE_ALL_PASSES])} -> "
-            f"{_short(new[PROFILE_ALL_PASSES])} of the compile's {comparison.base_s:.3f} s -> "
-            f"{comparison.new_s:.3f} s: the rest is outside the HLO pass pipelines "
-            "(mostly code generation, LLVM)"
-        )
-    return text
-
-
-def _short(seconds: float) -> str:
-    """``0.3 ms`` below a tenth of a second, else ``1.234 s``."""
-    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds:.3f} s"
-
-
 def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     """A paired row's verdict: the pairs decide its compile-time status (DRIFT, improved
     or ok, replacing the seconds gate's, which compared with another moment); not decided,
@@ -299,8 +253,7 @@ def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     change = what_changed(record, pin) if pin is not None and status is Status.DRIFT else None
     prefix = "DRIFT " if status is Status.DRIFT else ""
     seconds = verdict.note if verdict.status is not Status.UNPINNED else None
-    passes = passes_moved(record, status, comparison) if status is not Status.OK else None
-    note = "; ".join(part for part in (prefix + text, passes, change, seconds) if part)
+    note = "; ".join(part for part in (prefix + text, change, seconds) if part)
     return dataclasses.replace(
         verdict,
         status=status,

@@ -39,6 +39,7 @@ from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import PairedComparison
 from pytest_jaxcompile.gate.pins import pin_file_name
+from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
@@ -205,6 +206,9 @@ class RowView:
     figures: Figures
     causes: tuple[str, ...]  # what explains the verdict (the gate's note), one per line
     meaning: str  # what the status says about this row: "compiled slower than its pin ..."
+    # Where inside XLA the compile spent its time (the compile profile; also in `causes`,
+    # as part of the note): for outputs that show no notes, the dashboard's tables.
+    profile: str | None = None
 
     @property
     def status(self) -> Status:
@@ -268,6 +272,7 @@ def row_view(verdict: Verdict, thresholds: Thresholds, pin_update: bool = False)
         figures=figures(verdict, thresholds),
         causes=(verdict.note,) if verdict.note else (),
         meaning=_meaning(verdict.status, [verdict], thresholds, plural=False),
+        profile=profile_note(verdict, thresholds),
     )
 
 
@@ -575,15 +580,18 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
 
 
 def _modules_stored(outcome: Outcome) -> str:
-    """``; modules for --compile-paired: 2 stored, 1 removed in pins/modules`` after a pin
-    update that stored modules; empty otherwise."""
+    """``; pinned modules (--compile-paired, --compile-profile): 2 stored, 1 removed in
+    pins/modules`` after a pin update that stored modules; empty otherwise."""
     if outcome.modules_dir is None:
         return ""
     where = relative(outcome.modules_dir, outcome.rootdir)
     stored, removed = len(outcome.modules_written), len(outcome.modules_removed)
     changes = [f"{stored} stored"] if stored else []
     changes += [f"{removed} removed"] if removed else []
-    return f"; modules for --compile-paired: {', '.join(changes) or 'unchanged'} in {where}"
+    return (
+        "; pinned modules (--compile-paired, --compile-profile): "
+        f"{', '.join(changes) or 'unchanged'} in {where}"
+    )
 
 
 NOT_COUNTED = "not counted: "  # how the instruction stager's note of an uncounted row starts

@@ -86,6 +86,7 @@ class TableRow:
     # What compile_s and pin_s are: wall seconds of the compile, or the figure the verdict
     # compared instead (cpu, trace, lower), which every table names beside the figure.
     metric: str = METRIC_WALL
+    profile: str | None = None  # where inside XLA the compile spent its time (the view's)
 
 
 def table_rows(
@@ -155,6 +156,7 @@ def table_rows(
                 variant=record.variant,
                 execute_s=execute_s.get(record.cell),
                 metric=figures.metric.name if timed else METRIC_WALL,
+                profile=row.profile,
             )
         )
     for group in store.groups():
@@ -260,6 +262,14 @@ def markdown(
                 f"{_bytes(row.temp_bytes)} | {_rss(row)} | {row.label} | {row.timestamp or '—'} |"
             )
         lines.append("")
+        lines.extend(
+            f"- {_md_cell(row.cell)} [{_md_cell(transform_label(row.transform, row.variant))}]: "
+            f"{row.profile}"
+            for row in group
+            if row.profile
+        )
+        if any(row.profile for row in group):
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -759,6 +769,16 @@ def html_page(
                 f"<td>{html.escape(row.timestamp or '—')}</td></tr>"
             )
         out.append("</table>")
+        profiled = [row for row in group if row.profile]
+        if profiled:  # where inside XLA the compile spent its time (the compile profile)
+            out.append("<ul>")
+            out.extend(
+                f"<li><code>{html.escape(row.cell)}</code> "
+                f"[{html.escape(transform_label(row.transform, row.variant))}]: "
+                f"{html.escape(row.profile or '')}</li>"
+                for row in profiled
+            )
+            out.append("</ul>")
     out.extend(variants_html(rows))
     out.extend(trace_html(trace))
     out.append('<h2 id="trends">Trends</h2>')

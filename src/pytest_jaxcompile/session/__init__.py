@@ -45,6 +45,7 @@ from pytest_jaxcompile.session.census import (
 )
 from pytest_jaxcompile.session.conclusion import conclude_session, measured_identities
 from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
+from pytest_jaxcompile.session.profile import profile_rows
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
@@ -80,7 +81,8 @@ class SessionCollector:
             each.framework: each.session(
                 settings.hardware_override,
                 settings.instructions_timeout_s if settings.instructions else None,
-                stage_modules=settings.paired,
+                # every row's: a failing row is profiled, its module compiled once more
+                stage_modules=True,
             )
             for each in all_backends()
         }
@@ -202,9 +204,12 @@ class SessionCollector:
             pair_changed_rows(
                 self.rows.records, self.backends, self.store, self.settings, self.config.rootpath
             )
+        if self.store is not None and not self.settings.pin_update:
+            profile_rows(self.rows.records, self.backends, self.store, self.settings)
+        storing = self.settings.paired or self.settings.profile
         modules = (
             staged_modules(self.rows.records, self.backends)
-            if paired and self.settings.pin_update
+            if storing and self.store is not None and self.settings.pin_update
             else {}
         )
         if self.is_xdist_worker:

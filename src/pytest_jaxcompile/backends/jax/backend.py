@@ -24,6 +24,7 @@ from pytest_jaxcompile.backends import (
     CensusRequest,
     MeasureContext,
     PairJob,
+    ProfileJob,
     StagedModule,
 )
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
@@ -231,6 +232,12 @@ class JaxSession:
             from pytest_jaxcompile.backends.jax.paired import pair_modules
 
             pair_modules(jobs, pairs, timeout_s)
+
+    def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
+        if jobs:
+            from pytest_jaxcompile.backends.jax.profile import profile_modules
+
+            profile_modules(jobs, timeout_s)
 
     def close(self) -> None:
         if self._monitor is not None:

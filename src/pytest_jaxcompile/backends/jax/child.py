@@ -1,5 +1,6 @@
-"""The plugin's child processes (the instruction-counting child, the pairing child): how
-one is staged, started, bounded in time and read back.
+"""The plugin's child processes (the instruction-counting child, the pairing and profiling
+child): how one is staged, started, bounded in time and read back, and what each does first
+inside (`warm_up`).
 
 A child gets a stage directory holding ``manifest.json`` and the files it names, writes one
 JSON line per entry to ``results.jsonl`` there, and prints only to its log. A child that
@@ -22,6 +23,19 @@ from typing import Any
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 LOG = "child.log"
+
+
+def warm_up() -> None:
+    """In a child, before anything is measured: compile a throwaway module, so that XLA's
+    and LLVM's one-time set-up is in no count, pair or profile."""
+    import jax
+    import jax.numpy as jnp
+
+    def throwaway(x: Any) -> Any:
+        return jnp.sum(jnp.tanh(x @ x.T) * 2.0)
+
+    for _ in range(2):
+        jax.jit(jax.grad(throwaway)).lower(jnp.ones((4, 4), jnp.float32)).compile()
 
 
 def write_manifest(stage: Path, manifest: dict[str, Any]) -> None:

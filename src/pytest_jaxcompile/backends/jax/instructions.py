@@ -216,8 +216,8 @@ class InstructionStager:
 
     def __init__(self, timeout_s: float, counting: bool = True) -> None:
         self.timeout_s = timeout_s
-        self.counting = counting  # --compile-instructions (else staged to pair them)
-        self.staged: list[Staged] = []  # kept to the end: --compile-paired pairs them
+        self.counting = counting  # --compile-instructions (else staged to pair or profile them)
+        self.staged: list[Staged] = []  # kept to the end: to pair, profile or store them
         self._counted = 0  # the staged rows a count already went over
 
     def add(self, record: CompileRecord, captured: Captured, text: str | None = None) -> None:
@@ -230,7 +230,7 @@ class InstructionStager:
         count = getattr(devices, "size", None) or 1
         platform = str(getattr(backend, "platform", "cpu"))
         serialized = None if options is None else bytes(options.SerializeAsString())
-        if serialized is not None:
+        if serialized is not None and self.counting:  # the count's: pinned beside it
             record.compile_options_digest = options_digest(serialized)
         self.staged.append(
             Staged(

@@ -15,7 +15,8 @@ The stage dir holds ``manifest.json`` (entries: ``id``, ``module`` file of MLIR 
 child appends one JSON line per entry to ``results.jsonl``: ``{"id", "instructions"}`` or
 ``{"id", "error"}`` (``seconds``: the counted compile's wall seconds; ``attempts``: how many
 times it was counted and ``reused``: the fusion compilers each count recycled, see `_count`).
-It never imports pytest or the plugin's other modules.
+It never imports pytest; of the plugin it imports only `child` (the warm-up and the
+stage's file names, shared with the pairing child).
 
 PYTEST_DONT_REWRITE
 """
@@ -33,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.backends.jax.child import MANIFEST, RESULTS, warm_up
+
 DUMP_PREFIX = "callgrind.out"
-RESULTS = "results.jsonl"
-MANIFEST = "manifest.json"
 SETTLE_S = 0.5  # wall seconds the child waits before each count
 MIN_ATTEMPTS = 3  # counts of a module whose first count recycled a fusion compiler
 MAX_ATTEMPTS = 5  # counts of one module at most (see _count)
@@ -163,18 +164,6 @@ class Compiler:
             return compiler.backend_compile(self.backend, module, options, [])
 
 
-def _warm_up(compiler: Compiler) -> None:
-    """Compile a throwaway module: XLA's and LLVM's one-time set-up is not counted."""
-    import jax
-    import jax.numpy as jnp
-
-    def throwaway(x: Any) -> Any:
-        return jnp.sum(jnp.tanh(x @ x.T) * 2.0)
-
-    for _ in range(2):
-        jax.jit(jax.grad(throwaway)).lower(jnp.ones((4, 4), jnp.float32)).compile()
-
-
 def one_cpu_of(cpus: set[int], worker: str | None) -> int | None:
     """The CPU a counting child keeps to: under xdist, worker ``gwN`` takes the N-th of the
     CPUs it may use (round robin), so the children of two workers do not share one CPU."""
@@ -275,7 +264,7 @@ def main(argv: list[str]) -> int:
     jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
     manifest = json.loads((stage / MANIFEST).read_text())
     compiler = Compiler()
-    _warm_up(compiler)
+    warm_up()
     _instrumentation_on()
     results = stage / RESULTS
     for entry in manifest["entries"]:

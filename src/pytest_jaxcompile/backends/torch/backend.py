@@ -19,6 +19,7 @@ from pytest_jaxcompile.backends import (
     CensusRequest,
     MeasureContext,
     PairJob,
+    ProfileJob,
     StagedModule,
     unique_names,
 )
@@ -117,6 +118,9 @@ class TorchSession:
         return "--compile-paired covers JAX's modules; torch's frames are not staged"
 
     def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+        pass  # no torch row is ever staged, so none is a job
+
+    def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
         pass  # no torch row is ever staged, so none is a job
 
     def close(self) -> None:
