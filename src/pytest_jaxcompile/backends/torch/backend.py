@@ -19,6 +19,7 @@ from pytest_jaxcompile.backends import (
     CensusRequest,
     MeasureContext,
     PairJob,
+    Say,
     StagedModule,
     unique_names,
 )
@@ -110,7 +111,7 @@ class TorchSession:
     def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
         return []
 
-    def finish(self, carry: CarriedCount | None = None) -> None:
+    def finish(self, carry: CarriedCount | None = None, say: Say | None = None) -> None:
         pass
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
