@@ -341,14 +341,11 @@ class Progress:
         if self.say is None:
             return
         ops = [staged.record.op_count for staged in self.staged]
-        minutes = estimate_s(ops) / 60
+        seconds = estimate_s(ops)
+        about = f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
         self.say(
             f"counting instructions of {len(self.staged)} module(s) "
-            f"({sum(op or 0 for op in ops):,} ops) under valgrind, about {minutes:.0f} min "
-            "from their sizes (an estimate)"
-            if minutes >= 1
-            else f"counting instructions of {len(self.staged)} module(s) "
-            f"({sum(op or 0 for op in ops):,} ops) under valgrind, about {minutes * 60:.0f} s "
+            f"({sum(op or 0 for op in ops):,} ops) under valgrind, about {about} "
             "from their sizes (an estimate)"
         )
 
@@ -370,19 +367,25 @@ class Progress:
         self.say(f"[{self.done}/{len(self.staged)}] {name}: {what}")
 
 
-def floor_staged() -> Staged:
-    """A trivial module (one add of two scalars), staged as a row's compile is: its count
-    is the compiler's fixed cost, the floor under every count."""
+def floor_staged() -> Staged | None:
+    """A trivial module (one add of two scalars) compiled for the CPU and staged as a row's
+    compile is: its count is the compiler's fixed cost, the floor under every count. None
+    where it cannot be staged (the rows are counted without a floor)."""
     import jax
     import jax.numpy as jnp
 
     record = CompileRecord("compiler floor", "compiler floor", "floor", "", "", False, "none", 0.0)
     stager = InstructionStager(timeout_s=0)
-    lowered = jax.jit(lambda x: x + 1.0).lower(jnp.zeros((), jnp.float32))
-    with capture() as captured:
-        lowered.compile()
+    try:
+        with jax.default_device(jax.devices("cpu")[0]):
+            lowered = jax.jit(lambda x: x + 1.0).lower(jnp.zeros((), jnp.float32))
+            with capture() as captured:
+                lowered.compile()
+    except RuntimeError:  # no CPU backend here: the rows are still counted
+        return None
     stager.add(record, captured)
-    return stager.staged[0]
+    staged = stager.staged[0]
+    return staged if staged.count_note is None and staged.module is not None else None
 
 
 def _carried(staged: Staged, identity: str, carry: CarriedCount) -> bool:
