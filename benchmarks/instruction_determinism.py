@@ -1,7 +1,7 @@
 """The counting child's determinism settings: the spread of repeated counts with and without.
 
     python benchmarks/instruction_determinism.py [--sessions 5] [--module example_mlp_loss]
-        [--json PATH]
+        [--json PATH] [--report PATH [PATH ...]]
 
 CodSpeed runs its valgrind measurements with address space randomisation off (``setarch
 -R``), ``PYTHONHASHSEED=0`` and ``PYTHONMALLOC=malloc``. This stages one small module of
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -30,8 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--module", default="example_mlp_loss")
     parser.add_argument("--timeout", type=float, default=1800.0)
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="counts written here")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", default=None, help="only report these --json files"
+    )
     args = parser.parse_args(argv)
+    if args.report is not None:
+        merged: dict[str, list[int]] = {}
+        for path in args.report:
+            for name, values in json.loads(path.read_text()).items():
+                merged.setdefault(name, []).extend(values)
+        _report(args.module, merged)
+        return 0
 
     from pytest_jaxcompile.backends.jax.instructions import SETTINGS, run_child
 
@@ -54,10 +65,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(module: str, counts: dict[str, list[Any]]) -> None:
     print(f"{module}: counts in fresh children, per configuration")
-    print("settings   sessions  smallest         largest          spread")
+    print("settings   sessions  smallest         largest          spread   stdev/mean")
     for name, values in counts.items():
         spread = (max(values) - min(values)) / min(values)
-        print(f"{name:<10} {len(values):8d}  {min(values):>15,}  {max(values):>15,}  {spread:7.4%}")
+        deviation = statistics.pstdev(values) / statistics.fmean(values)
+        print(
+            f"{name:<10} {len(values):8d}  {min(values):>15,}  {max(values):>15,}  "
+            f"{spread:7.4%}  {deviation:7.4%}"
+        )
 
 
 if __name__ == "__main__":
