@@ -243,9 +243,12 @@ class SessionCollector:
         never shows, to its stderr, named by the worker (each worker counts its own rows)."""
         if self.is_xdist_worker:
             worker = getattr(self.config, "workerinput", {}).get("workerid", "worker")
+            said: list[str] = []  # the first line starts after the controller's dots
 
             def to_stderr(line: str) -> None:
-                print(f"[{worker}] pytest-jaxcompile: {line}", file=sys.stderr, flush=True)
+                start = "" if said else "\n"
+                said.append(line)
+                print(f"{start}[{worker}] pytest-jaxcompile: {line}", file=sys.stderr, flush=True)
 
             return to_stderr
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
