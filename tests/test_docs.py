@@ -1787,6 +1787,24 @@ def _pins_stale(tmp_path: Path) -> list[str]:
     return printed[start : start + 2]
 
 
+@sample("instructions-progress")
+def _instructions_progress(tmp_path: Path) -> list[str]:
+    """What a session says while its counting child runs: two modules, the floor first."""
+    from pytest_jaxcompile.backends.jax.instructions import Progress, Staged
+
+    said: list[str] = []
+    rows = [
+        Staged(row("tests/test_models.py::test_mlp", "grad", 0.100, op_count=221)),
+        Staged(row("tests/test_models.py::test_attention", "grad", 0.310, op_count=1_482)),
+    ]
+    progress = Progress(rows, said.append)
+    progress.starting()
+    progress.arrived(2, {"id": 2, "instructions": 78_812_345})
+    progress.arrived(0, {"id": 0, "instructions": 521_859_586, "seconds": 18.4})
+    progress.arrived(1, {"id": 1, "instructions": 2_114_020_931, "seconds": 71.2})
+    return [f"pytest-jaxcompile: {line}" for line in said]
+
+
 @sample("instructions-closing-lines")
 def _instructions_closing_lines(tmp_path: Path) -> list[str]:
     """A row whose module has host callbacks, and a count no pin holds yet."""
@@ -1799,8 +1817,9 @@ def _instructions_closing_lines(tmp_path: Path) -> list[str]:
             cell,
             "jit",
             0.041,
-            compile_instructions=2_500_000,
+            compile_instructions=1_045_286_758,
             compile_instructions_identity="callgrind 3.19.0, jaxlib 0.10.2",
+            compile_instructions_floor=78_812_345,
         ),
     ]
     printed = terminal(gate_outcome(tmp_path, pinned, rows))

@@ -119,9 +119,11 @@ def stager(monkeypatch: pytest.MonkeyPatch) -> tuple[InstructionStager, list[str
         started.append("check")
         return "valgrind-3.19.0"
 
-    def run_child(directory: Path, staged: list[Any], timeout_s: float) -> dict[int, Any]:
+    def run_child(
+        directory: Path, staged: list[Any], timeout_s: float, *args: Any, **kwargs: Any
+    ) -> dict[int, Any]:
         started.append(" ".join(item.record.transform for item in staged))
-        return {index: {"instructions": 2_000_000} for index in range(len(staged))}
+        return {index: {"instructions": 2_000_000} for index in range(len(staged) + 1)}
 
     monkeypatch.setattr(instructions, "valgrind_version", valgrind_version)
     monkeypatch.setattr(instructions, "run_child", run_child)
@@ -199,5 +201,5 @@ def test_rows_not_counted_and_unpinned_counts_are_named_in_the_closing_lines(
     assert "warning: 1 row(s) not counted under valgrind (their seconds are still judged)." in text
     assert "  tests/test_models.py::test_mlp [vag]: the module has host callbacks" in text
     assert "warning: 1 row(s) counted with no pinned count of this instrument." in text
-    assert "  tests/test_models.py::test_mlp [jit]: 2,500,000 instructions" in text
+    assert "  tests/test_models.py::test_mlp [jit]: 2.5 M instructions" in text
     assert "Pin them with: pytest --compile-pin-update tests/test_models.py::test_mlp" in text

@@ -27,6 +27,23 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.4g}%"
 
 
+def giga(count: int) -> str:
+    """An instruction count in billions, three digits or so: ``38.9 G``, ``0.86 G``; in
+    millions below 0.1 G (``2.5 M``)."""
+    if count < 100_000_000:
+        return f"{count / 1e6:.1f} M"
+    value = count / 1e9
+    return f"{value:.2f} G" if value < 10 else f"{value:.1f} G"
+
+
+def instructions_text(count: int, floor: int | None) -> str:
+    """``38.9 G instructions (compiler floor 0.86 G)``: a count beside the compiler's floor
+    (a trivial module's count in the same child), when it was counted."""
+    return f"{giga(count)} instructions" + (
+        "" if floor is None else f" (compiler floor {giga(floor)})"
+    )
+
+
 def whole(minimum: int = 0) -> str:
     """What a whole-number check expects: ``a whole number >= 0``."""
     return f"a whole number >= {minimum}"

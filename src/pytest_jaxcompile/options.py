@@ -255,6 +255,12 @@ OPTIONS: tuple[Option, ...] = (
         "from the pin: 'module unchanged: count carried'); for a scheduled job",
     ),
     Option(
+        "compile_instructions_required",
+        "flag",
+        "with --compile-instructions, fail the session when a row was not counted "
+        "(by default a warning naming each such row and why)",
+    ),
+    Option(
         "compile_instructions_tolerance",
         "number",
         "relative growth of a row's compile "
@@ -695,6 +701,7 @@ class Settings:
         return self.modules_dir if self.modules_dir is not None else self.pins_dir / "modules"
 
     instructions_recount: bool = False  # count unchanged modules too (no carry)
+    instructions_required: bool = False  # a row not counted fails the session
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -750,4 +757,5 @@ class Settings:
             modules_dir=values["compile_modules_dir"],
             profile=bool(values["compile_profile"]),
             instructions_recount=bool(values["compile_instructions_recount"]),
+            instructions_required=bool(values["compile_instructions_required"]),
         )

@@ -193,10 +193,12 @@ class CompileRecord:
     max_flops_growth: float | None = None  # per-test flops gate (marker)
     # --compile-instructions: the XLA compiler's instructions for this module, counted under
     # valgrind (backends/jax/instructions.py), the instrument's identity (counts are compared
-    # only under an equal one), or why the row was not counted.
+    # only under an equal one), or why the row was not counted; and the compiler's floor: a
+    # trivial module's count in the same child (what every compile costs, however small).
     compile_instructions: int | None = None
     compile_instructions_identity: str | None = None
     compile_instructions_note: str | None = None
+    compile_instructions_floor: int | None = None
     # --compile-paired: this row's module and its pin's module compiled again, alternately,
     # in one child process at the session's end (docs/paired.md): each pair's process CPU
     # and wall seconds, what it was paired against (the pin file and key), the child's
@@ -395,6 +397,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("compile_instructions", "count"),
     ("compile_instructions_identity", "text"),
     ("compile_instructions_note", "text"),
+    ("compile_instructions_floor", "count"),
     ("paired_base_cpu_s", "list"),
     ("paired_new_cpu_s", "list"),
     ("paired_base_wall_s", "list"),

@@ -50,6 +50,7 @@ STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's te
 # instrument identity (set on the record) equal its pin's, else None: the gate's
 # `gate.judging.carried_instructions`, handed in by the session (backends import no gate).
 CarriedCount = Callable[[CompileRecord], "int | None"]
+Say = Callable[[str], None]  # one line for the user, now (the terminal, while counting)
 
 
 class Backend(Protocol):
@@ -137,10 +138,11 @@ class BackendSession(Protocol):
         during start-up), each a sentence said once."""
         ...
 
-    def finish(self, carry: CarriedCount | None = None) -> None:
+    def finish(self, carry: CarriedCount | None = None, say: Say | None = None) -> None:
         """At session finish, before the rows leave this process: complete them (their
         compile instructions, where counted; `carry` gives the pinned count of a row whose
-        module, options and instrument are its pin's, which is not counted again)."""
+        module, options and instrument are its pin's, which is not counted again). `say`
+        writes a line where the user sees it at once: what is being counted, each count."""
         ...
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:

@@ -31,6 +31,7 @@ class GateSettings:
 
     thresholds: Thresholds
     pin_update: bool
+    instructions_required: bool = False  # --compile-instructions-required: uncounted fails
 
 
 def ordered(records: Iterable[CompileRecord]) -> list[CompileRecord]:
@@ -104,9 +105,11 @@ def conclude(
     outcome.coverage = coverage(outcome.verdicts, store)
     outcome.compile_count_changes = compile_count_changes(outcome.ledgers, rows, store)
     outcome.clobbers = list(clobbers)
+    outcome.instructions_required = settings.instructions_required
     outcome.failed = (
         outcome.pin_error is not None
         or any(clobber.fails for clobber in outcome.clobbers)
+        or outcome.uncounted_fails
         or (
             not settings.pin_update
             and (

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_jaxcompile._numbers import percent
+from pytest_jaxcompile._numbers import giga, percent
 from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.limits import (
     INSTRUCTIONS_PHASE,
@@ -159,8 +159,10 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
         return verdict if note is None else verdict.with_note(f"compile instructions {note}")
     found = instructions_pin(record, store)
     if found is None:
+        floor = record.compile_instructions_floor
+        beside = "" if floor is None else f" (compiler floor {giga(floor)})"
         return verdict.with_note(
-            f"compile instructions {count:,} not pinned with this "
+            f"compile instructions {count:,}{beside} not pinned with this "
             f"instrument ({record.compile_instructions_identity})",
         )
     path, pin = found
@@ -169,9 +171,11 @@ def judge_instructions(verdict: Verdict, store: PinStore, thresholds: Thresholds
     tolerance = limits_for(record, pin, thresholds).instructions_tolerance
     change = count / pinned - 1 if pinned else 0.0
     carried = f"; {record.compile_instructions_note}" if record.compile_instructions_note else ""
+    floor = record.compile_instructions_floor
+    beside = "" if floor is None else f"; compiler floor {giga(floor)}"
     text = (
         f"compile instructions {pinned:,} -> {count:,} ({change:+.2%}, tolerance "
-        f"{tolerance:.2%}; {record.compile_instructions_identity}){carried}"
+        f"{tolerance:.2%}{beside}; {record.compile_instructions_identity}){carried}"
     )
     if verdict.status in (Status.MISS, Status.GREW) or (
         verdict.status is Status.DRIFT

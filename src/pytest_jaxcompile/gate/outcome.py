@@ -17,6 +17,8 @@ from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.records import CallLedger, ComparabilityKey, CompileRecord
 
+NOT_COUNTED = "not counted: "  # how the instruction stager's note of an uncounted row starts
+
 Identity = tuple[str, str]  # (hardware, framework version) a session ran under
 
 
@@ -85,6 +87,8 @@ class Outcome:
     modules_dir: Path | None = None
     # --compile-instructions: rows counted whose count no pin of their instrument holds
     instructions_unpinned: list[CompileRecord] = field(default_factory=list)
+    # --compile-instructions-required: a row not counted fails the session
+    instructions_required: bool = False
     pins_kept: int = 0  # re-pinned pins left as they were (every figure within a third)
     pin_error: str | None = None  # the pin update could not be written
     failed: bool = False
@@ -101,6 +105,24 @@ class Outcome:
     # Each judged key's own pin file (where its pins live, or will once pinned): a MISS
     # row is compared with the warm key's pin, yet listed under its own (cold) key.
     pin_files: dict[ComparabilityKey, Path] = field(default_factory=dict)
+
+    def instructions_uncounted(self) -> list[tuple[CompileRecord, str]]:
+        """--compile-instructions: each row not counted under valgrind, with why."""
+        return [
+            (verdict.record, note.removeprefix(NOT_COUNTED))
+            for verdict in self.verdicts
+            if verdict.record.compile_instructions is None
+            and (note := verdict.record.compile_instructions_note) is not None
+        ]
+
+    @property
+    def uncounted_fails(self) -> bool:
+        """Whether rows not counted fail the session (--compile-instructions-required)."""
+        return (
+            self.instructions_required
+            and not self.pin_update
+            and bool(self.instructions_uncounted())
+        )
 
     def count(self, status: Status) -> int:
         return sum(1 for verdict in self.verdicts if verdict.status is status)

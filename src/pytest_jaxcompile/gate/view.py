@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 
 from pytest_jaxcompile._io import relative
-from pytest_jaxcompile._numbers import percent
+from pytest_jaxcompile._numbers import instructions_text, percent
 from pytest_jaxcompile.gate.always_cold import always_cold_text
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.judging import RSS_PHASE
@@ -594,27 +594,26 @@ def _modules_stored(outcome: Outcome) -> str:
     )
 
 
-NOT_COUNTED = "not counted: "  # how the instruction stager's note of an uncounted row starts
-
-
 def instructions_blocks(outcome: Outcome) -> list[Block]:
-    """--compile-instructions: every row not counted, with its reason; the counts no pin of
-    their instrument holds, with the command that pins them."""
+    """--compile-instructions: every row not counted, with its reason (failing the session
+    under --compile-instructions-required); the counts no pin of their instrument holds,
+    with the command that pins them."""
     blocks = []
-    uncounted = [
-        (verdict.record.name, note.removeprefix(NOT_COUNTED))
-        for verdict in outcome.verdicts
-        if verdict.record.compile_instructions is None
-        and (note := verdict.record.compile_instructions_note) is not None
-    ]
+    uncounted = outcome.instructions_uncounted()
     if uncounted:
+        fails = outcome.uncounted_fails
         blocks.append(
             Block(
                 BlockKind.WARNING,
-                Tone.WARN,
-                f"{len(uncounted)} row(s) not counted under valgrind (their seconds are still "
-                "judged)",
-                details=tuple(f"{name}: {why}" for name, why in uncounted),
+                Tone.BAD if fails else Tone.WARN,
+                f"{len(uncounted)} row(s) not counted under valgrind"
+                + (
+                    " (--compile-instructions-required)"
+                    if fails
+                    else " (their seconds are still judged)"
+                ),
+                details=tuple(f"{record.name}: {why}" for record, why in uncounted),
+                fails=fails,
             )
         )
     unpinned = outcome.instructions_unpinned
@@ -625,8 +624,12 @@ def instructions_blocks(outcome: Outcome) -> list[Block]:
                 Tone.WARN,
                 f"{len(unpinned)} row(s) counted with no pinned count of this instrument",
                 details=tuple(
-                    f"{record.name}: {record.compile_instructions:,} instructions"
+                    f"{record.name}: "
+                    + instructions_text(
+                        record.compile_instructions, record.compile_instructions_floor
+                    )
                     for record in unpinned
+                    if record.compile_instructions is not None
                 ),
                 advice="Pin them with:",
                 command=repin_command(record.cell for record in unpinned),

@@ -20,13 +20,14 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Generator
 from typing import Any
 
 import pytest
 
-from pytest_jaxcompile.backends import BackendSession, all_backends, backend
+from pytest_jaxcompile.backends import BackendSession, Say, all_backends, backend
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
@@ -196,8 +197,9 @@ class SessionCollector:
             if store is None or self.settings.instructions_recount
             else lambda record: carried_instructions(record, store)
         )
+        say = self._say()
         for each in backends:
-            each.finish(carry)
+            each.finish(carry, say)
         paired = self.settings.paired and self.store is not None
         if paired and not self.settings.pin_update:
             assert self.store is not None
@@ -239,6 +241,29 @@ class SessionCollector:
             outcome.modules_dir = self.settings.module_store_dir
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
+
+    def _say(self) -> Say:
+        """Where a line said during sessionfinish (the instruction gate's progress) goes at
+        once: the terminal reporter's own line; an xdist worker's, which the controller
+        never shows, to its stderr, named by the worker (each worker counts its own rows)."""
+        if self.is_xdist_worker:
+            worker = getattr(self.config, "workerinput", {}).get("workerid", "worker")
+            said: list[str] = []  # the first line starts after the controller's dots
+
+            def to_stderr(line: str) -> None:
+                start = "" if said else "\n"
+                said.append(line)
+                print(f"{start}[{worker}] pytest-jaxcompile: {line}", file=sys.stderr, flush=True)
+
+            return to_stderr
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+
+        def to_terminal(line: str) -> None:
+            if reporter is not None:
+                reporter.write_line(f"pytest-jaxcompile: {line}")
+                reporter.flush()
+
+        return to_terminal
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         for each in self.backends.values():

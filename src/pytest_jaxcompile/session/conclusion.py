@@ -85,7 +85,11 @@ def conclude_session(
         rows.ran_cells,
         measured_identities(rows, backends, store, settings) | workers.identities,
         store,
-        GateSettings(settings.thresholds, settings.pin_update),
+        GateSettings(
+            settings.thresholds,
+            settings.pin_update,
+            settings.instructions and settings.instructions_required,
+        ),
         rootdir=rootdir,
         ledgers=rows.ledgers.values(),
         clobbers=clobbers(rows, backends, settings),

@@ -25,6 +25,7 @@ from pytest_jaxcompile.backends import (
     MeasureContext,
     PairJob,
     ProfileJob,
+    Say,
     StagedModule,
 )
 from pytest_jaxcompile.backends.settings import Clobber, Requirements
@@ -212,10 +213,10 @@ class JaxSession:
     def _flag_changes(self) -> list[FlagsChange]:
         return [] if self._flags_watch is None else list(self._flags_watch.changes)
 
-    def finish(self, carry: CarriedCount | None = None) -> None:
+    def finish(self, carry: CarriedCount | None = None, say: Say | None = None) -> None:
         # each xdist worker counts its own rows
         if self._stager is not None and self._instructions_timeout_s is not None:
-            self._stager.count(self.environment().jaxlib_version, carry)
+            self._stager.count(self.environment().jaxlib_version, carry, say)
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
         staged = None if self._stager is None else self._stager.staged_for(record)

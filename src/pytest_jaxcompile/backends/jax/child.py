@@ -17,12 +17,15 @@ import json
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 LOG = "child.log"
+POLL_S = 1.0  # how often a running child's results are read for `on_result`
 
 
 def warm_up() -> None:
@@ -49,11 +52,25 @@ def run(
     timeout_s: float,
     what: str,
     timeout_option: str,
+    on_result: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[int, dict[str, Any]]:
     """Run one child to its end or `timeout_s`; its results by entry id, and under -1 why
-    it stopped early (`what` names the child in that message: "the counting child")."""
+    it stopped early (`what` names the child in that message: "the counting child").
+
+    `on_result` is called with each entry's result as the child writes it (read every
+    POLL_S while it runs, and once more at its end), in the order written."""
     log = stage / LOG
     failure: str | None = None
+    seen: set[int] = set()
+
+    def report() -> None:
+        if on_result is None:
+            return
+        for index, result in read_results(stage).items():
+            if index not in seen:
+                seen.add(index)
+                on_result(index, result)
+
     with log.open("wb") as stream:
         child = subprocess.Popen(
             command,
@@ -62,14 +79,22 @@ def run(
             env=environment,
             start_new_session=True,  # its own process group: a timeout kills all of it
         )
-        try:
-            code = child.wait(timeout=timeout_s)
-            if code != 0:
-                failure = f"{what} exited with status {code}: {log_tail(log)}"
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            failure = f"{what} ran past {timeout_option} ({timeout_s:g} s)"
+        deadline = time.monotonic() + timeout_s
+        code: int | None = None
+        while code is None:
+            left = deadline - time.monotonic()
+            try:
+                code = child.wait(timeout=max(0.0, min(POLL_S, left)))
+            except subprocess.TimeoutExpired:
+                report()
+                if left <= POLL_S:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+                    failure = f"{what} ran past {timeout_option} ({timeout_s:g} s)"
+                    break
+        if code is not None and code != 0:
+            failure = f"{what} exited with status {code}: {log_tail(log)}"
+    report()
     results = read_results(stage)
     if failure is not None:
         results[-1] = {"error": failure}

@@ -22,12 +22,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_jaxcompile.backends import CarriedCount
+from pytest_jaxcompile._numbers import instructions_text
+from pytest_jaxcompile.backends import CarriedCount, Say
 from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
 from pytest_jaxcompile.records import CompileRecord
@@ -38,7 +39,6 @@ INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install valgrind)"
 CHILD_MODULE = "pytest_jaxcompile.backends.jax.instructions_child"
 # The environment the child compiles in: what would otherwise make counts vary.
 CHILD_ENVIRONMENT = {
-    "PYTHONHASHSEED": "0",  # Python's str hashes: dict and set layouts in JAX's lowering
     "GLIBC_TUNABLES": "glibc.malloc.arena_max=1",  # one heap for every compile thread
     "JAX_ENABLE_COMPILATION_CACHE": "false",  # always a real compile
     "JAX_PLATFORMS": "cpu",
@@ -49,6 +49,22 @@ CHILD_ENVIRONMENT = {
 # RDSEED passed through (valgrind 3.19's VEX); the identity names them.
 _ISA_LEVELS = (("avx2", ("avx2",)), ("avx", ("avx",)), ("sse4.2", ("sse4_2",)))
 _ISA_EXTRAS = ("f16c", "rdrand", "rdseed")
+# The settings CodSpeed's valgrind runs use against run-to-run variation, each one the
+# counting child can have (`child_command`, `child_environment`); the child gets
+# DETERMINISM, those that narrowed the spread of repeated counts (all three together: 0.33 %
+# -> 0.20 % over five fresh children each; docs/benchmarks.md).
+NO_ASLR = "no-aslr"  # address space randomisation off (setarch -R: ADDR_NO_RANDOMIZE)
+HASH_SEED = "hashseed"  # PYTHONHASHSEED=0: Python's str hashes, dict and set layouts
+SYSTEM_MALLOC = "malloc"  # PYTHONMALLOC=malloc: every Python allocation through libc
+SETTINGS = (NO_ASLR, HASH_SEED, SYSTEM_MALLOC)
+DETERMINISM = SETTINGS
+# The estimate of a count's cost said when counting starts (`estimate_s`): wall seconds
+# under valgrind on a 2-core machine. A 16,564-op module counted in 1,175 s (38.9 G
+# instructions); a one-op module in ~9 s (83 M, of which the compiler's floor 79 M); a
+# child's start (valgrind, JAX's import, the warm-up compiles, the exit) took ~120 s.
+START_S = 120.0  # the child's start and exit
+FLOOR_S = 10.0  # one count of a tiny module
+PER_OP_S = 0.0703  # (1,175 s - FLOOR_S) / 16,564 ops
 CPU_ONLY = "instruction counting covers the CPU compiler only"
 CARRIED = "module unchanged: count carried"  # the note of a row judged from its pin's count
 
@@ -249,12 +265,19 @@ class InstructionStager:
         """The staged compile of this row (the record itself, not an equal one)."""
         return next((staged for staged in self.staged if staged.record is record), None)
 
-    def count(self, jaxlib_version: str, carry: CarriedCount | None = None) -> None:
+    def count(
+        self,
+        jaxlib_version: str,
+        carry: CarriedCount | None = None,
+        say: Say | None = None,
+    ) -> None:
         """Count every staged module in one child under callgrind; fill the records.
 
         With `carry`, a row whose fingerprint, options and instrument equal its pin's takes
         the pin's count (noted `CARRIED`) and is not counted: valgrind starts only when some
-        row is left to count. Rows staged since the last count only."""
+        row is left to count. Rows staged since the last count only. The child counts a
+        trivial module first (`floor_staged`): the compiler's floor, kept on every counted
+        row. `say` gets a line when counting starts and one per module counted."""
         pending = self.staged[self._counted :]
         self._counted = len(self.staged)
         if not pending:
@@ -279,16 +302,91 @@ class InstructionStager:
         except InstrumentError as error:
             _not_counted(countable, str(error))
             return
+        floor = floor_staged()
+        progress = Progress(countable, say)
+        progress.starting()
         with tempfile.TemporaryDirectory(prefix="jaxcompile-instructions-") as directory:
-            results = run_child(Path(directory), countable, self.timeout_s)
+            results = run_child(
+                Path(directory), countable, self.timeout_s, progress.arrived, floor=floor
+            )
+        floor_count = results.get(len(countable), {}).get("instructions")
         for index, staged in enumerate(countable):
             result = results.get(index)
             if result is not None and "instructions" in result:
                 staged.record.compile_instructions = int(result["instructions"])
                 staged.record.compile_instructions_identity = identity
+                staged.record.compile_instructions_floor = (
+                    None if floor_count is None else int(floor_count)
+                )
             else:
                 why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
                 staged.record.compile_instructions_note = f"not counted: {why}"
+
+
+def estimate_s(op_counts: list[int | None]) -> float:
+    """The seconds a counting child will take for modules of these op counts (an
+    estimate, from START_S, FLOOR_S and PER_OP_S; an unknown size counts as tiny)."""
+    return START_S + FLOOR_S + sum(FLOOR_S + PER_OP_S * (ops or 0) for ops in op_counts)
+
+
+@dataclass
+class Progress:
+    """The lines said while the counting child runs: what it counts, then each count."""
+
+    staged: list[Staged]
+    say: Say | None
+    done: int = 0
+    floor: int | None = None
+
+    def starting(self) -> None:
+        if self.say is None:
+            return
+        ops = [staged.record.op_count for staged in self.staged]
+        seconds = estimate_s(ops)
+        about = f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+        self.say(
+            f"counting instructions of {len(self.staged)} module(s) "
+            f"({sum(op or 0 for op in ops):,} ops) under valgrind, about {about} "
+            "from their sizes (an estimate)"
+        )
+
+    def arrived(self, index: int, result: dict[str, Any]) -> None:
+        """One entry's result from the child (index len(staged): the floor module)."""
+        if index == len(self.staged):
+            self.floor = result.get("instructions")
+            return
+        if self.say is None or not 0 <= index < len(self.staged):
+            return
+        self.done += 1
+        name = self.staged[index].record.name
+        if "instructions" in result:
+            seconds = result.get("seconds")
+            took = "" if seconds is None else f", counted in {seconds:.0f} s"
+            what = instructions_text(int(result["instructions"]), self.floor) + took
+        else:
+            what = f"not counted: {result.get('error', '')}"
+        self.say(f"[{self.done}/{len(self.staged)}] {name}: {what}")
+
+
+def floor_staged() -> Staged | None:
+    """A trivial module (one add of two scalars) compiled for the CPU and staged as a row's
+    compile is: its count is the compiler's fixed cost, the floor under every count. None
+    where it cannot be staged (the rows are counted without a floor)."""
+    import jax
+    import jax.numpy as jnp
+
+    record = CompileRecord("compiler floor", "compiler floor", "floor", "", "", False, "none", 0.0)
+    stager = InstructionStager(timeout_s=0)
+    try:
+        with jax.default_device(jax.devices("cpu")[0]):
+            lowered = jax.jit(lambda x: x + 1.0).lower(jnp.zeros((), jnp.float32))
+            with capture() as captured:
+                lowered.compile()
+    except RuntimeError:  # no CPU backend here: the rows are still counted
+        return None
+    stager.add(record, captured)
+    staged = stager.staged[0]
+    return staged if staged.count_note is None and staged.module is not None else None
 
 
 def _carried(staged: Staged, identity: str, carry: CarriedCount) -> bool:
@@ -319,8 +417,9 @@ def _not_counted(staged: list[Staged], why: str) -> None:
         item.record.compile_instructions_note = f"not counted: {why}"
 
 
-def child_command(stage: Path, out: Path) -> list[str]:
+def child_command(stage: Path, out: Path, settings: tuple[str, ...] = DETERMINISM) -> list[str]:
     return [
+        *(no_randomization() if NO_ASLR in settings else []),
         VALGRIND,
         "--tool=callgrind",
         "--instr-atstart=no",
@@ -336,13 +435,50 @@ def child_command(stage: Path, out: Path) -> list[str]:
     ]
 
 
-def run_child(directory: Path, staged: list[Staged], timeout_s: float) -> dict[int, dict[str, Any]]:
-    """Run the counting child; results by entry index (-1: why the child stopped early)."""
+def no_randomization() -> list[str]:
+    """``setarch <machine> -R``, which starts a program with address space randomisation
+    off (ADDR_NO_RANDOMIZE), where setarch is installed and the kernel allows it; else
+    nothing (the child runs as it is)."""
+    path = shutil.which("setarch")
+    if path is None:
+        return []
+    prefix = [path, platform.machine(), "-R"]
+    try:
+        done = subprocess.run([*prefix, "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return prefix if done.returncode == 0 else []
+
+
+def child_environment(settings: tuple[str, ...] = DETERMINISM) -> dict[str, str]:
+    """The counting child's environment: this process's, with CHILD_ENVIRONMENT and the
+    `settings` that are environment variables (`HASH_SEED`, `SYSTEM_MALLOC`)."""
+    environment = {**os.environ, **CHILD_ENVIRONMENT}
+    environment["PYTHONHASHSEED"] = "0" if HASH_SEED in settings else "random"
+    if SYSTEM_MALLOC in settings:
+        environment["PYTHONMALLOC"] = "malloc"
+    else:
+        environment.pop("PYTHONMALLOC", None)
+    return environment
+
+
+def run_child(
+    directory: Path,
+    staged: list[Staged],
+    timeout_s: float,
+    on_result: Callable[[int, dict[str, Any]], None] | None = None,
+    settings: tuple[str, ...] = DETERMINISM,
+    floor: Staged | None = None,
+) -> dict[int, dict[str, Any]]:
+    """Run the counting child; results by entry index (-1: why the child stopped early).
+    `on_result` gets each entry's result as it arrives; `settings`: which of SETTINGS
+    the child runs with (a benchmark measures them; the plugin uses DETERMINISM); `floor`
+    is counted first, its result under index len(staged)."""
     stage, out = directory / "stage", directory / "out"
     stage.mkdir()
     out.mkdir()
     entries = []
-    for index, item in enumerate(staged):
+    for index, item in enumerate([*staged, *([floor] if floor is not None else [])]):
         (stage / f"{index}.mlirbc").write_bytes(item.module or b"")
         (stage / f"{index}.options").write_bytes(item.options or b"")
         entries.append(
@@ -353,16 +489,19 @@ def run_child(directory: Path, staged: list[Staged], timeout_s: float) -> dict[i
                 "devices": item.devices,
             }
         )
+    if floor is not None:  # counted first: each row's progress line shows it
+        entries.insert(0, entries.pop())
     child.write_manifest(stage, {"entries": entries})
     results = child.run(
-        child_command(stage, out),
+        child_command(stage, out, settings),
         stage,
-        {**os.environ, **CHILD_ENVIRONMENT},
+        child_environment(settings),
         timeout_s,
         "the counting child",
         "--compile-instructions-timeout",
+        on_result,
     )
-    if -1 not in results and len(results) < len(staged):
+    if -1 not in results and len(results) < len(entries):
         tail = child.log_tail(stage / child.LOG)
         results[-1] = {"error": f"the counting child gave no count: {tail}"}
     return results

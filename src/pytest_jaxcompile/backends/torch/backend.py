@@ -20,6 +20,7 @@ from pytest_jaxcompile.backends import (
     MeasureContext,
     PairJob,
     ProfileJob,
+    Say,
     StagedModule,
     unique_names,
 )
@@ -111,7 +112,7 @@ class TorchSession:
     def settings_notes(self, records: Iterable[CompileRecord]) -> list[str]:
         return []
 
-    def finish(self, carry: CarriedCount | None = None) -> None:
+    def finish(self, carry: CarriedCount | None = None, say: Say | None = None) -> None:
         pass
 
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
