@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+from pytest_jaxcompile.backends.settings import Requirements
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import PAIRED_PHASE, Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
@@ -33,7 +34,9 @@ from pytest_jaxcompile.gate.paired import (
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord, check_record_data
+from pytest_jaxcompile.session.paired import extend_pairs, more_pairs_wanted
 
 CPU = {"platform": "cpu", "device_kind": "cpu"}
 THRESHOLDS = Thresholds(paired_tolerance=0.05, floor_s=0.01)
@@ -154,6 +157,51 @@ def test_wall_seconds_are_used_where_cpu_seconds_are_missing() -> None:
     record = paired([1.0, 1.0], [2.0, 2.0], paired_base_cpu_s=None, paired_new_cpu_s=None)
     comparison = PairedComparison.of(record)
     assert comparison is not None and comparison.metric == "wall"
+
+
+def _settings(max_pairs: int) -> Settings:
+    return Settings(
+        pin_update=False,
+        pins_dir=Path("pins"),
+        thresholds=THRESHOLDS,
+        hardware_override=None,
+        report_path=None,
+        mixed_precision_default=False,
+        census=False,
+        trace_profile=False,
+        requirements=Requirements(),
+        repeat=1,
+        paired=True,
+        paired_pairs=10,
+        paired_max_pairs=max_pairs,
+    )
+
+
+def test_a_row_left_not_decided_wants_the_pairs_that_would_decide_it_within_the_most() -> None:
+    undecided = paired([1.0] * 10, [0.98, 1.0, 1.02, 1.04, 1.06, 1.07, 1.08, 1.1, 1.12, 1.2])
+    comparison = PairedComparison.of(undecided)
+    assert comparison is not None
+    needed = comparison.pairs_to_decide(THRESHOLDS.paired_tolerance)
+    assert needed is not None and needed > 60
+    assert more_pairs_wanted(undecided, _settings(60)) == 50  # up to 60 in all
+    assert more_pairs_wanted(undecided, _settings(10)) == 0  # at most the first pairs: never
+    decided = paired([1.0] * 10, [1.15, 1.18, 1.19, 1.2, 1.2, 1.21, 1.22, 1.25, 1.3, 1.4])
+    assert more_pairs_wanted(decided, _settings(60)) == 0
+    assert more_pairs_wanted(make_record(), _settings(60)) == 0  # never paired
+
+
+def test_a_second_rounds_pairs_extend_the_first_and_a_failed_one_leaves_it() -> None:
+    first = paired([1.0, 1.1], [1.2, 1.3])
+    extend_pairs(first, paired([0.9], [1.0]))
+    assert first.paired_base_cpu_s == [1.0, 1.1, 0.9]
+    assert first.paired_new_wall_s == [1.2, 1.3, 1.0]
+    assert first.paired_cost_s == 25.0
+    failed = paired([1.0, 1.1], [1.2, 1.3])
+    extend_pairs(failed, make_record(paired_note="not paired: the child ran past the timeout"))
+    assert failed.paired_base_cpu_s == [1.0, 1.1] and failed.paired_cost_s == 12.5
+    no_cpu = paired([1.0], [1.2])
+    extend_pairs(no_cpu, paired([1.0], [1.2], paired_base_cpu_s=None, paired_new_cpu_s=None))
+    assert no_cpu.paired_base_cpu_s == [1.0]  # sides that differ: the first round alone
 
 
 # ----------------------------------------------------------------------- the verdict
@@ -377,12 +425,35 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     monkeypatch.setenv("MODEL_DEPTH", "4")
     project.tests(MODEL.format(name="renamed_loss"))
     equal = project.run(
-        "--compile-paired", "--compile-paired-pairs", "10", "--compile-floor", "0.01", "-v"
+        "--compile-paired",
+        "--compile-paired-pairs",
+        "4",
+        "--compile-paired-max-pairs",
+        "16",
+        "--compile-floor",
+        "0.01",
+        "-v",
     )
     assert equal.ret == 0, equal.stdout.str()
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
     assert "paired with pins/laptop--jax-" in verdict["note"]
+    # Left not decided by its first 4 pairs, it was paired again, up to 16 pairs in all.
+    (row,) = project.report()["records"]
+    first = CompileRecord.from_dict(
+        row
+        | {
+            f"paired_{side}_{clock}_s": row[f"paired_{side}_{clock}_s"][:4]
+            for side in ("base", "new")
+            for clock in ("cpu", "wall")
+        }
+    )
+    first_four = PairedComparison.of(first)
+    assert first_four is not None
+    decided = first_four.status(0.03, 0.01) is not None
+    pairs = len(row["paired_new_cpu_s"])
+    assert pairs == len(row["paired_base_wall_s"])
+    assert pairs == 4 if decided else 4 < pairs <= 16
 
     # Its stored module gone: named on the row and in a warning, the seconds still judged.
     shutil.rmtree(project.pins_dir / "modules")

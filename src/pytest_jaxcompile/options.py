@@ -33,6 +33,7 @@ from pytest_jaxcompile.gate.limits import (
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
+    DEFAULT_MAX_PAIRS,
     DEFAULT_PAIRED_TIMEOUT_S,
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_PAIRS,
@@ -289,6 +290,16 @@ OPTIONS: tuple[Option, ...] = (
         "count",
         "pairs of compiles (pinned module, new module) per paired row",
         default=DEFAULT_PAIRS,
+        metavar="N",
+        minimum=2,
+    ),
+    Option(
+        "compile_paired_max_pairs",
+        "count",
+        "pairs a row may get in all: one the first pairs leave not decided is paired again, "
+        "up to about the pairs its interval says would decide it (at most "
+        "--compile-paired-pairs: never paired again)",
+        default=DEFAULT_MAX_PAIRS,
         metavar="N",
         minimum=2,
     ),
@@ -690,6 +701,7 @@ class Settings:
     instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
     paired: bool = False  # pair changed rows with their pins' modules; store them on pin update
     paired_pairs: int = DEFAULT_PAIRS
+    paired_max_pairs: int = DEFAULT_MAX_PAIRS
     paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
     modules_dir: Path | None = None  # None: <pins_dir>/modules
     profile: bool = False  # profile every row, not only failing ones; store modules on pin update
@@ -753,6 +765,7 @@ class Settings:
             instructions_timeout_s=float(values["compile_instructions_timeout"]),
             paired=bool(values["compile_paired"]),
             paired_pairs=int(values["compile_paired_pairs"]),
+            paired_max_pairs=int(values["compile_paired_max_pairs"]),
             paired_timeout_s=float(values["compile_paired_timeout"]),
             modules_dir=values["compile_modules_dir"],
             profile=bool(values["compile_profile"]),

@@ -42,6 +42,9 @@ DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
 # cleared it in 91-100 % of sessions, 10 pairs at +5 % in 44-80 %.
 DEFAULT_PAIRED_TOLERANCE = 0.03
 DEFAULT_PAIRS = 20
+# A row the first pairs leave not decided gets more, up to this many in all (about what its
+# interval says would decide it): a change near the tolerance is decided in one session.
+DEFAULT_MAX_PAIRS = 60
 DEFAULT_PAIRED_TIMEOUT_S = 3600.0
 METRIC_WALL = "wall"
 METRIC_CPU = "cpu"

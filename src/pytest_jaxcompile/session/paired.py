@@ -13,12 +13,14 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pytest_jaxcompile.backends import BackendSession, PairJob, StagedModule
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
-from pytest_jaxcompile.gate.paired import pairing_target
+from pytest_jaxcompile.gate.paired import PairedComparison, pairing_target
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord
@@ -68,7 +70,62 @@ def pair_changed_rows(
             PairJob(record, base, new, target.describe(root))
         )
     for framework, framework_jobs in jobs.items():
-        backends[framework].pair(framework_jobs, settings.paired_pairs, settings.paired_timeout_s)
+        _pair_until_decided(backends[framework], framework_jobs, settings)
+
+
+# The record fields one pairing fills, which a second round of pairs extends.
+_PAIRS_FIELDS = ("paired_base_cpu_s", "paired_new_cpu_s", "paired_base_wall_s", "paired_new_wall_s")
+
+
+def _pair_until_decided(backend: BackendSession, jobs: list[PairJob], settings: Settings) -> None:
+    """Pair `jobs`, then once more, in one child, those the first pairs left not decided:
+    as many pairs as the widest such interval says would decide it, up to
+    ``compile_paired_max_pairs`` in all, within what is left of the timeout."""
+    started = time.monotonic()
+    backend.pair(jobs, settings.paired_pairs, settings.paired_timeout_s)
+    wanted = [(job, more_pairs_wanted(job.record, settings)) for job in jobs]
+    undecided = [(job, extra) for job, extra in wanted if extra > 0]
+    left_s = settings.paired_timeout_s - (time.monotonic() - started)
+    if not undecided or left_s <= 0:
+        return
+    scratch = [
+        dataclasses.replace(job, record=dataclasses.replace(job.record, paired_note=None))
+        for job, _ in undecided
+    ]
+    backend.pair(scratch, max(extra for _, extra in undecided), left_s)
+    for (job, _), again in zip(undecided, scratch, strict=True):
+        extend_pairs(job.record, again.record)
+
+
+def more_pairs_wanted(record: CompileRecord, settings: Settings) -> int:
+    """How many more pairs a paired row wants: 0 when its pairs decided it (or it has
+    none), else about what its interval says would decide it, within
+    ``compile_paired_max_pairs`` in all."""
+    comparison = PairedComparison.of(record)
+    if comparison is None:
+        return 0
+    thresholds = settings.thresholds
+    if comparison.status(thresholds.paired_tolerance, thresholds.floor_s) is not None:
+        return 0
+    needed = comparison.pairs_to_decide(thresholds.paired_tolerance)
+    wanted = settings.paired_max_pairs if needed is None else needed
+    return max(0, min(wanted, settings.paired_max_pairs) - comparison.pairs)
+
+
+def extend_pairs(record: CompileRecord, again: CompileRecord) -> None:
+    """The second round's pairs appended to the first's, where it made some on every side
+    the first did (else the first round's pairs stand alone)."""
+    for name in _PAIRS_FIELDS:
+        if (getattr(record, name) is None) != (getattr(again, name) is None):
+            return
+    if again.paired_note is not None or not again.paired_new_wall_s:
+        return
+    for name in _PAIRS_FIELDS:
+        first, second = getattr(record, name), getattr(again, name)
+        if first is not None and second is not None:
+            setattr(record, name, [*first, *second])
+    if record.paired_cost_s is not None and again.paired_cost_s is not None:
+        record.paired_cost_s = round(record.paired_cost_s + again.paired_cost_s, 3)
 
 
 def staged_modules(
