@@ -494,7 +494,10 @@ def test_under_xdist_workers_pair_their_rows_and_the_controller_stores_the_modul
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     verdicts = project.report()["verdicts"]
     assert [verdict["status"] for verdict in verdicts] == ["DRIFT", "DRIFT"]
-    assert all(verdict["metric"] == "paired cpu" for verdict in verdicts)
+    # Each worker paired its row (a 3x deeper model may also have drifted on its lowering
+    # time, which the pairs do not decide: the verdict is then that one, noted with the pairs).
+    assert all("paired with pins/" in verdict["note"] for verdict in verdicts)
+    assert all(len(row["paired_new_cpu_s"]) >= 6 for row in project.report()["records"])
     # A pin update of the changed rows stores the new module and removes the old one.
     project.run("-n", "2", "--compile-pin-update", "--compile-paired")
     (stored,) = (project.pins_dir / "modules").iterdir()
