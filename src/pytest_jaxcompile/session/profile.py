@@ -2,7 +2,8 @@
 
 At the end of the session, after the pairing and in every process that measured rows (each
 xdist worker profiles its own, as it pairs its own), `profile_rows` judges each row against
-the pins, and hands every failing row (every row under ``--compile-profile``) whose module
+the pins, and hands every failing row (but one failing only for want of a pin; every
+row under ``--compile-profile``) whose module
 its backend staged to that backend, with its pin's module where the module store holds it;
 the backend compiles them once more in a child with the compiler's pass timers on and
 fills each row's ``profile``, which the gate notes on the verdict (gate/profile.py,
@@ -19,6 +20,7 @@ from pytest_jaxcompile.backends import BackendSession, ProfileJob, StagedModule
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord
 
@@ -37,7 +39,10 @@ def profile_rows(
         if record.profile is not None:
             continue  # profiled where it was measured (an xdist worker)
         verdict = judge(record, store, thresholds)
-        if not (settings.profile or verdict.fails(thresholds)):
+        # A row failing only for want of a pin (compile_require_pinned) has no compile
+        # change to explain.
+        failing = verdict.fails(thresholds) and verdict.status is not Status.UNPINNED
+        if not (settings.profile or failing):
             continue
         new = backends[record.framework].staged_module(record)
         if not isinstance(new, StagedModule):
