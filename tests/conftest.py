@@ -123,10 +123,14 @@ def compile_summary(result: pytest.RunResult) -> list[str]:
     return lines[start + 1 : end]
 
 
+_PASSES = re.compile(r"((?:longest|grew most|shrank most) of XLA's HLO passes: )[^;]*")
+
+
 def mask_figures(lines: list[str]) -> list[str]:
     """Measured figures differ between runs; everything else must not. So do the compile
-    share of the session and the order of the --compile-durations lists."""
-    masked = [_SHARE.sub("", _FIGURE.sub("N", line)) for line in lines]
+    share of the session, the order of the --compile-durations lists and which of XLA's
+    passes a compile profile names (those that took longest, or moved most, this time)."""
+    masked = [_PASSES.sub(r"\1P", _SHARE.sub("", _FIGURE.sub("N", line))) for line in lines]
     return [line for line in masked if not _DURATION.match(line)]
 
 
