@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from pytest_jaxcompile.gate.limits import DEFAULT_INSTRUCTIONS_TOLERANCE
+    from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
 
     tolerance = DEFAULT_INSTRUCTIONS_TOLERANCE if args.tolerance is None else args.tolerance
     if args.report is not None:

@@ -1,7 +1,7 @@
 """The paired gate: false DRIFTs, detection and cost of `--compile-paired`'s statistic.
 
-    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 10]
-        [--tolerance 0.05] [--floor 0.25] [--only NAME,NAME] [--json PATH]
+    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 20]
+        [--max-pairs 60] [--tolerance 0.03] [--floor 0.25] [--only NAME,NAME] [--json PATH]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
 and the attention block, loss and gradient), attention blocks of two widths, and models
@@ -20,8 +20,10 @@ equal
 
 A session pairs every variant with its base exactly as a pytest session with
 `--compile-paired` does: staged as JAX hands them to its backend, paired in the plugin's
-own pairing child (`backends/jax/paired.py`, `--pairs` pairs each), and judged by the
-plugin's own `PairedComparison` at `--tolerance` and `--floor`. Sessions alternate idle
+own pairing child (`backends/jax/paired.py`, `--pairs` pairs each, then a second round for
+the rows those leave not decided, up to `--max-pairs` in all, as `session/paired.py` does),
+and judged by the plugin's own `PairedComparison` at `--tolerance` and `--floor`; the
+defaults are the plugin's. Sessions alternate idle
 and busy (every core kept busy by busy-loop processes this script starts and stops). The
 large modules get ``--large-sessions`` sessions (each costs minutes). Printed per module
 and variant: sessions DRIFT / ok / improved / not decided, idle and busy; the median
@@ -44,6 +46,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "src"))
+
+from pytest_jaxcompile.gate.defaults import (  # noqa: E402 (after the path is set)
+    DEFAULT_MAX_PAIRS,
+    DEFAULT_PAIRED_TOLERANCE,
+    DEFAULT_PAIRS,
+)
 
 LARGE = ("rich44_grad", "rich40w256_grad", "transformer10_grad")
 
@@ -183,12 +191,16 @@ def _busy() -> None:
 
 
 def session(
-    staged: dict[tuple[str, str], Any], pairs: int, busy: bool, timeout_s: float
+    staged: dict[tuple[str, str], Any], args: argparse.Namespace, busy: bool
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """One pairing session over every (base, variant): the records' paired figures."""
+    """One pairing session over every (base, variant): the records' paired figures, paired
+    as a session does (`pair_until_decided`: the first pairs, then a second round for the
+    rows they leave not decided at `--tolerance` and `--floor`)."""
     from pytest_jaxcompile.backends import PairJob
     from pytest_jaxcompile.backends.jax.paired import pair_modules
+    from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.records import CompileRecord
+    from pytest_jaxcompile.session.paired import pair_until_decided
 
     jobs, records = [], {}
     for (base, variant), module in staged.items():
@@ -204,7 +216,8 @@ def session(
         for worker in workers:
             worker.start()
     try:
-        pair_modules(jobs, pairs, timeout_s)
+        thresholds = Thresholds(paired_tolerance=args.tolerance, floor_s=args.floor)
+        pair_until_decided(pair_modules, jobs, thresholds, args.pairs, args.max_pairs, args.timeout)
     finally:
         for worker in workers:
             worker.terminate()
@@ -227,8 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20, help="sessions of the small modules")
     parser.add_argument("--large-sessions", type=int, default=2)
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="first round's pairs")
+    parser.add_argument(
+        "--max-pairs", type=int, default=DEFAULT_MAX_PAIRS, help="pairs in all, both rounds"
+    )
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_PAIRED_TOLERANCE)
     parser.add_argument("--floor", type=float, default=0.25)
     parser.add_argument("--only", default="", help="base modules, comma-separated")
     parser.add_argument("--timeout", type=float, default=3600.0)
@@ -256,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(sessions if group else 0):
             busy = index % 2 == 1
             started = time.perf_counter()
-            records = session(group, args.pairs, busy, args.timeout)
+            records = session(group, args, busy)
             for key, record in records.items():
                 results.setdefault(key, []).append((busy, record))
             if args.json is not None:
@@ -285,25 +301,33 @@ def _print_table(
     """The sessions judged at `floor` (the default's and 0: the statistic alone)."""
     results = {
         key: [
-            (busy, *judged(record, args.tolerance, floor), record["paired_cost_s"])
+            (
+                busy,
+                *judged(record, args.tolerance, floor),
+                record["paired_cost_s"],
+                len(record.get("paired_new_wall_s") or ()),
+            )
             for busy, record in runs
         ]
         for key, runs in sessions.items()
     }
     print(
-        f"\n{args.pairs} pairs, tolerance {args.tolerance:g}, floor {floor:g} s\n"
+        f"\n{args.pairs} pairs (up to {args.max_pairs}), tolerance {args.tolerance:g}, "
+        f"floor {floor:g} s (the second round decided at floor {args.floor:g} s)\n"
         "| module | plain compile | variant | idle: DRIFT/ok/improved/not decided | "
-        "busy: DRIFT/ok/improved/not decided | median ratio range | cost per row |"
+        "busy: DRIFT/ok/improved/not decided | median ratio range | pairs | cost per row |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for (base, variant), runs in results.items():
         cells = []
         for busy in (False, True):
-            statuses = [status for was_busy, status, _, _ in runs if was_busy == busy]
+            statuses = [status for was_busy, status, *_ in runs if was_busy == busy]
             counts = [statuses.count(name) for name in ("DRIFT", "ok", "improved", "not decided")]
             cells.append("/".join(map(str, counts)) if statuses else "-")
-        ratios = [ratio for _, _, ratio, _ in runs if ratio is not None]
-        costs = sorted(cost for _, _, _, cost in runs if cost is not None)
+        ratios = [ratio for _, _, ratio, _, _ in runs if ratio is not None]
+        costs = sorted(cost for _, _, _, cost, _ in runs if cost is not None)
+        counts_made = sorted(made for *_, made in runs)
+        made = f"{counts_made[0]}-{counts_made[-1]}" if counts_made else "-"
         span = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
         base_s = plain[(base, "base")]
         cost = (
@@ -312,7 +336,8 @@ def _print_table(
             else "-"
         )
         print(
-            f"| {base} | {base_s:.3f} s | {variant} | {cells[0]} | {cells[1]} | {span} | {cost} |"
+            f"| {base} | {base_s:.3f} s | {variant} | {cells[0]} | {cells[1]} | {span} | "
+            f"{made} | {cost} |"
         )
 
 

@@ -301,7 +301,7 @@ def test_the_ini_key_column_is_what_pytest_reads() -> None:
 def test_ini_settings_shown_in_the_docs_are_ini_keys_and_defaults_are_the_codes() -> None:
     """`compile_x = ...` lines in README and docs (ini examples) name keys pytest reads; the
     README's default tolerance and floor are the code's."""
-    from pytest_jaxcompile.gate.limits import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE
+    from pytest_jaxcompile.gate.defaults import DEFAULT_FLOOR_S, DEFAULT_TOLERANCE
     from pytest_jaxcompile.options import OPTIONS
 
     ini_keys = {option.name for option in OPTIONS if option.in_ini}

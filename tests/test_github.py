@@ -238,7 +238,7 @@ def test_nothing_for_github_when_unset_or_off(
 def test_github_mode_from_the_command_line_beats_the_ini_file(
     pytester: pytest.Pytester,
 ) -> None:
-    from pytest_jaxcompile.options import Settings
+    from pytest_jaxcompile.resolved import Settings
 
     assert Settings.from_config(pytester.parseconfig()).github == "auto"
     pytester.makeini("[pytest]\ncompile_github = off\n")

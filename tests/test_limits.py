@@ -14,14 +14,9 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
+from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
 from pytest_jaxcompile.gate.judging import judge
-from pytest_jaxcompile.gate.limits import (
-    DEFAULT_INSTRUCTIONS_TOLERANCE,
-    Limits,
-    Thresholds,
-    limits_for,
-    most_specific,
-)
+from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for, most_specific
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import HostState

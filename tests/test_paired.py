@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
-from pytest_jaxcompile.backends.settings import Requirements
+from pytest_jaxcompile.gate.defaults import PAIRED_PHASE
 from pytest_jaxcompile.gate.judging import judge
-from pytest_jaxcompile.gate.limits import PAIRED_PHASE, Thresholds
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.paired import (
     EXACT_SIGNED_RANK_PAIRS,
@@ -34,7 +34,6 @@ from pytest_jaxcompile.gate.paired import (
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.gate.view import row_view
-from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord, check_record_data
 from pytest_jaxcompile.session.paired import extend_pairs, more_pairs_wanted
 
@@ -159,35 +158,17 @@ def test_wall_seconds_are_used_where_cpu_seconds_are_missing() -> None:
     assert comparison is not None and comparison.metric == "wall"
 
 
-def _settings(max_pairs: int) -> Settings:
-    return Settings(
-        pin_update=False,
-        pins_dir=Path("pins"),
-        thresholds=THRESHOLDS,
-        hardware_override=None,
-        report_path=None,
-        mixed_precision_default=False,
-        census=False,
-        trace_profile=False,
-        requirements=Requirements(),
-        repeat=1,
-        paired=True,
-        paired_pairs=10,
-        paired_max_pairs=max_pairs,
-    )
-
-
 def test_a_row_left_not_decided_wants_the_pairs_that_would_decide_it_within_the_most() -> None:
     undecided = paired([1.0] * 10, [0.98, 1.0, 1.02, 1.04, 1.06, 1.07, 1.08, 1.1, 1.12, 1.2])
     comparison = PairedComparison.of(undecided)
     assert comparison is not None
     needed = comparison.pairs_to_decide(THRESHOLDS.paired_tolerance)
     assert needed is not None and needed > 60
-    assert more_pairs_wanted(undecided, _settings(60)) == 50  # up to 60 in all
-    assert more_pairs_wanted(undecided, _settings(10)) == 0  # at most the first pairs: never
+    assert more_pairs_wanted(undecided, THRESHOLDS, 60) == 50  # up to 60 in all
+    assert more_pairs_wanted(undecided, THRESHOLDS, 10) == 0  # at most the first pairs: never
     decided = paired([1.0] * 10, [1.15, 1.18, 1.19, 1.2, 1.2, 1.21, 1.22, 1.25, 1.3, 1.4])
-    assert more_pairs_wanted(decided, _settings(60)) == 0
-    assert more_pairs_wanted(make_record(), _settings(60)) == 0  # never paired
+    assert more_pairs_wanted(decided, THRESHOLDS, 60) == 0
+    assert more_pairs_wanted(make_record(), THRESHOLDS, 60) == 0  # never paired
 
 
 def test_a_second_rounds_pairs_extend_the_first_and_a_failed_one_leaves_it() -> None:

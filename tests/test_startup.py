@@ -25,8 +25,7 @@ AT_LOAD = {
     "pytest_jaxcompile._version",
     "pytest_jaxcompile.activation",
     "pytest_jaxcompile.gate",
-    "pytest_jaxcompile.gate.budget",
-    "pytest_jaxcompile.gate.limits",
+    "pytest_jaxcompile.gate.defaults",
     "pytest_jaxcompile.options",
     "pytest_jaxcompile.plugin",
 }
@@ -154,4 +153,37 @@ def test_sessions_modules_are_loaded_unrewritten(pytester: pytest.Pytester) -> N
         )
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--compile-durations=1")
+    result.assert_outcomes(passed=1)
+
+
+def test_modules_are_found_by_pythons_own_loader_even_when_marked_for_rewriting(
+    pytester: pytest.Pytester,
+) -> None:
+    """pytest marks an installed entry-point plugin's package for rewriting (an editable
+    install, as here, is not marked: the conftest marks it), and its hook then compiles each
+    module from source at every start where no bytecode is written: the plugin's modules are
+    found ahead of that hook, with their .pyc."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        pytest.register_assert_rewrite("pytest_jaxcompile")
+        """
+    )
+    pytester.makepyfile(
+        test_loader=textwrap.dedent(
+            """
+            import importlib.machinery
+            import sys
+
+            def test_loader():
+                assert "pytest_jaxcompile.gate.judging" not in sys.modules
+                import pytest_jaxcompile.gate.judging as judging
+
+                loader = judging.__spec__.loader
+                assert type(loader) is importlib.machinery.SourceFileLoader, type(loader)
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

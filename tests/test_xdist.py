@@ -269,7 +269,7 @@ def test_a_worker_reported_down_twice_is_merged_once(pytestconfig: pytest.Config
     # xdist reports a worker stopped by Ctrl-C twice: finished (with its output), then down.
     from records_factory import make_record
 
-    from pytest_jaxcompile.options import Settings
+    from pytest_jaxcompile.resolved import Settings
     from pytest_jaxcompile.session import WORKER_OUTPUT_KEY, SessionCollector
 
     plugin = SessionCollector(pytestconfig, Settings.from_config(pytestconfig))

@@ -3,12 +3,24 @@
 The public names are imported on first use (PEP 562), so loading the plugin does not load
 the measurement, pin and output modules of a session that never uses them.
 
+The package's modules are found by Python's own path finder, ahead of pytest's assertion
+rewriter (`PlainImports`): pytest marks every module of an entry-point plugin for rewriting,
+and where no bytecode may be written (``PYTHONDONTWRITEBYTECODE``, a read-only
+site-packages) its hook parses and compiles each one from source at every start, ignoring
+the ``.pyc`` files pip wrote at install. These modules hold no assert a user reads
+(``PYTEST_DONT_REWRITE``), so nothing is lost.
+
 PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile._version import __version__
@@ -24,6 +36,25 @@ if TYPE_CHECKING:
     from pytest_jaxcompile.gate.pins import Pin, PinFileError, PinStore
     from pytest_jaxcompile.gate.status import Status, Verdict
     from pytest_jaxcompile.records import CacheState, ComparabilityKey, CompileRecord
+
+
+class PlainImports:
+    """Finds this package's submodules as Python would without pytest's assertion rewriter
+    (a `sys.meta_path` finder; not an `importlib.abc.MetaPathFinder`, whose import costs a
+    plain ``import pytest_jaxcompile`` about 30 ms)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if not fullname.startswith(f"{__name__}."):
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, path, target)
+
+
+# By name: a re-import of this package (a pytester session restores sys.modules) makes a
+# new class.
+if not any(type(finder).__qualname__ == "PlainImports" for finder in sys.meta_path):
+    sys.meta_path.insert(0, PlainImports())
 
 _HOMES = {
     "DuplicateTransformError": "pytest_jaxcompile.backends",

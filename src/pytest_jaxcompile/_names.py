@@ -32,3 +32,16 @@ WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
 # baseline), kept where the session's machinery starts later.
 XLA_FLAGS_ENV = "XLA_FLAGS"
 XLA_FLAGS_AT_LOAD_KEY = pytest.StashKey["str | None"]()
+
+# The marker (its arguments are parsed by gate/budget.py).
+MARKER_NAME = "compile_budget"
+MARKER_HELP = (
+    "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
+    "max_ops_growth=None, max_memory_growth=None, max_flops_growth=None, cacheable=None, "
+    "count_eager=None): a ceiling on any transform's compile_s in this test, a drift "
+    "tolerance for its pins, whether it runs in mixed precision (part of the comparability "
+    "key), a ceiling on its backend compiles, how much its modules may grow over their "
+    "pinned op counts, compiled temp bytes and flops, whether every module must be "
+    "persistent-cacheable, and whether JAX's eager dispatch of operations outside jit counts "
+    "against max_compiles. The marker also turns on the census of every compile in the test."
+)

@@ -24,9 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_jaxcompile._names import FIXTURES, WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
-from pytest_jaxcompile.gate.budget import MARKER_NAME
-from pytest_jaxcompile.options import OPTIONS, Settings, given
+from pytest_jaxcompile._names import (
+    FIXTURES,
+    MARKER_NAME,
+    WORKER_INPUT_COUNTED_KEY,
+    WORKER_OUTPUT_KEY,
+)
+from pytest_jaxcompile.options import OPTIONS, given
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.session import SessionCollector
@@ -105,6 +109,8 @@ def _register(config: pytest.Config) -> SessionCollector:
     from pytest_jaxcompile.session import COLLECTOR_KEY, SessionCollector
 
     watch(config)  # already watching since start-up where the session was known to use it
+    from pytest_jaxcompile.resolved import Settings
+
     settings = Settings.from_config(config)
     collector = SessionCollector(config, settings)
     config.stash[COLLECTOR_KEY] = collector

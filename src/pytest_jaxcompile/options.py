@@ -8,8 +8,8 @@ file or to one of the ``pytest-jaxcompile`` subcommands. Numbers are checked by 
 as everywhere else a number is read: finite and non-negative (``nan`` would switch a
 comparison off, ``x > nan`` is never true; ``inf`` likewise).
 
-`Settings.from_config` resolves a session's values once (command line, then environment,
-then ini, then default).
+`resolve` reads one option's value (command line, then environment, then ini, then default);
+`resolved.Settings` holds a session's values, resolved once.
 
 PYTEST_DONT_REWRITE
 """
@@ -20,16 +20,16 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pytest
 
 from pytest_jaxcompile._names import CLEAR_AUTO, CLEAR_MODES, PLATFORM_ALIASES
 from pytest_jaxcompile._numbers import NumberError, finite_number, percent, whole, whole_number
-from pytest_jaxcompile.gate.limits import (
+from pytest_jaxcompile.gate.defaults import (
     DEFAULT_FLOOR_S,
+    DEFAULT_INSTRUCTIONS_TIMEOUT_S,
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
@@ -40,24 +40,24 @@ from pytest_jaxcompile.gate.limits import (
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
     METRICS,
-    Thresholds,
 )
 
-if TYPE_CHECKING:  # imported by `Settings.from_values`: the plugin's load reads only the table
-    from pytest_jaxcompile.backends.settings import Requirements
+if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds built
+    from pytest_jaxcompile.gate.limits import Thresholds
 
 Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 GITHUB_MODES = ("auto", "off")
-DEFAULT_INSTRUCTIONS_TIMEOUT_S = 3600.0
 
 
 class OptionError(ValueError):
     """A bad option value; the message names the option and where the value came from."""
 
 
-@dataclass(frozen=True)
-class Option:
-    """One setting, as pytest's command line, the ini file and the subcommands know it."""
+class Option(NamedTuple):
+    """One setting, as pytest's command line, the ini file and the subcommands know it.
+
+    A named tuple, not a dataclass: a frozen dataclass compiles six generated methods when
+    the plugin loads, a named tuple one (`benchmarks/startup.py`)."""
 
     name: str  # the ini key and pytest's dest: compile_tolerance
     kind: Kind
@@ -669,106 +669,6 @@ def given_thresholds(args: argparse.Namespace) -> dict[str, Any]:
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
     """A subcommand's thresholds: what was given, the table's defaults for the rest."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
     return Thresholds(**given_thresholds(args))
-
-
-# --------------------------------------------------------------------------- a session
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A session's resolved options."""
-
-    pin_update: bool
-    pins_dir: Path
-    thresholds: Thresholds
-    hardware_override: str | None
-    report_path: Path | None
-    mixed_precision_default: bool
-    census: bool
-    trace_profile: bool
-    requirements: Requirements
-    repeat: int
-    durations: int = 5
-    record_dir: Path | None = None
-    artifacts_dir: Path | None = None
-    github: str = "auto"  # "auto": GitHub output when its variables are set; "off": never
-    count_eager: bool = False  # eager dispatch counts against max_compiles
-    suggest_budgets: bool = False  # print each census'd test's compile_budget marker line
-    clear_caches: str = CLEAR_AUTO  # when census'd tests start with JAX's caches cleared
-    implausible: tuple[str, ...] = ()  # warnings: values accepted but most likely mistakes
-    instructions: bool = False  # count compile instructions under valgrind
-    instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
-    paired: bool = False  # pair changed rows with their pins' modules; store them on pin update
-    paired_pairs: int = DEFAULT_PAIRS
-    paired_max_pairs: int = DEFAULT_MAX_PAIRS
-    paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
-    modules_dir: Path | None = None  # None: <pins_dir>/modules
-    profile: bool = False  # profile every row, not only failing ones; store modules on pin update
-
-    @property
-    def module_store_dir(self) -> Path:
-        """Where pinned modules are stored: compile_modules_dir, else the pins dir's
-        ``modules``."""
-        return self.modules_dir if self.modules_dir is not None else self.pins_dir / "modules"
-
-    instructions_recount: bool = False  # count unchanged modules too (no carry)
-    instructions_required: bool = False  # a row not counted fails the session
-
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> Settings:
-        try:
-            values = {option.name: resolve(config, option) for option in OPTIONS}
-        except OptionError as error:
-            raise pytest.UsageError(str(error)) from None
-        return cls.from_values(values)
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> Settings:
-        from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
-
-        required: dict[str, str | None] = {}
-        for line in values["compile_required_xla_flags"] or ():
-            required.update(parse_xla_flags(line))
-        thresholds = Thresholds(
-            **{
-                option.threshold: values[option.name]
-                for option in THRESHOLD_OPTIONS
-                if option.threshold is not None and values[option.name] is not None
-            }
-        )
-        return cls(
-            pin_update=bool(values["compile_pin_update"]),
-            pins_dir=values["compile_pins_dir"],
-            thresholds=thresholds,
-            hardware_override=values["compile_hardware"] or None,
-            report_path=values["compile_report"],
-            mixed_precision_default=bool(values["compile_mixed_precision"]),
-            census=bool(values["compile_census"]),
-            trace_profile=bool(values["compile_trace_profile"]),
-            requirements=Requirements(
-                xla_flags=required,
-                cache=bool(values["compile_require_cache"]),
-                cacheable=bool(values["compile_require_cacheable"]),
-                platform=PLATFORM_ALIASES.get(values["compile_expected_platform"] or ""),
-            ),
-            repeat=int(values["compile_repeat"]),
-            durations=int(values["compile_durations"]),
-            record_dir=values["compile_record_dir"],
-            artifacts_dir=values["compile_artifacts_dir"],
-            github=str(values["compile_github"]),
-            count_eager=bool(values["compile_count_eager"]),
-            suggest_budgets=bool(values["compile_suggest_budgets"]),
-            clear_caches=str(values["compile_clear_caches"]),
-            implausible=tuple(implausible(values)),
-            instructions=bool(values["compile_instructions"]),
-            instructions_timeout_s=float(values["compile_instructions_timeout"]),
-            paired=bool(values["compile_paired"]),
-            paired_pairs=int(values["compile_paired_pairs"]),
-            paired_max_pairs=int(values["compile_paired_max_pairs"]),
-            paired_timeout_s=float(values["compile_paired_timeout"]),
-            modules_dir=values["compile_modules_dir"],
-            profile=bool(values["compile_profile"]),
-            instructions_recount=bool(values["compile_instructions_recount"]),
-            instructions_required=bool(values["compile_instructions_required"]),
-        )

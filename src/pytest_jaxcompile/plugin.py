@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from pytest_jaxcompile._names import XLA_FLAGS_AT_LOAD_KEY, XLA_FLAGS_ENV
+from pytest_jaxcompile._names import MARKER_HELP, MARKER_NAME, XLA_FLAGS_AT_LOAD_KEY, XLA_FLAGS_ENV
 from pytest_jaxcompile.activation import ACTIVATION_KEY, Activation, XdistHooks, in_use
-from pytest_jaxcompile.gate.budget import MARKER_HELP, MARKER_NAME
 from pytest_jaxcompile.options import add_pytest_options
 
 if TYPE_CHECKING:

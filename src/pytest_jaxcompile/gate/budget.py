@@ -11,22 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_jaxcompile._names import MARKER_NAME
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
 
 if TYPE_CHECKING:  # the plugin reads the marker at load: no records
     from pytest_jaxcompile.records import CallLedger, CompileRecord
-
-MARKER_NAME = "compile_budget"
-MARKER_HELP = (
-    "compile_budget(seconds=None, *, tolerance=None, mixed_precision=None, max_compiles=None, "
-    "max_ops_growth=None, max_memory_growth=None, max_flops_growth=None, cacheable=None, "
-    "count_eager=None): a ceiling on any transform's compile_s in this test, a drift "
-    "tolerance for its pins, whether it runs in mixed precision (part of the comparability "
-    "key), a ceiling on its backend compiles, how much its modules may grow over their "
-    "pinned op counts, compiled temp bytes and flops, whether every module must be "
-    "persistent-cacheable, and whether JAX's eager dispatch of operations outside jit counts "
-    "against max_compiles. The marker also turns on the census of every compile in the test."
-)
 
 
 @dataclass(frozen=True)

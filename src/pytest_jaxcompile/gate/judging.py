@@ -11,15 +11,13 @@ from pathlib import Path
 
 from pytest_jaxcompile._numbers import giga, percent
 from pytest_jaxcompile.gate.always_cold import always_cold
-from pytest_jaxcompile.gate.limits import (
+from pytest_jaxcompile.gate.defaults import (
     INSTRUCTIONS_PHASE,
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
-    Limits,
-    Thresholds,
-    limits_for,
 )
+from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import nearest_pin
 from pytest_jaxcompile.gate.notes import (
     key_change,

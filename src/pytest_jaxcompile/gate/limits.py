@@ -1,5 +1,5 @@
-"""Limits: the session's thresholds, their defaults, and the one resolution of every
-limit a row is judged with (`limits_for`: the pin, then the test's marker, then the
+"""Limits: the session's thresholds (their defaults are in `defaults`), and the one resolution
+of every limit a row is judged with (`limits_for`: the pin, then the test's marker, then the
 session's options).
 
 PYTEST_DONT_REWRITE
@@ -12,46 +12,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from pytest_jaxcompile._numbers import NumberError, finite_number
+from pytest_jaxcompile.gate.defaults import (
+    DEFAULT_FLOOR_S,
+    DEFAULT_INSTRUCTIONS_TOLERANCE,
+    DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
+    DEFAULT_MAX_LOAD,
+    DEFAULT_PAIRED_TOLERANCE,
+    DEFAULT_RSS_FLOOR_MIB,
+    DEFAULT_TOLERANCE,
+    METRIC_WALL,
+)
 
 if TYPE_CHECKING:  # the option table reads the defaults at plugin load: no pins, no records
     from pytest_jaxcompile.gate.pins import Pin
     from pytest_jaxcompile.records import CompileRecord
 
-# Defaults, chosen from benchmarks/gate_quality.py (docs/benchmarks.md#gate-quality).
-# With a core kept busy on a 2-core host, unchanged modules measured up to 3.2x their
-# pins in wall seconds at a load of 1.3-1.5 per core, and up to 1.63x in CPU seconds
-# (above the floor); its regressions measured 2.5x and more. Above the max load a row is judged
-# on its CPU seconds; the tolerance (1.75x) clears the CPU noise and still catches 2x;
-# the floor keeps sub-second jitter of small modules from ever failing a run.
-DEFAULT_TOLERANCE = 0.75
-DEFAULT_FLOOR_S = 0.25
-DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
-DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
-# MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
-# process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
-DEFAULT_RSS_FLOOR_MIB = 128.0
-# Compile instructions counted under valgrind (docs/instructions.md): an unchanged module's
-# count moved by up to 0.6 % between sessions, idle or with both cores busy, and some MLP
-# modules' counts now and then dropped by about 19 M instructions (3-3.8 % of them); the
-# tolerance stays above both (docs/benchmarks.md#instruction-gate).
-DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
-# --compile-paired (docs/paired.md, benchmarks/paired_gate.py): the paired ratio's interval
-# must clear 1 + tolerance for a DRIFT; 20 pairs give a 95.2 % signed-rank interval. From
-# benchmarks/paired_gate.py on 2 loaded cores (docs/benchmarks.md#paired-gate): no equal
-# module's interval cleared +3 %; with the sign test's interval a compile 15 % slower
-# cleared it in 91-100 % of sessions, 10 pairs at +5 % in 44-80 %.
-DEFAULT_PAIRED_TOLERANCE = 0.03
-DEFAULT_PAIRS = 20
-# A row the first pairs leave not decided gets more, up to this many in all (about what its
-# interval says would decide it): a change near the tolerance is decided in one session.
-DEFAULT_MAX_PAIRS = 60
-DEFAULT_PAIRED_TIMEOUT_S = 3600.0
-METRIC_WALL = "wall"
-METRIC_CPU = "cpu"
-METRIC_INSTRUCTIONS = "instructions"  # the compile's instructions, counted under valgrind
-INSTRUCTIONS_PHASE = "compile_instructions"  # the record and pin field a verdict compares
-PAIRED_PHASE = "paired"  # a verdict the pairs decided (gate/paired.py)
-METRICS = (METRIC_WALL, METRIC_CPU)
 T = TypeVar("T")
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
-from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, PAIRED_PHASE, Thresholds
+from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, nearest_pin
 from pytest_jaxcompile.gate.notes import what_changed
 from pytest_jaxcompile.gate.pins import Pin, PinStore

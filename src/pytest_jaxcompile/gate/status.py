@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
+from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import NearestPin
 from pytest_jaxcompile.gate.pins import Pin
 from pytest_jaxcompile.records import CompileRecord

@@ -24,17 +24,16 @@ from pathlib import Path
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import instructions_text, percent
 from pytest_jaxcompile.gate.always_cold import always_cold_text
-from pytest_jaxcompile.gate.grouping import by_key
-from pytest_jaxcompile.gate.judging import RSS_PHASE
-from pytest_jaxcompile.gate.limits import (
+from pytest_jaxcompile.gate.defaults import (
     INSTRUCTIONS_PHASE,
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
     PAIRED_PHASE,
-    Thresholds,
-    limits_for,
 )
+from pytest_jaxcompile.gate.grouping import by_key
+from pytest_jaxcompile.gate.judging import RSS_PHASE
+from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import PairedComparison

@@ -21,7 +21,7 @@ from pytest_jaxcompile.corpus.trend import (
     settings_sentence,
     when_text,
 )
-from pytest_jaxcompile.gate.limits import METRIC_WALL
+from pytest_jaxcompile.gate.defaults import METRIC_WALL
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import ComparabilityKey, transform_label
 

@@ -31,7 +31,8 @@ from pytest_jaxcompile.corpus.trend import (
     when_text,
 )
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-from pytest_jaxcompile.gate.limits import METRIC_CPU, METRIC_WALL, Thresholds
+from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.gate.view import TraceRollup, session_view

@@ -27,17 +27,18 @@ from typing import Any
 
 import pytest
 
+from pytest_jaxcompile._names import MARKER_NAME
 from pytest_jaxcompile.backends import BackendSession, Say, all_backends, backend
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
-from pytest_jaxcompile.gate.budget import MARKER_NAME, budget_of, over_budget
+from pytest_jaxcompile.gate.budget import budget_of, over_budget
 from pytest_jaxcompile.gate.judging import carried_instructions, judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import row_view
-from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import verdict_properties
+from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.census import (
     CensusedCall,
     census_request,

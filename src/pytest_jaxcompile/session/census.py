@@ -34,8 +34,8 @@ from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.budget import CompileBudget, budget_of
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import SCOPE_TEST, CompileRecord
+from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.rows import SessionRows
 
 

@@ -19,7 +19,7 @@ from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.options import Settings
+from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import Workers
 

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from pytest_jaxcompile.backends import BackendSession, PairJob, StagedModule
+from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.paired import PairedComparison, pairing_target
 from pytest_jaxcompile.gate.pins import PinStore
-from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.resolved import Settings
 
 
 def pair_changed_rows(
@@ -78,38 +79,55 @@ _PAIRS_FIELDS = ("paired_base_cpu_s", "paired_new_cpu_s", "paired_base_wall_s", 
 
 
 def _pair_until_decided(backend: BackendSession, jobs: list[PairJob], settings: Settings) -> None:
-    """Pair `jobs`, then once more, in one child, those the first pairs left not decided:
-    as many pairs as the widest such interval says would decide it, up to
-    ``compile_paired_max_pairs`` in all, within what is left of the timeout."""
+    pair_until_decided(
+        backend.pair,
+        jobs,
+        settings.thresholds,
+        settings.paired_pairs,
+        settings.paired_max_pairs,
+        settings.paired_timeout_s,
+    )
+
+
+def pair_until_decided(
+    pair: Callable[[list[PairJob], int, float], None],
+    jobs: list[PairJob],
+    thresholds: Thresholds,
+    pairs: int,
+    max_pairs: int,
+    timeout_s: float,
+) -> None:
+    """Pair `jobs` (`pair`: a backend's `BackendSession.pair`), then once more, in one
+    child, those the first `pairs` left not decided: as many pairs as the widest such
+    interval says would decide it, up to `max_pairs` in all, within what is left of
+    `timeout_s`. ``benchmarks/paired_gate.py`` pairs through this too."""
     started = time.monotonic()
-    backend.pair(jobs, settings.paired_pairs, settings.paired_timeout_s)
-    wanted = [(job, more_pairs_wanted(job.record, settings)) for job in jobs]
+    pair(jobs, pairs, timeout_s)
+    wanted = [(job, more_pairs_wanted(job.record, thresholds, max_pairs)) for job in jobs]
     undecided = [(job, extra) for job, extra in wanted if extra > 0]
-    left_s = settings.paired_timeout_s - (time.monotonic() - started)
+    left_s = timeout_s - (time.monotonic() - started)
     if not undecided or left_s <= 0:
         return
     scratch = [
         dataclasses.replace(job, record=dataclasses.replace(job.record, paired_note=None))
         for job, _ in undecided
     ]
-    backend.pair(scratch, max(extra for _, extra in undecided), left_s)
+    pair(scratch, max(extra for _, extra in undecided), left_s)
     for (job, _), again in zip(undecided, scratch, strict=True):
         extend_pairs(job.record, again.record)
 
 
-def more_pairs_wanted(record: CompileRecord, settings: Settings) -> int:
+def more_pairs_wanted(record: CompileRecord, thresholds: Thresholds, max_pairs: int) -> int:
     """How many more pairs a paired row wants: 0 when its pairs decided it (or it has
-    none), else about what its interval says would decide it, within
-    ``compile_paired_max_pairs`` in all."""
+    none), else about what its interval says would decide it, within `max_pairs` in all."""
     comparison = PairedComparison.of(record)
     if comparison is None:
         return 0
-    thresholds = settings.thresholds
     if comparison.status(thresholds.paired_tolerance, thresholds.floor_s) is not None:
         return 0
     needed = comparison.pairs_to_decide(thresholds.paired_tolerance)
-    wanted = settings.paired_max_pairs if needed is None else needed
-    return max(0, min(wanted, settings.paired_max_pairs) - comparison.pairs)
+    wanted = max_pairs if needed is None else needed
+    return max(0, min(wanted, max_pairs) - comparison.pairs)
 
 
 def extend_pairs(record: CompileRecord, again: CompileRecord) -> None:

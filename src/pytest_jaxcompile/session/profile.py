@@ -21,8 +21,8 @@ from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.options import Settings
 from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.resolved import Settings
 
 
 def profile_rows(
