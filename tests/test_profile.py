@@ -16,7 +16,13 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Verdict
-from pytest_jaxcompile.records import PROFILE_ALL_PASSES, PROFILE_OTHER_PASSES
+from pytest_jaxcompile.records import (
+    PROFILE_ALL_PASSES,
+    PROFILE_OTHER_PASSES,
+    PROFILE_PHASE_CODEGEN,
+    PROFILE_PHASE_HLO,
+    PROFILE_PHASE_LLVM,
+)
 
 THRESHOLDS = Thresholds(floor_s=0.01)
 BASE = {"fusion": 0.002, "algsimp": 0.0002, PROFILE_OTHER_PASSES: 0.001, PROFILE_ALL_PASSES: 0.0032}
@@ -89,10 +95,17 @@ ROUNDS_LOG = """\
 @@jaxcompile-profile 3 new start
 I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 40 ms (40 ms) (cumulative: 40 ms)
 I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 1 ms (1 ms) (cumulative: 41 ms)
+I1203 cpu_compiler.cc:1269] Running HLO passes on [jit_f] for CPU time: 43 ms (...)
+I1203 ir_compiler.cc:293] Compiled LLVM module: __compute_module_wrapped_tanh time: 0.2 s (...)
+I1203 cpu_compiler.cc:2094] Compiling [jit_f] for CPU using JIT time: 0.3 s (...)
 @@jaxcompile-profile 3 new end
 @@jaxcompile-profile 3 new start
 I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 30 ms (30 ms) (cumulative: 30 ms)
 I1202 hlo_pass_pipeline.cc:176] HLO pass: algsimp time: 9 ms (9 ms) (cumulative: 39 ms)
+I1203 cpu_compiler.cc:1269] Running HLO passes on [jit_f] for CPU time: 41.2 ms (...)
+I1203 ir_compiler.cc:293] Compiled LLVM module: __compute_module_wrapped_tanh time: 35.7 ms (...)
+I1203 ir_compiler.cc:293] Compiled LLVM module: __compute_module_fusion.3 time: 58.5 ms (...)
+I1203 cpu_compiler.cc:2094] Compiling [jit_f] for CPU using JIT time: 154 ms (...)
 @@jaxcompile-profile 3 new end
 @@jaxcompile-profile 3 new start
 I1202 hlo_pass_pipeline.cc:176] HLO pass: fusion time: 1 us (a compile cut short)
@@ -104,7 +117,11 @@ def test_each_pass_keeps_its_least_time_over_a_modules_compiles() -> None:
 
     (new,) = pass_times(ROUNDS_LOG)[3].values()  # the unfinished compile left out
     assert new["fusion"] == pytest.approx(0.03) and new["algsimp"] == pytest.approx(0.001)
-    assert new[PROFILE_ALL_PASSES] == pytest.approx(0.031)
+    assert new[PROFILE_ALL_PASSES] == pytest.approx(0.031)  # the passes, not the phases
+    # The phases, as XLA's CPU compiler logged them: each one's least over the compiles.
+    assert new[PROFILE_PHASE_HLO] == pytest.approx(0.0412)
+    assert new[PROFILE_PHASE_CODEGEN] == pytest.approx(0.154)
+    assert new[PROFILE_PHASE_LLVM] == pytest.approx(0.0357 + 0.0585)  # summed over modules
 
 
 # ----------------------------------------------------------------------- end to end
@@ -159,6 +176,11 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
     assert "grew most of XLA's HLO passes: " in verdict["note"]  # and the JSON report
     (row,) = project.report()["records"]
     assert row["profile"]["new"][PROFILE_ALL_PASSES] > row["profile"]["base"][PROFILE_ALL_PASSES]
+    # ... and the phases: on the CPU, code generation and LLVM grew most.
+    assert "phases of the compile's " in out and "code generation and LLVM " in out
+    new, base = row["profile"]["new"], row["profile"]["base"]
+    assert new[PROFILE_PHASE_CODEGEN] > base[PROFILE_PHASE_CODEGEN]
+    assert new[PROFILE_PHASE_LLVM] > 0 and new[PROFILE_PHASE_HLO] > 0
 
     # Its pin's module gone: the row's own passes, and why nothing is compared.
     shutil.rmtree(project.pins_dir / "modules")

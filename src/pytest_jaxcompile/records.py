@@ -22,6 +22,13 @@ LEDGER_KIND = "compile_ledger"
 # and every pass summed.
 PROFILE_OTHER_PASSES = "(other passes)"
 PROFILE_ALL_PASSES = "(all passes)"
+# ... and the compile's phases, from XLA's compiler timers: the HLO pass pipelines as a whole,
+# the backend's code generation (which waits for LLVM), and LLVM's compiles of the kernel
+# modules, summed over the threads they ran on (so more than wall time where they overlap).
+PROFILE_PHASE_HLO = "(phase: HLO passes)"
+PROFILE_PHASE_CODEGEN = "(phase: code generation)"
+PROFILE_PHASE_LLVM = "(phase: LLVM modules)"
+PROFILE_PHASES = (PROFILE_PHASE_HLO, PROFILE_PHASE_CODEGEN, PROFILE_PHASE_LLVM)
 CENSUS_SOURCE = "census"  # a record's `source` when a census measured it (else "fixture")
 # A record's `cache.reason` where its backend did not persist the module and cannot say why.
 REASON_UNEXPLAINED = "unexplained"
@@ -214,7 +221,8 @@ class CompileRecord:
     # profile.md): the row's module ("new") and, where the module store holds it, its pin's
     # module ("base") compiled again in a child with XLA's pass timers on: seconds per HLO
     # pass (each pass's least over the child's compiles), the top ones, the rest
-    # (PROFILE_OTHER_PASSES) and all (PROFILE_ALL_PASSES).
+    # (PROFILE_OTHER_PASSES) and all (PROFILE_ALL_PASSES), and the phases (PROFILE_PHASES)
+    # where XLA's compiler logged them.
     profile: dict[str, dict[str, float]] | None = None
     # A digest of the serialized compile options the count was (or would be) made with: a
     # count is carried from the pin while module, options and instrument are the pin's.

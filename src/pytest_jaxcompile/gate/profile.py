@@ -16,13 +16,26 @@ from __future__ import annotations
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.paired import PairedComparison
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
-from pytest_jaxcompile.records import PROFILE_ALL_PASSES, PROFILE_OTHER_PASSES
+from pytest_jaxcompile.records import (
+    PROFILE_ALL_PASSES,
+    PROFILE_OTHER_PASSES,
+    PROFILE_PHASE_CODEGEN,
+    PROFILE_PHASE_HLO,
+    PROFILE_PHASE_LLVM,
+    PROFILE_PHASES,
+)
 
 MOST_MOVED = 3  # passes named on a row
 # Where the pin's module comes from, in the note of a row profiled without it.
 STORES_MODULES = "a pin update with --compile-paired or --compile-profile stores it"
 _REST = "the rest is outside the HLO pass pipelines (mostly code generation, LLVM)"
-_TOTALS = (PROFILE_OTHER_PASSES, PROFILE_ALL_PASSES)
+_TOTALS = (PROFILE_OTHER_PASSES, PROFILE_ALL_PASSES, *PROFILE_PHASES)
+# How each phase reads on a row (the LLVM modules compile on several threads at once).
+_PHASE_WORDS = {
+    PROFILE_PHASE_HLO: "HLO passes",
+    PROFILE_PHASE_CODEGEN: "code generation and LLVM",
+    PROFILE_PHASE_LLVM: "LLVM's module compiles (summed over threads)",
+}
 
 
 def profile_note(verdict: Verdict, thresholds: Thresholds) -> str | None:
@@ -43,7 +56,11 @@ def profile_note(verdict: Verdict, thresholds: Thresholds) -> str | None:
         longest = sorted((-time, name) for name, time in new.items() if name not in _TOTALS)
         named = [f"{name} {_short(-time)}" for time, name in longest[:MOST_MOVED]]
         text = f"longest of XLA's HLO passes: {', '.join(named)}"
-        if PROFILE_ALL_PASSES in new:
+        phases = _phases(None, new)
+        if phases:
+            compile_s = "" if seconds is None else f" of the compile's {seconds[1]:.3f} s"
+            text += f"; phases{compile_s}: {phases}"
+        elif PROFILE_ALL_PASSES in new:
             compile_s = "" if seconds is None else f" of the compile's {seconds[1]:.3f} s"
             text += f"; all HLO passes {_short(new[PROFILE_ALL_PASSES])}{compile_s}: {_REST}"
         return f"{text}; {why}"
@@ -70,7 +87,13 @@ def profile_note(verdict: Verdict, thresholds: Thresholds) -> str | None:
     if not named:
         return None
     text = f"{heading}: {', '.join(named)}"
-    if PROFILE_ALL_PASSES in base and PROFILE_ALL_PASSES in new:
+    phases = _phases(base, new)
+    if phases:
+        compile_s = (
+            "" if seconds is None else f" of the compile's {seconds[0]:.3f} s -> {seconds[1]:.3f} s"
+        )
+        text += f"; phases{compile_s}: {phases}"
+    elif PROFILE_ALL_PASSES in base and PROFILE_ALL_PASSES in new:
         text += (
             f"; all HLO passes {_short(base[PROFILE_ALL_PASSES])} -> "
             f"{_short(new[PROFILE_ALL_PASSES])}"
@@ -78,6 +101,17 @@ def profile_note(verdict: Verdict, thresholds: Thresholds) -> str | None:
         if seconds is not None:
             text += f" of the compile's {seconds[0]:.3f} s -> {seconds[1]:.3f} s: {_REST}"
     return text
+
+
+def _phases(base: dict[str, float] | None, new: dict[str, float]) -> str:
+    """The compile's phases in words (the pin's module's -> this row's, where `base`), those
+    both sides have; empty when the profile has none (made before phases were read)."""
+    named = [phase for phase in PROFILE_PHASES if phase in new and (base is None or phase in base)]
+    return ", ".join(
+        f"{_PHASE_WORDS[phase]} "
+        + (_short(new[phase]) if base is None else f"{_short(base[phase])} -> {_short(new[phase])}")
+        for phase in named
+    )
 
 
 def judge_profile(verdict: Verdict, thresholds: Thresholds) -> Verdict:
