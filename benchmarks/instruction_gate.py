@@ -23,6 +23,26 @@ cost
     Per session: the child's wall seconds (valgrind start, JAX import, warm-up, the counts)
     and the seconds of the counts alone, per module; beside them the plain in-process
     compile seconds of the same modules.
+
+``--pytest-sessions`` instead runs real pytest sessions (subprocesses) over a generated
+project of ten tests, each compiling an MLP gradient of its own depth through the
+``jax_compile`` fixture, and prints each session's wall seconds beside a plain session's:
+
+    python benchmarks/instruction_gate.py --pytest-sessions [--carry-sessions 20]
+
+unchanged
+    after a pin with counts, a session where no module changed: every count carried, no
+    valgrind started (the terminal's "counting instructions" line absent), against the
+    plain session (target <= 1.1x).
+one of ten
+    one test's model a layer deeper: that one row counted, nine carried.
+children
+    every row recounted (``--compile-instructions-recount``) with the CPUs the machine
+    has (one child per CPU where the modules' estimate allows) and kept to one CPU
+    (``taskset -c 0``: one child): the wall seconds saved, and whether the counts agree.
+carry
+    ``--carry-sessions`` pairs of sessions on the unchanged project, one recounting, one
+    carrying: every row's verdict equal in both.
 """
 
 from __future__ import annotations
@@ -151,8 +171,157 @@ def _session(staged: list[Any], names: list[str], busy: bool, timeout_s: float) 
     }
 
 
+PROJECT_TESTS = """
+import os
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+DEEPER = os.environ.get("BENCH_DEEPER", "")
+
+
+def mlp_grad(depth):
+    def loss(ws, x):
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.sum(x * x)
+
+    ws = [jnp.ones((64, 64), jnp.float32) * 0.01 for _ in range(depth)]
+    return jax.jit(jax.grad(loss)).lower(ws, jnp.ones((8, 64), jnp.float32))
+
+
+@pytest.mark.parametrize("depth", range(20, 40, 2))
+def test_model(jax_compile, depth):
+    deeper = 1 if DEEPER == str(depth) else 0
+    jax_compile(mlp_grad(depth + deeper), transform="grad")
+"""
+
+
+def _pytest_session(
+    project: Path, *options: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """One pytest session in `project`: its wall seconds, whether valgrind started, and each
+    row's status and count from its JSON report."""
+    import subprocess
+
+    report = project / "report.json"
+    report.unlink(missing_ok=True)
+    command = [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += ["-p", "no:xdist", f"--compile-report={report}", *options]
+    started = time.perf_counter()
+    done = subprocess.run(
+        command, cwd=project, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+    wall = time.perf_counter() - started
+    output = done.stdout + done.stderr
+    rows: dict[str, tuple[str, int | None]] = {}
+    counted_here = 0  # rows counted in this session (not carried from the pin)
+    if report.exists():
+        data = json.loads(report.read_text())
+        counts = {
+            (record["cell"], record["transform"]): record.get("compile_instructions")
+            for record in data["records"]
+        }
+        counted_here = sum(
+            1
+            for record in data["records"]
+            if record.get("compile_instructions") is not None
+            and record.get("compile_instructions_note") is None
+        )
+        for verdict in data["verdicts"]:
+            key = (verdict["cell"], verdict["transform"])
+            rows[f"{key[0]} [{key[1]}]"] = (verdict["status"], counts.get(key))
+    return {
+        "wall_s": wall,
+        "exit": done.returncode,
+        "valgrind": "counting instructions of" in output,
+        "children": "children at once" in output,
+        "rows": rows,
+        "counted": counted_here,
+        "tail": output[-2000:],
+    }
+
+
+def pytest_sessions(carry_sessions: int, json_path: Path | None) -> int:
+    """The ``--pytest-sessions`` scenarios (see the module's docstring)."""
+    import shutil
+
+    results: dict[str, Any] = {}
+
+    def keep(name: str, session: dict[str, Any]) -> dict[str, Any]:
+        results.setdefault(name, []).append(session)
+        if json_path is not None:
+            json_path.write_text(json.dumps(results, indent=1))
+        counted = session["counted"]
+        print(
+            f"{name}: {session['wall_s']:.1f} s, exit {session['exit']}, valgrind "
+            f"{'started' if session['valgrind'] else 'not started'}"
+            f"{' (several children)' if session['children'] else ''}, {counted} row(s) "
+            "counted, not carried",
+            file=sys.stderr,
+            flush=True,
+        )
+        return session
+
+    with tempfile.TemporaryDirectory(prefix="instruction-sessions-") as scratch:
+        project = Path(scratch)
+        (project / "test_models.py").write_text(PROJECT_TESTS)
+        (project / "pytest.ini").write_text("[pytest]\n")
+        instructions = ("--compile-instructions",)
+        plain = [keep("plain", _pytest_session(project)) for _ in range(3)]
+        keep("pin", _pytest_session(project, *instructions, "--compile-pin-update"))
+        unchanged = [keep("unchanged", _pytest_session(project, *instructions)) for _ in range(3)]
+        deeper = {"BENCH_DEEPER": "30"}  # one of the ten tests' model a layer deeper
+        one = keep("one of ten", _pytest_session(project, *instructions, env=deeper))
+        recount = (*instructions, "--compile-instructions-recount")
+        wide = keep("recount, every CPU", _pytest_session(project, *recount))
+        narrow = (
+            keep(
+                "recount, one CPU",
+                _pytest_session(project, *recount, prefix=("taskset", "-c", "0")),
+            )
+            if shutil.which("taskset")
+            else None
+        )
+        equal = 0
+        for _ in range(carry_sessions):
+            counted = keep("carry: recount", _pytest_session(project, *recount))
+            carried = keep("carry: carried", _pytest_session(project, *instructions))
+            statuses = {row: status for row, (status, _) in counted["rows"].items()}
+            equal += statuses == {row: status for row, (status, _) in carried["rows"].items()}
+    plain_s = min(session["wall_s"] for session in plain)
+    print(f"\nplain session (best of 3): {plain_s:.1f} s")
+    best = min(session["wall_s"] for session in unchanged)
+    print(
+        f"unchanged, every count carried (best of 3): {best:.1f} s, x{best / plain_s:.2f}; "
+        f"valgrind started in {sum(session['valgrind'] for session in unchanged)} of 3"
+    )
+    print(
+        f"one of ten changed: {one['wall_s']:.1f} s (x{one['wall_s'] / plain_s:.2f}); "
+        f"{one['counted']} row(s) counted, the rest carried"
+    )
+    if narrow is not None:
+        same = sum(
+            1
+            for row, (_, count) in wide["rows"].items()
+            if count is not None and narrow["rows"].get(row, (None, None))[1] == count
+        )
+        print(
+            f"recount: {wide['wall_s']:.1f} s with every CPU"
+            f"{' (several children)' if wide['children'] else ' (one child)'}, "
+            f"{narrow['wall_s']:.1f} s on one CPU; counts equal in {same} of {len(wide['rows'])}"
+        )
+    print(f"carry: {equal} of {carry_sessions} pairs of sessions with equal verdicts")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--pytest-sessions", action="store_true", help="the pytest-session scenarios instead"
+    )
+    parser.add_argument("--carry-sessions", type=int, default=20)
     parser.add_argument("--idle", type=int, default=5)
     parser.add_argument("--busy", type=int, default=5)
     parser.add_argument(
@@ -188,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         "on the machine), to be merged with --report",
     )
     args = parser.parse_args(argv)
+    if args.pytest_sessions:
+        return pytest_sessions(args.carry_sessions, args.json)
 
     from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
 

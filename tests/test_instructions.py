@@ -358,6 +358,62 @@ def test_each_xdist_worker_s_counting_child_keeps_to_its_own_cpu(
     assert one_cpu_of(cpus, worker) == cpu
 
 
+@pytest.mark.parametrize(
+    ("worker", "slot", "workers", "cpu"),
+    [
+        (None, 1, 1, 1),  # a second child of a session without xdist
+        ("gw0", 1, 2, 2),  # two workers: gw0's children take CPUs 0, 2, ...
+        ("gw1", 1, 2, 3),  # ... and gw1's 1, 3, ...
+        ("gw1", 2, 2, 1),  # more children than CPUs: round robin
+    ],
+)
+def test_several_children_of_one_process_keep_to_cpus_of_their_own(
+    worker: str | None, slot: int, workers: int, cpu: int
+) -> None:
+    from pytest_jaxcompile.backends.jax.instructions_child import one_cpu_of
+
+    assert one_cpu_of({0, 1, 2, 3}, worker, slot, workers) == cpu
+
+
+def _staged(*op_counts: int) -> list[Any]:
+    from pytest_jaxcompile.backends.jax.instructions import Staged
+
+    return [Staged(make_record(transform=f"t{ops}", op_count=ops)) for ops in op_counts]
+
+
+def test_modules_are_counted_in_one_child_per_cpu_only_where_that_saves_a_childs_start() -> None:
+    from pytest_jaxcompile.backends.jax.instructions import START_S, children_for, module_estimate_s
+
+    small = _staged(50, 60, 70)  # seconds of counting in all: less than a child's start
+    assert sum(module_estimate_s(item.record.op_count) for item in small) < START_S
+    assert children_for(small, cpus=4) == 1
+    large = _staged(16_000, 9_000, 3_000, 40)
+    assert children_for(large, cpus=4) == 4
+    assert children_for(large, cpus=2) == 2  # this process's share of the CPUs
+    assert children_for(large[:1], cpus=4) == 1  # one module: one child
+    assert children_for(large, cpus=1) == 1
+
+
+def test_groups_balance_the_estimated_counting_and_keep_the_staged_order() -> None:
+    from pytest_jaxcompile.backends.jax.instructions import child_groups
+
+    staged = _staged(100, 16_000, 200, 9_000, 300)
+    groups = child_groups(staged, 2)
+    assert sorted(index for group in groups for index in group) == [0, 1, 2, 3, 4]
+    assert [1] in groups  # the largest alone; the rest beside it
+    assert all(group == sorted(group) for group in groups)
+    assert child_groups(staged, 1) == [[0, 1, 2, 3, 4]]
+    assert child_groups(staged[:1], 3) == [[0]]  # no empty group
+
+
+def test_the_estimate_said_at_the_start_divides_the_counting_among_the_children() -> None:
+    from pytest_jaxcompile.backends.jax.instructions import START_S, estimate_s
+
+    one, two = estimate_s([16_000, 16_000]), estimate_s([16_000, 16_000], children=2)
+    assert START_S < two < one
+    assert one - START_S > 1.9 * (two - START_S)
+
+
 def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -370,12 +426,17 @@ def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
 
 
 @needs_valgrind
-def test_a_count_does_not_depend_on_the_modules_counted_before_it(tmp_path: Path) -> None:
-    """The same module counted first and again after two others, in one child."""
+def test_a_count_depends_neither_on_the_modules_before_it_nor_on_a_child_beside_it() -> None:
+    """The same module counted first of three in one child and, at the same time, alone in
+    a second child on another CPU (`run_children`, as a session with CPUs to spare)."""
     import jax
     import jax.numpy as jnp
 
-    from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture, run_child
+    from pytest_jaxcompile.backends.jax.instructions import (
+        InstructionStager,
+        capture,
+        run_children,
+    )
 
     def lowered(depth: int, width: int) -> object:
         def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
@@ -393,8 +454,10 @@ def test_a_count_does_not_depend_on_the_modules_counted_before_it(tmp_path: Path
             lowered(depth, width).compile()  # type: ignore[attr-defined]
         stager.add(make_record(transform=f"{depth}x{width}"), captured)
     first = stager.staged[0]
-    results = run_child(tmp_path, [*stager.staged, first], timeout_s=3600)
+    results = run_children([*stager.staged, first], [[0, 1, 2], [3]], timeout_s=3600)
     counts = results[0]["instructions"], results[3]["instructions"]
+    if len(os.sched_getaffinity(0)) > 1:  # each child kept to a CPU of its own
+        assert results[0]["cpu"] != results[3]["cpu"], results
     # Within what the gate tolerates (docs/instructions.md#determinism-made).
     assert abs(counts[0] - counts[1]) <= DEFAULT_INSTRUCTIONS_TOLERANCE * min(counts), counts
     assert results[1]["instructions"] != counts[0]  # another module, another count

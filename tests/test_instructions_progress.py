@@ -70,6 +70,16 @@ def test_counting_says_what_it_counts_and_then_each_count_beside_the_floor() -> 
     ]
 
 
+def test_counting_in_several_children_says_so_with_the_shorter_estimate() -> None:
+    said: list[str] = []
+    rows = [Staged(make_record(transform=name, op_count=16_564)) for name in ("jit", "grad")]
+    Progress(rows, said.append).starting(children=2)
+    assert said == [
+        "counting instructions of 2 module(s) (33,128 ops) under valgrind in 2 children at "
+        "once, each on its own CPU, about 22 min from their sizes (an estimate)"
+    ]
+
+
 def test_instruction_counts_read_in_billions() -> None:
     assert (giga(38_912_000_000), giga(860_000_000), giga(2_500_000)) == (
         "38.9 G",

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,10 @@ from pytest_jaxcompile._numbers import instructions_text
 from pytest_jaxcompile.backends import CarriedCount, Say
 from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
+from pytest_jaxcompile.backends.jax.instructions_child import (
+    CHILD_SLOT_ENV,
+    XDIST_WORKER_COUNT_ENV,
+)
 from pytest_jaxcompile.records import CompileRecord
 
 VALGRIND = "valgrind"
@@ -304,29 +309,121 @@ class InstructionStager:
             return
         floor = floor_staged()
         progress = Progress(countable, say)
-        progress.starting()
-        with tempfile.TemporaryDirectory(prefix="jaxcompile-instructions-") as directory:
-            results = run_child(
-                Path(directory), countable, self.timeout_s, progress.arrived, floor=floor
-            )
+        groups = child_groups(countable, children_for(countable, worker_cpu_share()))
+        progress.starting(len(groups))
+        results = run_children(countable, groups, self.timeout_s, progress.arrived, floor)
         floor_count = results.get(len(countable), {}).get("instructions")
         for index, staged in enumerate(countable):
-            result = results.get(index)
-            if result is not None and "instructions" in result:
+            result = results.get(index, {})
+            if "instructions" in result:
                 staged.record.compile_instructions = int(result["instructions"])
                 staged.record.compile_instructions_identity = identity
                 staged.record.compile_instructions_floor = (
                     None if floor_count is None else int(floor_count)
                 )
             else:
-                why = (result or {}).get("error") or results.get(-1, {}).get("error", "")
-                staged.record.compile_instructions_note = f"not counted: {why}"
+                staged.record.compile_instructions_note = f"not counted: {result.get('error', '')}"
 
 
-def estimate_s(op_counts: list[int | None]) -> float:
-    """The seconds a counting child will take for modules of these op counts (an
-    estimate, from START_S, FLOOR_S and PER_OP_S; an unknown size counts as tiny)."""
-    return START_S + FLOOR_S + sum(FLOOR_S + PER_OP_S * (ops or 0) for ops in op_counts)
+def worker_cpu_share() -> int:
+    """The CPUs this process's counting children may take: the usable ones (affinity mask,
+    cgroup quota), shared evenly among pytest-xdist's workers, each of which counts its own
+    rows; at least 1."""
+    from pytest_jaxcompile.backends.hardware import usable_cpu_count
+
+    workers = os.environ.get(XDIST_WORKER_COUNT_ENV, "")
+    count = int(workers) if workers.isdigit() and int(workers) > 0 else 1
+    return max(1, usable_cpu_count() // count)
+
+
+def children_for(staged: list[Staged], cpus: int) -> int:
+    """How many counting children to run at once: one per CPU of `cpus` (each child keeps to
+    one), at most one per module, and one more only per START_S of estimated counting (a
+    child's start costs about that much again)."""
+    seconds = sum(module_estimate_s(item.record.op_count) for item in staged)
+    return max(1, min(cpus, len(staged), int(seconds // START_S)))
+
+
+def child_groups(staged: list[Staged], children: int) -> list[list[int]]:
+    """`staged`'s indices split into `children` groups of about equal estimated counting
+    time (the longest module first, each to the least loaded group); each group's indices in
+    their staged order, so rows are counted in the order they ran."""
+    groups: list[list[int]] = [[] for _ in range(max(1, children))]
+    loads = [0.0] * len(groups)
+    by_cost = sorted(
+        range(len(staged)), key=lambda index: -module_estimate_s(staged[index].record.op_count)
+    )
+    for index in by_cost:
+        least = loads.index(min(loads))
+        groups[least].append(index)
+        loads[least] += module_estimate_s(staged[index].record.op_count)
+    return [sorted(group) for group in groups if group]
+
+
+def run_children(
+    staged: list[Staged],
+    groups: list[list[int]],
+    timeout_s: float,
+    on_result: Callable[[int, dict[str, Any]], None] | None = None,
+    floor: Staged | None = None,
+) -> dict[int, dict[str, Any]]:
+    """Count each group of `staged` (indices) in its own child, all at once, child ``i``
+    on its own CPU (`CHILD_SLOT_ENV`); the results by index into `staged` (an entry a child
+    gave no count for: its child's error), the floor's (counted by the first child) under
+    ``len(staged)``. `on_result` gets each result as it arrives, by the same index."""
+    results: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def count_group(slot: int, group: list[int], directory: Path) -> None:
+        def arrived(local: int, result: dict[str, Any]) -> None:
+            index = len(staged) if local == len(group) else group[local]
+            with lock:  # the progress lines of several children, one at a time
+                if on_result is not None:
+                    on_result(index, result)
+
+        found = run_child(
+            directory,
+            [staged[index] for index in group],
+            timeout_s,
+            arrived,
+            floor=floor if slot == 0 else None,
+            slot=slot,
+        )
+        stopped = found.get(-1, {}).get("error", "")
+        with lock:
+            for local, index in enumerate(group):
+                results[index] = found.get(local) or {"error": stopped}
+            if slot == 0 and len(group) in found:
+                results[len(staged)] = found[len(group)]
+
+    with tempfile.TemporaryDirectory(prefix="jaxcompile-instructions-") as scratch:
+        threads = []
+        for slot, group in enumerate(groups):
+            directory = Path(scratch) / str(slot)
+            directory.mkdir()
+            threads.append(
+                threading.Thread(
+                    target=count_group, args=(slot, group, directory), name=f"counting-{slot}"
+                )
+            )
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return results
+
+
+def module_estimate_s(ops: int | None) -> float:
+    """The seconds one module's count takes under valgrind, from its op count (an unknown
+    size counts as tiny)."""
+    return FLOOR_S + PER_OP_S * (ops or 0)
+
+
+def estimate_s(op_counts: list[int | None], children: int = 1) -> float:
+    """The wall seconds counting modules of these op counts will take in `children`
+    children at once (an estimate, from START_S, FLOOR_S and PER_OP_S)."""
+    counting = sum(module_estimate_s(ops) for ops in op_counts)
+    return START_S + FLOOR_S + counting / max(1, children)
 
 
 @dataclass
@@ -338,15 +435,16 @@ class Progress:
     done: int = 0
     floor: int | None = None
 
-    def starting(self) -> None:
+    def starting(self, children: int = 1) -> None:
         if self.say is None:
             return
         ops = [staged.record.op_count for staged in self.staged]
-        seconds = estimate_s(ops)
+        seconds = estimate_s(ops, children)
         about = f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+        where = f" in {children} children at once, each on its own CPU," if children > 1 else ""
         self.say(
             f"counting instructions of {len(self.staged)} module(s) "
-            f"({sum(op or 0 for op in ops):,} ops) under valgrind, about {about} "
+            f"({sum(op or 0 for op in ops):,} ops) under valgrind{where or ','} about {about} "
             "from their sizes (an estimate)"
         )
 
@@ -450,10 +548,11 @@ def no_randomization() -> list[str]:
     return prefix if done.returncode == 0 else []
 
 
-def child_environment(settings: tuple[str, ...] = DETERMINISM) -> dict[str, str]:
-    """The counting child's environment: this process's, with CHILD_ENVIRONMENT and the
-    `settings` that are environment variables (`HASH_SEED`, `SYSTEM_MALLOC`)."""
-    environment = {**os.environ, **CHILD_ENVIRONMENT}
+def child_environment(settings: tuple[str, ...] = DETERMINISM, slot: int = 0) -> dict[str, str]:
+    """The counting child's environment: this process's, with CHILD_ENVIRONMENT, the
+    `settings` that are environment variables (`HASH_SEED`, `SYSTEM_MALLOC`) and which of
+    this process's children at once it is (`CHILD_SLOT_ENV`: which CPU it keeps to)."""
+    environment = {**os.environ, **CHILD_ENVIRONMENT, CHILD_SLOT_ENV: str(slot)}
     environment["PYTHONHASHSEED"] = "0" if HASH_SEED in settings else "random"
     if SYSTEM_MALLOC in settings:
         environment["PYTHONMALLOC"] = "malloc"
@@ -469,11 +568,13 @@ def run_child(
     on_result: Callable[[int, dict[str, Any]], None] | None = None,
     settings: tuple[str, ...] = DETERMINISM,
     floor: Staged | None = None,
+    slot: int = 0,
 ) -> dict[int, dict[str, Any]]:
     """Run the counting child; results by entry index (-1: why the child stopped early).
     `on_result` gets each entry's result as it arrives; `settings`: which of SETTINGS
     the child runs with (a benchmark measures them; the plugin uses DETERMINISM); `floor`
-    is counted first, its result under index len(staged)."""
+    is counted first, its result under index len(staged); `slot`: which of several
+    children at once this one is (`run_children`)."""
     stage, out = directory / "stage", directory / "out"
     stage.mkdir()
     out.mkdir()
@@ -495,7 +596,7 @@ def run_child(
     results = child.run(
         child_command(stage, out, settings),
         stage,
-        child_environment(settings),
+        child_environment(settings, slot),
         timeout_s,
         "the counting child",
         "--compile-instructions-timeout",

@@ -36,6 +36,11 @@ from typing import Any
 
 from pytest_jaxcompile.backends.jax.child import MANIFEST, RESULTS, warm_up
 
+# Which of a process's counting children at once this one is, and how many xdist workers
+# count beside it: with the worker's name, the CPU it keeps to (`one_cpu_of`).
+CHILD_SLOT_ENV = "PYTEST_JAXCOMPILE_CHILD_SLOT"
+XDIST_WORKER_COUNT_ENV = "PYTEST_XDIST_WORKER_COUNT"
+
 DUMP_PREFIX = "callgrind.out"
 SETTLE_S = 0.5  # wall seconds the child waits before each count
 MIN_ATTEMPTS = 3  # counts of a module whose first count recycled a fusion compiler
@@ -164,24 +169,36 @@ class Compiler:
             return compiler.backend_compile(self.backend, module, options, [])
 
 
-def one_cpu_of(cpus: set[int], worker: str | None) -> int | None:
-    """The CPU a counting child keeps to: under xdist, worker ``gwN`` takes the N-th of the
-    CPUs it may use (round robin), so the children of two workers do not share one CPU."""
+def one_cpu_of(cpus: set[int], worker: str | None, slot: int = 0, workers: int = 1) -> int | None:
+    """The CPU a counting child keeps to: child `slot` of xdist worker ``gwN`` (of
+    `workers`) takes CPU N + slot * workers of those it may use (round robin), so no two
+    children of a session share one CPU while there are CPUs enough."""
     if not cpus:
         return None
     ordered = sorted(cpus)
     index = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
-    return ordered[index % len(ordered)]
+    return ordered[(index + slot * max(1, workers)) % len(ordered)]
 
 
-def _one_cpu() -> None:
+def _whole(value: str | None, default: int) -> int:
+    return int(value) if value is not None and value.isdigit() else default
+
+
+def _one_cpu() -> int | None:
     """Run on one CPU, before JAX starts a thread: every thread pool XLA and LLVM size
     from the CPUs this process may use then has one thread (valgrind runs one thread at
     a time anyway), so work is not split differently from run to run."""
     if hasattr(os, "sched_getaffinity"):
-        cpu = one_cpu_of(os.sched_getaffinity(0), os.environ.get("PYTEST_XDIST_WORKER"))
+        cpu = one_cpu_of(
+            os.sched_getaffinity(0),
+            os.environ.get("PYTEST_XDIST_WORKER"),
+            _whole(os.environ.get(CHILD_SLOT_ENV), 0),
+            _whole(os.environ.get(XDIST_WORKER_COUNT_ENV), 1),
+        )
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
+        return cpu
+    return None
 
 
 def _settle() -> None:
@@ -258,7 +275,7 @@ def _count(compiler: Compiler, stage: Path, entry: dict[str, Any], out_dir: Path
 def main(argv: list[str]) -> int:
     stage = Path(argv[0])
     out_dir = Path(argv[1])
-    _one_cpu()
+    cpu = _one_cpu()
     import jax
 
     jax.config.update("jax_enable_compilation_cache", False)  # type: ignore[no-untyped-call]
@@ -268,7 +285,7 @@ def main(argv: list[str]) -> int:
     _instrumentation_on()
     results = stage / RESULTS
     for entry in manifest["entries"]:
-        result: dict[str, Any] = {"id": entry["id"]}
+        result: dict[str, Any] = {"id": entry["id"], "cpu": cpu}
         try:
             result |= _count(compiler, stage, entry, out_dir)
         except Exception as error:  # one module's failure is that row's note, not the run's
