@@ -176,11 +176,15 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
     assert "grew most of XLA's HLO passes: " in verdict["note"]  # and the JSON report
     (row,) = project.report()["records"]
     assert row["profile"]["new"][PROFILE_ALL_PASSES] > row["profile"]["base"][PROFILE_ALL_PASSES]
-    # ... and the phases: on the CPU, code generation and LLVM grew most.
+    # ... and the phases: on the CPU, code generation and LLVM grew most. Every jaxlib the
+    # matrix runs logs code generation's timer; the HLO-pipeline and LLVM-module timers
+    # are logged by newer ones only (not jaxlib 0.4.30), and then on both sides.
     assert "phases of the compile's " in out and "code generation and LLVM " in out
     new, base = row["profile"]["new"], row["profile"]["base"]
     assert new[PROFILE_PHASE_CODEGEN] > base[PROFILE_PHASE_CODEGEN]
-    assert new[PROFILE_PHASE_LLVM] > 0 and new[PROFILE_PHASE_HLO] > 0
+    for phase in (PROFILE_PHASE_HLO, PROFILE_PHASE_LLVM):
+        assert (phase in new) == (phase in base)
+        assert new.get(phase, 1.0) > 0
 
     # Its pin's module gone: the row's own passes, and why nothing is compared.
     shutil.rmtree(project.pins_dir / "modules")
