@@ -368,6 +368,12 @@ MODEL = """
 """
 
 
+# The equal module's first round: few enough pairs to leave it often not decided (a second
+# round then runs), enough that an equal module is seldom read as improved: with 4, all four
+# pairs below 0.97 made one CI run read 0.92x (interval 0.91x-0.94x) `improved`.
+FIRST_PAIRS = 6
+
+
 def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one_is_named(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -408,7 +414,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     equal = project.run(
         "--compile-paired",
         "--compile-paired-pairs",
-        "4",
+        str(FIRST_PAIRS),
         "--compile-paired-max-pairs",
         "16",
         "--compile-floor",
@@ -419,22 +425,22 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
     assert "paired with pins/laptop--jax-" in verdict["note"]
-    # Left not decided by its first 4 pairs, it was paired again, up to 16 pairs in all.
+    # Left not decided by its first pairs, it was paired again, up to 16 pairs in all.
     (row,) = project.report()["records"]
     first = CompileRecord.from_dict(
         row
         | {
-            f"paired_{side}_{clock}_s": row[f"paired_{side}_{clock}_s"][:4]
+            f"paired_{side}_{clock}_s": row[f"paired_{side}_{clock}_s"][:FIRST_PAIRS]
             for side in ("base", "new")
             for clock in ("cpu", "wall")
         }
     )
-    first_four = PairedComparison.of(first)
-    assert first_four is not None
-    decided = first_four.status(0.03, 0.01) is not None
+    first_round = PairedComparison.of(first)
+    assert first_round is not None
+    decided = first_round.status(0.03, 0.01) is not None
     pairs = len(row["paired_new_cpu_s"])
     assert pairs == len(row["paired_base_wall_s"])
-    assert pairs == 4 if decided else 4 < pairs <= 16
+    assert pairs == FIRST_PAIRS if decided else FIRST_PAIRS < pairs <= 16
 
     # Its stored module gone: named on the row and in a warning, the seconds still judged.
     shutil.rmtree(project.pins_dir / "modules")
