@@ -32,10 +32,7 @@ from pytest_jaxcompile._numbers import instructions_text
 from pytest_jaxcompile.backends import CarriedCount, Say
 from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV
-from pytest_jaxcompile.backends.jax.instructions_child import (
-    CHILD_SLOT_ENV,
-    XDIST_WORKER_COUNT_ENV,
-)
+from pytest_jaxcompile.backends.jax.instructions_child import CHILD_SLOT_ENV, xdist_workers
 from pytest_jaxcompile.records import CompileRecord
 
 VALGRIND = "valgrind"
@@ -331,9 +328,7 @@ def worker_cpu_share() -> int:
     rows; at least 1."""
     from pytest_jaxcompile.backends.hardware import usable_cpu_count
 
-    workers = os.environ.get(XDIST_WORKER_COUNT_ENV, "")
-    count = int(workers) if workers.isdigit() and int(workers) > 0 else 1
-    return max(1, usable_cpu_count() // count)
+    return max(1, usable_cpu_count() // xdist_workers())
 
 
 def children_for(staged: list[Staged], cpus: int) -> int:
@@ -381,14 +376,17 @@ def run_children(
                 if on_result is not None:
                     on_result(index, result)
 
-        found = run_child(
-            directory,
-            [staged[index] for index in group],
-            timeout_s,
-            arrived,
-            floor=floor if slot == 0 else None,
-            slot=slot,
-        )
+        try:
+            found = run_child(
+                directory,
+                [staged[index] for index in group],
+                timeout_s,
+                arrived,
+                floor=floor if slot == 0 else None,
+                slot=slot,
+            )
+        except Exception as error:  # in a thread: said on the group's rows, never lost
+            found = {-1: {"error": f"the counting child did not run: {error!r}"}}
         stopped = found.get(-1, {}).get("error", "")
         with lock:
             for local, index in enumerate(group):

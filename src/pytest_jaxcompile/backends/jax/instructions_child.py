@@ -181,7 +181,12 @@ def one_cpu_of(cpus: set[int], worker: str | None, slot: int = 0, workers: int =
 
 
 def _whole(value: str | None, default: int) -> int:
-    return int(value) if value is not None and value.isdigit() else default
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else default
+
+
+def xdist_workers() -> int:
+    """How many pytest-xdist workers count beside this process (1 without xdist)."""
+    return _whole(os.environ.get(XDIST_WORKER_COUNT_ENV), 1)
 
 
 def _one_cpu() -> int | None:
@@ -193,7 +198,7 @@ def _one_cpu() -> int | None:
             os.sched_getaffinity(0),
             os.environ.get("PYTEST_XDIST_WORKER"),
             _whole(os.environ.get(CHILD_SLOT_ENV), 0),
-            _whole(os.environ.get(XDIST_WORKER_COUNT_ENV), 1),
+            xdist_workers(),
         )
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
