@@ -1,5 +1,7 @@
 """Real suites: the plugin on test files that ship with real JAX projects (optax, chex, and
-flax and numpyro, whose source distributions ship their tests).
+flax and numpyro, whose source distributions ship their tests), and on a model-heavy suite of
+our own over a library from PyPI (``lensing``: benchmarks/suites/lensing_test.py, a
+strong-lensing likelihood built with herculens).
 
     python benchmarks/real_suites.py [--rounds 3] [--reruns 3] [--suite optax --suite chex]
                                      [--way census --way loaded]
@@ -62,6 +64,7 @@ class Suite:
     files: tuple[str, ...]  # paths inside site-packages, or inside the sdist
     default_args: tuple[str, ...]
     sdist: str | None = None  # "NAME==VERSION": the files come from its source distribution
+    local: bool = False  # the files are this repository's, under benchmarks/suites/
 
 
 SUITES = {
@@ -93,7 +96,17 @@ SUITES = {
         (),
         sdist="numpyro==0.22.0",
     ),
+    # Model-heavy: two tests, each tracing a large likelihood for seconds and compiling a few
+    # big modules (herculens imports objax, which needs six, and matplotlib).
+    "lensing": Suite(
+        "lensing",
+        ("herculens==0.3.0", "objax==1.8.0", "six==1.17.0", "matplotlib==3.11.2"),
+        ("lensing_test.py",),
+        (),
+        local=True,
+    ),
 }
+SUITES_DIR = REPO / "benchmarks" / "suites"
 
 WAYS = {
     "disabled": ["-p", "no:jaxcompile"],
@@ -561,7 +574,13 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="jaxcompile-real-suites-"))
     for suite in suites:
         selection = selections[suite.name]
-        source = packages if suite.sdist is None else sdist_root(python, suite.sdist, workdir)
+        source = (
+            SUITES_DIR
+            if suite.local
+            else packages
+            if suite.sdist is None
+            else sdist_root(python, suite.sdist, workdir)
+        )
         print(f"\n{suite.name}: {' '.join(suite.files)} {shlex.join(selection)}")
         files = prepare(workdir / f"{suite.name}-overhead", suite, source)
         ways = [way for way in WAYS if way == "disabled" or not args.way or way in args.way]
