@@ -1,7 +1,8 @@
 """pytest-jaxcompile: make JAX/XLA compile-time regressions fail your test session.
 
-The public names are imported on first use (PEP 562), so loading the plugin does not load
-the measurement, pin and output modules of a session that never uses them.
+The public names, ``__version__`` too, are imported on first use (PEP 562), so loading the
+plugin does not load the measurement, pin and output modules of a session that never uses
+them.
 
 The package's modules are found by Python's own path finder, ahead of pytest's assertion
 rewriter (`PlainImports`): pytest marks every module of an entry-point plugin for rewriting,
@@ -23,9 +24,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pytest_jaxcompile._version import __version__
-
 if TYPE_CHECKING:
+    from pytest_jaxcompile._version import __version__
     from pytest_jaxcompile.backends import Classification, DuplicateTransformError
     from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
@@ -41,7 +41,14 @@ if TYPE_CHECKING:
 class PlainImports:
     """Finds this package's submodules as Python would without pytest's assertion rewriter
     (a `sys.meta_path` finder; not an `importlib.abc.MetaPathFinder`, whose import costs a
-    plain ``import pytest_jaxcompile`` about 30 ms)."""
+    plain ``import pytest_jaxcompile`` about 30 ms).
+
+    On `sys.meta_path` from the package's import until its pytest session ends
+    (`uninstall` in ``pytest_unconfigure``): a Python finder still there when the interpreter
+    shuts down costs the shutdown about 8 M instructions, more than the finder saves
+    (`benchmarks/startup.py`). Found by name: a re-import of this package (a pytester session
+    restores sys.modules) makes a new class.
+    """
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -50,13 +57,26 @@ class PlainImports:
             return None
         return importlib.machinery.PathFinder.find_spec(fullname, path, target)
 
+    @staticmethod
+    def installed() -> bool:
+        return any(type(finder).__qualname__ == "PlainImports" for finder in sys.meta_path)
 
-# By name: a re-import of this package (a pytester session restores sys.modules) makes a
-# new class.
-if not any(type(finder).__qualname__ == "PlainImports" for finder in sys.meta_path):
-    sys.meta_path.insert(0, PlainImports())
+    @classmethod
+    def install(cls) -> None:
+        if not cls.installed():
+            sys.meta_path.insert(0, cls())
+
+    @staticmethod
+    def uninstall() -> None:
+        sys.meta_path[:] = [
+            finder for finder in sys.meta_path if type(finder).__qualname__ != "PlainImports"
+        ]
+
+
+PlainImports.install()
 
 _HOMES = {
+    "__version__": "pytest_jaxcompile._version",
     "DuplicateTransformError": "pytest_jaxcompile.backends",
     "Classification": "pytest_jaxcompile.backends",
     "CompileEvidence": "pytest_jaxcompile.backends.jax.classify",

@@ -1,9 +1,9 @@
 """When a session uses the plugin, and starting the session's machinery then.
 
-The entry point (`plugin`) registers one `Activation` per pytest process. A project that
-never uses the plugin pays for the option table and this module only: the session collector,
-the backends and the outputs are imported and registered the first time the session uses
-them (`Activation.start`):
+The entry point (`plugin`) keeps one `Activation` per pytest config (in its stash) and hands
+it its hooks. A project that never uses the plugin pays for the option table and this module
+only: the session collector, the backends and the outputs are imported and registered the
+first time the session uses them (`Activation.start`):
 
 - at configuration: the pins directory exists, or an option was given (`options.given`);
 - at collection: a test has the ``compile_budget`` marker or requests a measuring fixture;
@@ -71,36 +71,29 @@ class Activation:
                 self.collector.pytest_sessionstart(self._session)
         return self.collector
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def session_started(self, session: pytest.Session) -> None:
+        """pytest_sessionstart (first): a collector started later starts its session."""
         self._session = session
 
-    @pytest.hookimpl(trylast=True)  # after deselection: the tests that will run
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def collected(self, items: list[pytest.Item]) -> None:
+        """pytest_collection_modifyitems (last, after deselection): the tests that will run."""
         if self.collector is None and any(uses(item) for item in items):
             self.start()
 
-
-class XdistHooks:
-    """Registered only when pytest-xdist is installed: its hooks exist only then."""
-
-    def __init__(self, activation: Activation) -> None:
-        self._activation = activation
-
-    def pytest_configure_node(self, node: Any) -> None:
+    # pytest-xdist's controller (its hooks reach here only where xdist is installed)
+    def configure_worker(self, node: Any) -> None:
         """Each worker learns which tests have a pinned compile count (only the controller
         reads the pins; without pins the session has not started, and there are none)."""
-        collector = self._activation.collector
-        if collector is not None:
-            node.workerinput[WORKER_INPUT_COUNTED_KEY] = sorted(collector.counted_cells)
+        if self.collector is not None:
+            node.workerinput[WORKER_INPUT_COUNTED_KEY] = sorted(self.collector.counted_cells)
 
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
+    def worker_down(self, node: Any, error: object) -> None:
         worker = str(getattr(getattr(node, "gateway", None), "id", None) or id(node))
         output = getattr(node, "workeroutput", None) or {}
         if WORKER_OUTPUT_KEY in output:  # the worker's tests used the plugin
-            self._activation.start().merge_worker_output(worker, output)
-        if error is not None and self._activation.collector is not None:
-            self._activation.collector.worker_lost(worker, error)
+            self.start().merge_worker_output(worker, output)
+        if error is not None and self.collector is not None:
+            self.collector.worker_lost(worker, error)
 
 
 def _register(config: pytest.Config) -> SessionCollector:

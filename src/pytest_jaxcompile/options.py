@@ -21,12 +21,11 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_jaxcompile._names import CLEAR_AUTO, CLEAR_MODES, PLATFORM_ALIASES
-from pytest_jaxcompile._numbers import NumberError, finite_number, percent, whole, whole_number
 from pytest_jaxcompile.gate.defaults import (
     DEFAULT_FLOOR_S,
     DEFAULT_INSTRUCTIONS_TIMEOUT_S,
@@ -42,10 +41,11 @@ from pytest_jaxcompile.gate.defaults import (
     METRICS,
 )
 
-if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds built
+if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds, no number checks
     from pytest_jaxcompile.gate.limits import Thresholds
 
-Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
+if TYPE_CHECKING:
+    Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 GITHUB_MODES = ("auto", "off")
 
 
@@ -53,28 +53,66 @@ class OptionError(ValueError):
     """A bad option value; the message names the option and where the value came from."""
 
 
-class Option(NamedTuple):
+class Option:
     """One setting, as pytest's command line, the ini file and the subcommands know it.
 
-    A named tuple, not a dataclass: a frozen dataclass compiles six generated methods when
-    the plugin loads, a named tuple one (`benchmarks/startup.py`)."""
+    A plain class, read-only by convention: a frozen dataclass compiles six generated methods
+    when the plugin loads, a named tuple one and a ``compile()`` of each field's annotation
+    (`benchmarks/startup.py`)."""
 
-    name: str  # the ini key and pytest's dest: compile_tolerance
-    kind: Kind
-    help: str  # what it does; the default is appended from `default`
-    default: Any = None
-    metavar: str | None = None
-    choices: tuple[str, ...] = ()
-    env: str | None = None
-    on_command_line: bool = True  # pytest offers --compile-...
-    in_ini: bool = True  # pytest reads compile_... from the ini file
-    threshold: str | None = None  # the Thresholds field it sets (the verdict options)
-    minimum: int = 1  # the least a "count" may be
-    default_text: str | None = None  # how the default reads in help, where not the value
-    cli_name: str | None = None  # the flags' name where not the ini key's (no unit suffix)
-    # Above this a value is accepted but almost surely a mistake (a percent typed as a
-    # fraction): a configuration warning names the option (`implausible`).
-    implausible_above: float | None = None
+    __slots__ = (
+        "choices",
+        "cli_name",
+        "default",
+        "default_text",
+        "env",
+        "help",
+        "implausible_above",
+        "in_ini",
+        "kind",
+        "metavar",
+        "minimum",
+        "name",
+        "on_command_line",
+        "threshold",
+    )
+
+    def __init__(
+        self,
+        name: str,  # the ini key and pytest's dest: compile_tolerance
+        kind: Kind,
+        help: str,  # what it does; the default is appended from `default`
+        default: Any = None,
+        metavar: str | None = None,
+        choices: tuple[str, ...] = (),
+        env: str | None = None,
+        on_command_line: bool = True,  # pytest offers --compile-...
+        in_ini: bool = True,  # pytest reads compile_... from the ini file
+        threshold: str | None = None,  # the Thresholds field it sets (the verdict options)
+        minimum: int = 1,  # the least a "count" may be
+        default_text: str | None = None,  # how the default reads in help, where not the value
+        cli_name: str | None = None,  # the flags' name where not the ini key's (no unit suffix)
+        # Above this a value is accepted but almost surely a mistake (a percent typed as a
+        # fraction): a configuration warning names the option (`implausible`).
+        implausible_above: float | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.help = help
+        self.default = default
+        self.metavar = metavar
+        self.choices = choices
+        self.env = env
+        self.on_command_line = on_command_line
+        self.in_ini = in_ini
+        self.threshold = threshold
+        self.minimum = minimum
+        self.default_text = default_text
+        self.cli_name = cli_name
+        self.implausible_above = implausible_above
+
+    def __repr__(self) -> str:
+        return f"Option({self.name!r})"
 
     @property
     def flag(self) -> str:
@@ -467,6 +505,8 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
 
     `source` says where the value came from, for the message: "ini option", "option", ...
     """
+    from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
+
     text = str(raw).strip()
     where = f"{source} {option.name if source.startswith('ini') else option.flag} = {text!r}"
     if option.kind == "number":
@@ -502,6 +542,8 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
 def implausible(values: Mapping[str, Any], subcommand: bool = False) -> list[str]:
     """A warning for each value over its option's `implausible_above`, naming the option
     as pytest (flag and ini key) or as a subcommand (its short flag) takes it."""
+    from pytest_jaxcompile._numbers import percent
+
     messages = []
     for option in OPTIONS:
         value = values.get(option.name)
@@ -595,6 +637,7 @@ def given(config: pytest.Config, namespace: argparse.Namespace | None = None) ->
     """The options this session was given, by ini key: on the command line (``namespace``:
     pytest's early parse, before ``config.option`` is filled), in the environment or in the
     ini file. Defaults are not given: a project that sets none does not use the plugin."""
+    in_ini = _given_in_ini(config)
     found = []
     for option in OPTIONS:
         if option.on_command_line:
@@ -602,10 +645,22 @@ def given(config: pytest.Config, namespace: argparse.Namespace | None = None) ->
             if value is not None and value != "":
                 found.append(option.name)
                 continue
-        in_environment = bool(option.env and os.environ.get(option.env, "").strip())
-        if in_environment or (option.in_ini and _in_ini(config, option)):
+        if option.name in in_ini or (option.env and os.environ.get(option.env, "").strip()):
             found.append(option.name)
     return found
+
+
+_GIVEN_IN_INI_KEY = pytest.StashKey[frozenset[str]]()
+
+
+def _given_in_ini(config: pytest.Config) -> frozenset[str]:
+    """The ini keys of the table the ini file (or ``-o``) sets, read once per config: the
+    plugin asks at start-up and again at configuration, after the conftest.py files."""
+    if _GIVEN_IN_INI_KEY not in config.stash:
+        config.stash[_GIVEN_IN_INI_KEY] = frozenset(
+            option.name for option in OPTIONS if option.in_ini and _in_ini(config, option)
+        )
+    return config.stash[_GIVEN_IN_INI_KEY]
 
 
 def _in_ini(config: pytest.Config, option: Option) -> bool:

@@ -1,9 +1,12 @@
-"""pytest-jaxcompile's entry point: options, the marker, the fixtures, and what to register.
+"""pytest-jaxcompile's entry point: options, the marker, the fixtures, and the hooks that
+start the session's machinery.
 
 Loading it costs a project that never uses the plugin the option table and little else:
 `activation.Activation` starts the session's machinery (`session.SessionCollector`, the
 backends, each enabled output) only once the session uses it. Nothing here imports jax or
-torch.
+torch. Every hook of the entry point is a function of this module, and it imports modules,
+not their names: pytest scans each registered plugin's every attribute for fixtures, and no
+further object is registered until the session uses the plugin (`benchmarks/startup.py`).
 
 PYTEST_DONT_REWRITE
 """
@@ -11,23 +14,19 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_jaxcompile._names import MARKER_HELP, MARKER_NAME, XLA_FLAGS_AT_LOAD_KEY, XLA_FLAGS_ENV
-from pytest_jaxcompile.activation import ACTIVATION_KEY, Activation, XdistHooks, in_use
-from pytest_jaxcompile.options import add_pytest_options
+from pytest_jaxcompile import PlainImports, _names, activation, options
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
     from pytest_jaxcompile.backends.torch.measure import TorchCompile
 
-PLUGIN_NAME = "jaxcompile-activation"
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_pytest_options(parser)
+    options.add_pytest_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -35,29 +34,51 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Keep XLA_FLAGS as they are before any conftest.py (the settings guard's baseline);
     where the session uses the plugin, also watch for JAX's backend start (XLA_FLAGS as XLA
     reads them) before a conftest.py can import JAX and start it; imports no JAX."""
-    if in_use(early_config, early_config.known_args_namespace):
+    if activation.in_use(early_config, early_config.known_args_namespace):
         from pytest_jaxcompile.backends.jax.backendstart import watch
 
         watch(early_config)
     else:  # the baseline alone: a session that starts later compares with it
-        early_config.stash[XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(XLA_FLAGS_ENV)
+        early_config.stash[_names.XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(_names.XLA_FLAGS_ENV)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", MARKER_HELP)
-    activation = Activation(config)
-    config.stash[ACTIVATION_KEY] = activation
-    manager = config.pluginmanager
-    manager.register(activation, PLUGIN_NAME)
-    if manager.hasplugin("xdist"):
-        manager.register(XdistHooks(activation), f"{PLUGIN_NAME}-xdist")
-    if in_use(config):
-        activation.start()
+    PlainImports.install()  # a second session in this process (pytester) finds it gone
+    config.addinivalue_line("markers", _names.MARKER_HELP)
+    config.stash[activation.ACTIVATION_KEY] = started = activation.Activation(config)
+    if activation.in_use(config):
+        started.start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[activation.ACTIVATION_KEY].session_started(session)
+
+
+@pytest.hookimpl(trylast=True)  # after deselection: the tests that will run
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[activation.ACTIVATION_KEY].collected(items)
+
+
+# pytest-xdist's hooks: optional, so that pytest accepts them where xdist is not installed.
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.config.stash[activation.ACTIVATION_KEY].configure_worker(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    node.config.stash[activation.ACTIVATION_KEY].worker_down(node, error)
+
+
+@pytest.hookimpl(trylast=True)  # after every other unconfigure, which may still import
+def pytest_unconfigure() -> None:
+    PlainImports.uninstall()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Bad compile_budget arguments are a collection error of the test that has them."""
-    if metafunc.definition.get_closest_marker(MARKER_NAME) is None:
+    if metafunc.definition.get_closest_marker(_names.MARKER_NAME) is None:
         return
     from pytest_jaxcompile.gate.budget import budget_of
 
@@ -78,7 +99,8 @@ def jax_compile(request: pytest.FixtureRequest) -> JaxCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return cast("JaxCompile", request.config.stash[ACTIVATION_KEY].start().probe("jax", node))
+    probe = request.config.stash[activation.ACTIVATION_KEY].start().probe("jax", node)
+    return cast("JaxCompile", probe)
 
 
 @pytest.fixture
@@ -90,4 +112,5 @@ def torch_compile(request: pytest.FixtureRequest) -> TorchCompile:
     """
     node = request.node
     assert isinstance(node, pytest.Item)
-    return cast("TorchCompile", request.config.stash[ACTIVATION_KEY].start().probe("torch", node))
+    probe = request.config.stash[activation.ACTIVATION_KEY].start().probe("torch", node)
+    return cast("TorchCompile", probe)
