@@ -5,6 +5,7 @@ compiler's floor beside each count, every row not counted (failing the session u
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import textwrap
@@ -253,3 +254,43 @@ def test_a_counting_session_says_what_it_counts_each_count_and_how_to_pin_it(
             "--compile-instructions-timeout (1 s)",
         ]
     )
+
+
+@needs_valgrind
+def test_each_xdist_worker_says_what_it_counts_on_its_stderr_named(
+    pytester: pytest.Pytester,
+) -> None:
+    """Under pytest-xdist each worker counts its own rows after its tests; the controller never
+    shows a worker's terminal, so the worker says its lines on its stderr, named by the
+    worker, and the controller's summary has every count."""
+    pytester.makepyfile(
+        test_small=SMALL_TEST
+        + textwrap.dedent(
+            """
+
+            def test_cosine(jax_compile):
+                jax_compile(jnp.cos, jnp.ones(4))
+            """
+        )
+    )
+    pytester.makeini("[pytest]\ncompile_instructions = true\ncompile_floor = 600\n")
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-n", "2", "--dist", "load", "--compile-report", str(report)
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    said = [line for line in result.stderr.lines if "pytest-jaxcompile:" in line]
+    counts = {}
+    for line in said:
+        worker, _, rest = line.partition(" pytest-jaxcompile: ")
+        assert worker in ("[gw0]", "[gw1]"), line
+        arrived = re.fullmatch(r"\[\d/\d\] (.+?): (.*)", rest)
+        if arrived is not None:  # the row's name: the test's node id, then its transform
+            counts[arrived[1].split(" ")[0].split("[")[0]] = arrived[2]
+        else:
+            assert re.match(r"counting instructions of [12] module\(s\)", rest), line
+    assert set(counts) == {"test_small.py::test_small", "test_small.py::test_cosine"}, said
+    assert all("instructions (compiler floor" in what for what in counts.values()), said
+    records = json.loads(report.read_text())["records"]
+    assert len(records) == 2 and all(r["compile_instructions"] > 0 for r in records), records
+    result.stdout.fnmatch_lines(["warning: 2 row(s) counted with no pinned count*"])
