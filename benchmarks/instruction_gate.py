@@ -43,6 +43,12 @@ children
 carry
     ``--carry-sessions`` pairs of sessions on the unchanged project, one recounting, one
     carrying: every row's verdict equal in both.
+
+``--carry-only`` runs the pin and the carry pairs alone, over the project's first
+``--tests`` models (fewer models: shorter recounting sessions, as many pairs):
+
+    python benchmarks/instruction_gate.py --pytest-sessions --carry-only --tests 4 \
+        --carry-sessions 20
 """
 
 from __future__ import annotations
@@ -179,6 +185,7 @@ import jax.numpy as jnp
 import pytest
 
 DEEPER = os.environ.get("BENCH_DEEPER", "")
+DEPTHS = [int(depth) for depth in os.environ.get("BENCH_DEPTHS", "").split(",") if depth]
 
 
 def mlp_grad(depth):
@@ -191,7 +198,7 @@ def mlp_grad(depth):
     return jax.jit(jax.grad(loss)).lower(ws, jnp.ones((8, 64), jnp.float32))
 
 
-@pytest.mark.parametrize("depth", range(20, 40, 2))
+@pytest.mark.parametrize("depth", DEPTHS or range(20, 40, 2))
 def test_model(jax_compile, depth):
     deeper = 1 if DEEPER == str(depth) else 0
     jax_compile(mlp_grad(depth + deeper), transform="grad")
@@ -243,8 +250,42 @@ def _pytest_session(
     }
 
 
-def pytest_sessions(carry_sessions: int, json_path: Path | None) -> int:
-    """The ``--pytest-sessions`` scenarios (see the module's docstring)."""
+def carry(
+    keep: Callable[[str, dict[str, Any]], dict[str, Any]],
+    project: Path,
+    pin: dict[str, Any],
+    sessions: int,
+    env: dict[str, str],
+) -> int:
+    """`sessions` pairs on the unchanged project, one recounting every row and one carrying
+    every count: each row's verdict in both, and how far the recounts moved from the pin."""
+    instructions = ("--compile-instructions",)
+    recount = (*instructions, "--compile-instructions-recount")
+    pinned = {row: count for row, (_, count) in pin["rows"].items()}
+    equal, moved, statuses = 0, 0.0, set()
+    for _ in range(sessions):
+        counted = keep("carry: recount", _pytest_session(project, *recount, env=env))
+        carried = keep("carry: carried", _pytest_session(project, *instructions, env=env))
+        verdicts = {row: status for row, (status, _) in counted["rows"].items()}
+        equal += verdicts == {row: status for row, (status, _) in carried["rows"].items()}
+        statuses.update(verdicts.values())
+        for row, (_, count) in counted["rows"].items():
+            if count is not None and pinned.get(row):
+                moved = max(moved, abs(count - pinned[row]) / pinned[row])
+        print(f"carry: {equal} equal so far, counts within {moved:.3%} of the pin", flush=True)
+    print(
+        f"carry: {equal} of {sessions} pairs of sessions with equal verdicts over "
+        f"{len(pinned)} row(s) (verdicts seen: {', '.join(sorted(statuses))}); the recounts "
+        f"within {moved:.3%} of the pinned counts"
+    )
+    return 0 if equal == sessions else 1
+
+
+def pytest_sessions(
+    carry_sessions: int, json_path: Path | None, carry_only: bool = False, tests: int = 10
+) -> int:
+    """The ``--pytest-sessions`` scenarios (see the module's docstring); with `carry_only`
+    the pin and the carry pairs alone, over the first `tests` of the ten models."""
     import shutil
 
     results: dict[str, Any] = {}
@@ -269,12 +310,17 @@ def pytest_sessions(carry_sessions: int, json_path: Path | None) -> int:
         (project / "test_models.py").write_text(PROJECT_TESTS)
         (project / "pytest.ini").write_text("[pytest]\n")
         instructions = ("--compile-instructions",)
+        recount = (*instructions, "--compile-instructions-recount")
+        if carry_only:
+            models = {"BENCH_DEPTHS": ",".join(str(d) for d in range(20, 20 + 2 * tests, 2))}
+            pin_update = (*instructions, "--compile-pin-update")
+            pin = keep("pin", _pytest_session(project, *pin_update, env=models))
+            return carry(keep, project, pin, carry_sessions, models)
         plain = [keep("plain", _pytest_session(project)) for _ in range(3)]
         keep("pin", _pytest_session(project, *instructions, "--compile-pin-update"))
         unchanged = [keep("unchanged", _pytest_session(project, *instructions)) for _ in range(3)]
         deeper = {"BENCH_DEEPER": "30"}  # one of the ten tests' model a layer deeper
         one = keep("one of ten", _pytest_session(project, *instructions, env=deeper))
-        recount = (*instructions, "--compile-instructions-recount")
         wide = keep("recount, every CPU", _pytest_session(project, *recount))
         narrow = (
             keep(
@@ -322,6 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         "--pytest-sessions", action="store_true", help="the pytest-session scenarios instead"
     )
     parser.add_argument("--carry-sessions", type=int, default=20)
+    parser.add_argument(
+        "--carry-only",
+        action="store_true",
+        help="--pytest-sessions: the pin and the carry pairs alone",
+    )
+    parser.add_argument(
+        "--tests",
+        type=int,
+        default=10,
+        help="--carry-only: the project's first N models (of 10 by default)",
+    )
     parser.add_argument("--idle", type=int, default=5)
     parser.add_argument("--busy", type=int, default=5)
     parser.add_argument(
@@ -358,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.pytest_sessions:
-        return pytest_sessions(args.carry_sessions, args.json)
+        return pytest_sessions(args.carry_sessions, args.json, args.carry_only, args.tests)
 
     from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
 
