@@ -63,8 +63,8 @@ from typing import Any
 
 import psutil
 
+from pytest_jaxcompile._constants import DEFAULT_FLOOR_S, DEFAULT_MAX_LOAD, DEFAULT_TOLERANCE
 from pytest_jaxcompile.backends.jax.measure import count_cache_entries
-from pytest_jaxcompile.gate.defaults import DEFAULT_FLOOR_S, DEFAULT_MAX_LOAD, DEFAULT_TOLERANCE
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore

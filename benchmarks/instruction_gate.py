@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pytest_sessions:
         return pytest_sessions(args.carry_sessions, args.json, args.carry_only, args.tests)
 
-    from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
+    from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE
 
     tolerance = DEFAULT_INSTRUCTIONS_TOLERANCE if args.tolerance is None else args.tolerance
     if args.report is not None:

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "src"))
 
-from pytest_jaxcompile.gate.defaults import (  # noqa: E402 (after the path is set)
+from pytest_jaxcompile._constants import (  # noqa: E402 (after the path is set)
     DEFAULT_MAX_PAIRS,
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_PAIRS,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE, INSTRUCTIONS_PHASE
+from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE, INSTRUCTIONS_PHASE
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file

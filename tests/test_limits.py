@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from records_factory import make_record
 
-from pytest_jaxcompile.gate.defaults import DEFAULT_INSTRUCTIONS_TOLERANCE
+from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for, most_specific
 from pytest_jaxcompile.gate.pins import Pin, PinStore

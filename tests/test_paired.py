@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from records_factory import make_record
 
+from pytest_jaxcompile._constants import PAIRED_PHASE
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
-from pytest_jaxcompile.gate.defaults import PAIRED_PHASE
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_jaxcompile._names import CLEAR_ALWAYS, CLEAR_AUTO, CLEAR_NEVER
+from pytest_jaxcompile._constants import CLEAR_ALWAYS, CLEAR_AUTO, CLEAR_NEVER
 from pytest_jaxcompile.backends.jax.eager import EAGER, Dispatch
 from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
 from pytest_jaxcompile.backends.jax.residue import (

@@ -21,10 +21,8 @@ import pytest_jaxcompile
 # value to check) nor the version (`__version__` is imported on first use).
 AT_LOAD = {
     "pytest_jaxcompile",
-    "pytest_jaxcompile._names",
+    "pytest_jaxcompile._constants",
     "pytest_jaxcompile.activation",
-    "pytest_jaxcompile.gate",
-    "pytest_jaxcompile.gate.defaults",
     "pytest_jaxcompile.options",
     "pytest_jaxcompile.plugin",
 }

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_jaxcompile._names import (
+from pytest_jaxcompile._constants import (
     FIXTURES,
     MARKER_NAME,
     WORKER_INPUT_COUNTED_KEY,
@@ -80,7 +80,7 @@ class Activation:
         if self.collector is None and any(uses(item) for item in items):
             self.start()
 
-    # pytest-xdist's controller (its hooks reach here only where xdist is installed)
+    # pytest-xdist's controller (`XdistHooks`, registered only where xdist is installed)
     def configure_worker(self, node: Any) -> None:
         """Each worker learns which tests have a pinned compile count (only the controller
         reads the pins; without pins the session has not started, and there are none)."""
@@ -94,6 +94,20 @@ class Activation:
             self.start().merge_worker_output(worker, output)
         if error is not None and self.collector is not None:
             self.collector.worker_lost(worker, error)
+
+
+class XdistHooks:
+    """pytest-xdist's hooks, registered only where xdist is installed: its hooks exist only
+    then, and a project without it registers nothing."""
+
+    def __init__(self, activation: Activation) -> None:
+        self._activation = activation
+
+    def pytest_configure_node(self, node: Any) -> None:
+        self._activation.configure_worker(node)
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        self._activation.worker_down(node, error)
 
 
 def _register(config: pytest.Config) -> SessionCollector:

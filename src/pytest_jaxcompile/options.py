@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-from pytest_jaxcompile._names import CLEAR_AUTO, CLEAR_MODES, PLATFORM_ALIASES
-from pytest_jaxcompile.gate.defaults import (
+from pytest_jaxcompile._constants import (
+    CLEAR_AUTO,
+    CLEAR_MODES,
     DEFAULT_FLOOR_S,
     DEFAULT_INSTRUCTIONS_TIMEOUT_S,
     DEFAULT_INSTRUCTIONS_TOLERANCE,
@@ -39,6 +40,7 @@ from pytest_jaxcompile.gate.defaults import (
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
     METRICS,
+    PLATFORM_ALIASES,
 )
 
 if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds, no number checks

@@ -4,9 +4,10 @@ start the session's machinery.
 Loading it costs a project that never uses the plugin the option table and little else:
 `activation.Activation` starts the session's machinery (`session.SessionCollector`, the
 backends, each enabled output) only once the session uses it. Nothing here imports jax or
-torch. Every hook of the entry point is a function of this module, and it imports modules,
-not their names: pytest scans each registered plugin's every attribute for fixtures, and no
-further object is registered until the session uses the plugin (`benchmarks/startup.py`).
+torch. The entry point's hooks are functions of this module, and it imports modules, not their
+names: pytest scans each registered plugin's every attribute for fixtures, and no further
+object is registered until the session uses the plugin, but pytest-xdist's hooks where xdist
+is installed (`benchmarks/startup.py`).
 
 PYTEST_DONT_REWRITE
 """
@@ -14,11 +15,17 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, cast
+import sys
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from pytest_jaxcompile import PlainImports, _names, activation, options
+# Each submodule by its full name: `from pytest_jaxcompile import options` would first ask the
+# package's __getattr__ (the public names, `_api`) and import that too.
+import pytest_jaxcompile._constants as _constants
+import pytest_jaxcompile.activation as activation
+import pytest_jaxcompile.options as options
+from pytest_jaxcompile import PlainImports
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends.jax.measure import JaxCompile
@@ -39,13 +46,18 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
         watch(early_config)
     else:  # the baseline alone: a session that starts later compares with it
-        early_config.stash[_names.XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(_names.XLA_FLAGS_ENV)
+        early_config.stash[_constants.XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(
+            _constants.XLA_FLAGS_ENV
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    PlainImports.install()  # a second session in this process (pytester) finds it gone
-    config.addinivalue_line("markers", _names.MARKER_HELP)
+    if not any(type(finder).__qualname__ == "PlainImports" for finder in sys.meta_path):
+        sys.meta_path.insert(0, PlainImports())  # a second session in this process (pytester)
+    config.addinivalue_line("markers", _constants.MARKER_HELP)
     config.stash[activation.ACTIVATION_KEY] = started = activation.Activation(config)
+    if config.pluginmanager.hasplugin("xdist"):  # its hooks exist only then
+        config.pluginmanager.register(activation.XdistHooks(started), "jaxcompile-xdist")
     if activation.in_use(config):
         started.start()
 
@@ -60,25 +72,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[activation.ACTIVATION_KEY].collected(items)
 
 
-# pytest-xdist's hooks: optional, so that pytest accepts them where xdist is not installed.
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    node.config.stash[activation.ACTIVATION_KEY].configure_worker(node)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: object) -> None:
-    node.config.stash[activation.ACTIVATION_KEY].worker_down(node, error)
-
-
 @pytest.hookimpl(trylast=True)  # after every other unconfigure, which may still import
 def pytest_unconfigure() -> None:
-    PlainImports.uninstall()
+    """The package's finder leaves with the session (`_api` says why)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__qualname__ != "PlainImports"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Bad compile_budget arguments are a collection error of the test that has them."""
-    if metafunc.definition.get_closest_marker(_names.MARKER_NAME) is None:
+    if metafunc.definition.get_closest_marker(_constants.MARKER_NAME) is None:
         return
     from pytest_jaxcompile.gate.budget import budget_of
 

@@ -15,14 +15,15 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile._names import CLEAR_AUTO, PLATFORM_ALIASES
-from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
-from pytest_jaxcompile.gate.defaults import (
+from pytest_jaxcompile._constants import (
+    CLEAR_AUTO,
     DEFAULT_INSTRUCTIONS_TIMEOUT_S,
     DEFAULT_MAX_PAIRS,
     DEFAULT_PAIRED_TIMEOUT_S,
     DEFAULT_PAIRS,
+    PLATFORM_ALIASES,
 )
+from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.options import OPTIONS, THRESHOLD_OPTIONS, OptionError, implausible, resolve
 

@@ -209,7 +209,7 @@ class CensusRequest:
     max_compiles: int | None  # the test's compile_budget(max_compiles=N)
     count_eager: bool  # eager dispatch counts against max_compiles
     explain: bool  # explain each recompile (a compile count is judged)
-    clear_caches: str  # compile_clear_caches (_names.py CLEAR_MODES)
+    clear_caches: str  # compile_clear_caches (_constants.py CLEAR_MODES)
 
 
 class CallCensus(Protocol):

@@ -3,7 +3,7 @@
 `Requirements` (ini ``compile_required_xla_flags``, ``compile_require_cache``,
 ``compile_require_cacheable``, ``compile_expected_platform``), the settings that changed
 during a session (`Clobber`); the choices of ``compile_clear_caches`` and the platform names
-live in `_names`. Pure logic over what records carry: the options, the session and the gate
+live in `_constants`. Pure logic over what records carry: the options, the session and the gate
 read these without reaching a backend; what only one framework knows (XLA's flag rules, JAX's
 settings) is its backend's.
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_jaxcompile._names import PLATFORM_ALIASES
+from pytest_jaxcompile._constants import PLATFORM_ALIASES
 from pytest_jaxcompile.records import REASON_UNEXPLAINED, CacheState, CompileRecord
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_jaxcompile._names import MARKER_NAME
+from pytest_jaxcompile._constants import MARKER_NAME
 from pytest_jaxcompile._numbers import NumberError, finite_number, whole_number
 
 if TYPE_CHECKING:  # the plugin reads the marker at load: no records

@@ -9,14 +9,14 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_jaxcompile._numbers import giga, percent
-from pytest_jaxcompile.gate.always_cold import always_cold
-from pytest_jaxcompile.gate.defaults import (
+from pytest_jaxcompile._constants import (
     INSTRUCTIONS_PHASE,
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
 )
+from pytest_jaxcompile._numbers import giga, percent
+from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import nearest_pin
 from pytest_jaxcompile.gate.notes import (

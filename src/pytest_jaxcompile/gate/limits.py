@@ -11,8 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from pytest_jaxcompile._numbers import NumberError, finite_number
-from pytest_jaxcompile.gate.defaults import (
+from pytest_jaxcompile._constants import (
     DEFAULT_FLOOR_S,
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
@@ -22,6 +21,7 @@ from pytest_jaxcompile.gate.defaults import (
     DEFAULT_TOLERANCE,
     METRIC_WALL,
 )
+from pytest_jaxcompile._numbers import NumberError, finite_number
 
 if TYPE_CHECKING:  # the option table reads the defaults at plugin load: no pins, no records
     from pytest_jaxcompile.gate.pins import Pin

@@ -31,9 +31,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
-from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, nearest_pin
 from pytest_jaxcompile.gate.notes import what_changed

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL
+from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import NearestPin
 from pytest_jaxcompile.gate.pins import Pin

@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile._io import relative
-from pytest_jaxcompile._numbers import instructions_text, percent
-from pytest_jaxcompile.gate.always_cold import always_cold_text
-from pytest_jaxcompile.gate.defaults import (
+from pytest_jaxcompile._constants import (
     INSTRUCTIONS_PHASE,
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
     PAIRED_PHASE,
 )
+from pytest_jaxcompile._io import relative
+from pytest_jaxcompile._numbers import instructions_text, percent
+from pytest_jaxcompile.gate.always_cold import always_cold_text
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from pytest_jaxcompile._constants import METRIC_WALL
 from pytest_jaxcompile.corpus.trend import (
     Trend,
     TrendReport,
     settings_sentence,
     when_text,
 )
-from pytest_jaxcompile.gate.defaults import METRIC_WALL
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import ComparabilityKey, transform_label
 

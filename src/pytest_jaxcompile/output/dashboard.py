@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL
 from pytest_jaxcompile._io import InputError, read_text
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.corpus.store import NO_TIME, Row
@@ -31,7 +32,6 @@ from pytest_jaxcompile.corpus.trend import (
     when_text,
 )
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-from pytest_jaxcompile.gate.defaults import METRIC_CPU, METRIC_WALL
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status

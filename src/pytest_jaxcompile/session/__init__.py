@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile._names import MARKER_NAME
+from pytest_jaxcompile._constants import MARKER_NAME
 from pytest_jaxcompile.backends import BackendSession, Say, all_backends, backend
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem

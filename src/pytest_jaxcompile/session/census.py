@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile._names import FIXTURES
+from pytest_jaxcompile._constants import FIXTURES
 from pytest_jaxcompile.backends import (
     BackendSession,
     CallCensus,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_jaxcompile._names import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
+from pytest_jaxcompile._constants import WORKER_INPUT_COUNTED_KEY, WORKER_OUTPUT_KEY
 from pytest_jaxcompile.backends import StagedModule
 from pytest_jaxcompile.gate.outcome import Identity
 from pytest_jaxcompile.records import CallLedger, CompileRecord

@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile._names import XLA_FLAGS_AT_LOAD_KEY
-from pytest_jaxcompile._names import XLA_FLAGS_ENV as XLA_FLAGS_ENV  # re-exported
+from pytest_jaxcompile._constants import XLA_FLAGS_AT_LOAD_KEY
+from pytest_jaxcompile._constants import XLA_FLAGS_ENV as XLA_FLAGS_ENV  # re-exported
 
 XLA_BRIDGE = "jax._src.xla_bridge"
 CAPTURED_AT_BACKEND_START = "backend_start"

@@ -35,7 +35,7 @@ import threading
 import weakref
 from typing import Any
 
-from pytest_jaxcompile._names import CLEAR_ALWAYS, CLEAR_NEVER
+from pytest_jaxcompile._constants import CLEAR_ALWAYS, CLEAR_NEVER
 from pytest_jaxcompile.backends.jax.eager import Dispatch
 
 BEFORE_LISTENING = "the first census'd test in this process (what ran before it is unknown)"
