@@ -1,5 +1,5 @@
-"""The package's public names, each imported from its home on first use, and the finder that
-loads the package's modules.
+"""The package's public names, each imported from its home on first use, and why the
+package's `__init__.py` is as small as it is.
 
 The public names, ``__version__`` too, are imported on first use (PEP 562, the package's
 ``__getattr__``), so loading the plugin does not load the measurement, pin and output modules
@@ -12,7 +12,7 @@ read-only site-packages) its hook parses and compiles each one from source at ev
 ignoring the ``.pyc`` files pip wrote at install. These modules hold no assert a user reads
 (``PYTEST_DONT_REWRITE``), so nothing is lost. The package's ``__init__`` itself is always
 loaded by that hook (it installs the finder), so it is kept small: its compile at each start
-cost about 5 M instructions before (`benchmarks/startup.py`).
+cost about 4 M instructions when it was 125 lines (`benchmarks/startup.py`).
 
 The finder is on `sys.meta_path` from the package's import until its pytest session ends
 (the entry point's ``pytest_unconfigure``): a Python finder still there when the

@@ -46,8 +46,8 @@ from pytest_jaxcompile._constants import (
 if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds, no number checks
     from pytest_jaxcompile.gate.limits import Thresholds
 
-if TYPE_CHECKING:
     Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
+
 GITHUB_MODES = ("auto", "off")
 
 
