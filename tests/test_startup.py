@@ -215,3 +215,24 @@ def test_the_finder_leaves_with_the_session(pytester: pytest.Pytester) -> None:
     seen = json.loads((pytester.path / "finders.json").read_text())
     assert "PlainImports" in seen["during"]
     assert "PlainImports" not in seen["after"]
+
+
+def test_the_public_names_are_typed_in_the_stub_and_each_is_found_at_its_home() -> None:
+    """`__init__.pyi` types exactly the names `__all__` lists (re-exported `X as X`), and
+    each public name, imported on first use, is the object its stub import names."""
+    import importlib
+
+    stub = ast.parse((PACKAGE_DIR / "__init__.pyi").read_text())
+    typed = {
+        alias.asname: (node.module, alias.name)
+        for node in stub.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+        if alias.asname == alias.name
+    }
+    assert set(typed) == set(pytest_jaxcompile.__all__)
+    for name, (module, attribute) in typed.items():
+        home = getattr(importlib.import_module(module), attribute)
+        assert getattr(pytest_jaxcompile, name) is home, name
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        _ = pytest_jaxcompile.missing  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""The public names' types; ``__init__.py`` imports each from its home on first use."""
+"""The public names' types; ``__init__.py`` imports each from its home on first use, and
+holds ``__all__`` (`tests/test_startup.py` checks that both name the same)."""
 
 from importlib.machinery import ModuleSpec
 from typing import Any
@@ -24,24 +25,3 @@ from pytest_jaxcompile.records import CompileRecord as CompileRecord
 
 class PlainImports:
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> ModuleSpec | None: ...
-
-__all__ = [
-    "CacheState",
-    "Classification",
-    "ComparabilityKey",
-    "CompileBudget",
-    "CompileEvidence",
-    "CompileRecord",
-    "DuplicateTransformError",
-    "JaxCompile",
-    "Outcome",
-    "Pin",
-    "PinFileError",
-    "PinStore",
-    "Status",
-    "Thresholds",
-    "Verdict",
-    "__version__",
-    "classify",
-    "judge",
-]
