@@ -2,6 +2,7 @@
 
     python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 20]
         [--max-pairs 60] [--tolerance 0.03] [--floor 0.25] [--only NAME,NAME] [--json PATH]
+    python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.03] [--floor 0.25]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
 and the attention block, loss and gradient), attention blocks of two widths, and models
@@ -28,6 +29,12 @@ and busy (every core kept busy by busy-loop processes this script starts and sto
 large modules get ``--large-sessions`` sessions (each costs minutes). Printed per module
 and variant: sessions DRIFT / ok / improved / not decided, idle and busy; the median
 paired ratio's range; the row's pairing cost next to one plain compile.
+
+``--json`` appends each session's rows as JSON lines, and ``--report`` prints the tables
+from such files alone, running nothing: sessions of several runs add up, so the large
+modules' twenty sessions (minutes each) can be gathered a few at a time, on the same machine,
+e.g. ``--only rich44_grad --sessions 0 --large-sessions 4 --json large.jsonl`` again and
+again, then ``--report large.jsonl``.
 """
 
 from __future__ import annotations
@@ -249,7 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="base modules, comma-separated")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", type=Path, help="append each session's figures (JSON lines)")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        help="print the tables of these JSON-lines files (several runs add up); run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        results, plain = read_sessions(args.report)
+        for floor in sorted({args.floor, 0.0}, reverse=True):
+            _print_table(results, plain, args, floor)
+        return 0
     # A SIGTERM unwinds like Ctrl-C, so `session` stops its busy-loop processes (they are
     # daemons, which a parent killed by a signal would leave running).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -280,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                     for (base, variant), record in records.items():
                         row = {**record, "base": base, "variant": variant, "busy": busy}
                         row["plain_s"] = plain[(base, variant)]
+                        row["base_plain_s"] = plain[(base, "base")]
                         stream.write(json.dumps(row) + "\n")
             print(
                 f"session {index + 1}/{sessions} ({'busy' if busy else 'idle'}, "
@@ -290,6 +309,37 @@ def main(argv: list[str] | None = None) -> int:
     for floor in sorted({args.floor, 0.0}, reverse=True):
         _print_table(results, plain, args, floor)
     return 0
+
+
+def read_sessions(
+    paths: list[Path],
+) -> tuple[dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]], dict[tuple[str, str], float]]:
+    """The sessions `--json` wrote, over every file, and each module's plain compile seconds
+    (a row written before `base_plain_s` was kept gives its base the equal variant's: the
+    same computation lowered again)."""
+    results: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]] = {}
+    plain: dict[tuple[str, str], float] = {}
+    for path in paths:
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key = (row.pop("base"), row.pop("variant"))
+                busy = bool(row.pop("busy"))
+                plain[key] = float(row.pop("plain_s"))
+            except (ValueError, KeyError, TypeError) as error:
+                where = f"{path}:{number}"
+                raise SystemExit(f"{where}: not a session row of --json ({error})") from None
+            base_plain = row.pop("base_plain_s", None)
+            if base_plain is not None:
+                plain[(key[0], "base")] = float(base_plain)
+            elif key[1] == "equal":
+                plain.setdefault((key[0], "base"), plain[key])
+            results.setdefault(key, []).append((busy, row))
+    for base, _ in results:
+        plain.setdefault((base, "base"), min(s for (b, _), s in plain.items() if b == base))
+    return results, plain
 
 
 def _print_table(
