@@ -317,7 +317,7 @@ def pytest_sessions(
             pin = keep("pin", _pytest_session(project, *pin_update, env=models))
             return carry(keep, project, pin, carry_sessions, models)
         plain = [keep("plain", _pytest_session(project)) for _ in range(3)]
-        keep("pin", _pytest_session(project, *instructions, "--compile-pin-update"))
+        pin = keep("pin", _pytest_session(project, *instructions, "--compile-pin-update"))
         unchanged = [keep("unchanged", _pytest_session(project, *instructions)) for _ in range(3)]
         deeper = {"BENCH_DEEPER": "30"}  # one of the ten tests' model a layer deeper
         one = keep("one of ten", _pytest_session(project, *instructions, env=deeper))
@@ -330,12 +330,7 @@ def pytest_sessions(
             if shutil.which("taskset")
             else None
         )
-        equal = 0
-        for _ in range(carry_sessions):
-            counted = keep("carry: recount", _pytest_session(project, *recount))
-            carried = keep("carry: carried", _pytest_session(project, *instructions))
-            statuses = {row: status for row, (status, _) in counted["rows"].items()}
-            equal += statuses == {row: status for row, (status, _) in carried["rows"].items()}
+        carry(keep, project, pin, carry_sessions, {})  # says its own figures
     plain_s = min(session["wall_s"] for session in plain)
     print(f"\nplain session (best of 3): {plain_s:.1f} s")
     best = min(session["wall_s"] for session in unchanged)
@@ -358,7 +353,6 @@ def pytest_sessions(
             f"{' (several children)' if wide['children'] else ' (one child)'}, "
             f"{narrow['wall_s']:.1f} s on one CPU; counts equal in {same} of {len(wide['rows'])}"
         )
-    print(f"carry: {equal} of {carry_sessions} pairs of sessions with equal verdicts")
     return 0
 
 
