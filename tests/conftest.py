@@ -113,6 +113,9 @@ _FIGURE = re.compile(r"\d+\.\d+")
 # The compile share of a serial session, or the workers' sum beside the wall under -n N.
 _SHARE = re.compile(r" \(\d+%\)| of the session's N s| summed over \d+ workers, session N s wall")
 _DURATION = re.compile(r"\s+N s  ")  # a --compile-durations line: ranked by measured time
+# A profile's phase reads "0.3 ms" under a tenth of a second and "1.234 s" above: which unit
+# a phase gets depends on how long it took this time, so both mask alike.
+_UNIT = re.compile(r"\bN ms\b")
 
 
 def compile_summary(result: pytest.RunResult) -> list[str]:
@@ -130,7 +133,10 @@ def mask_figures(lines: list[str]) -> list[str]:
     """Measured figures differ between runs; everything else must not. So do the compile
     share of the session, the order of the --compile-durations lists and which of XLA's
     passes a compile profile names (those that took longest, or moved most, this time)."""
-    masked = [_PASSES.sub(r"\1P", _SHARE.sub("", _FIGURE.sub("N", line))) for line in lines]
+    masked = [
+        _PASSES.sub(r"\1P", _SHARE.sub("", _UNIT.sub("N s", _FIGURE.sub("N", line))))
+        for line in lines
+    ]
     return [line for line in masked if not _DURATION.match(line)]
 
 
