@@ -20,7 +20,12 @@ SATELLITES = 6
 EXTRA_SOURCES = 4
 
 
-def lens_image(npix: int = 60, supersampling: int = 3) -> hcl.LensImage:
+def lens_image(
+    npix: int = 60,
+    supersampling: int = 3,
+    satellites: int = SATELLITES,
+    extra_sources: int = EXTRA_SOURCES,
+) -> hcl.LensImage:
     pixel = 0.08
     half = npix * pixel / 2
     grid = hcl.PixelGrid(
@@ -34,10 +39,10 @@ def lens_image(npix: int = 60, supersampling: int = 3) -> hcl.LensImage:
         grid,
         hcl.PSF(psf_type="GAUSSIAN", fwhm=0.3, pixel_size=pixel),
         noise_class=hcl.Noise(npix, npix, background_rms=1e-2, exposure_time=1000.0),
-        lens_mass_model_class=hcl.MassModel(["EPL", "SHEAR"] + ["EPL"] * SATELLITES),
+        lens_mass_model_class=hcl.MassModel(["EPL", "SHEAR"] + ["EPL"] * satellites),
         source_model_class=hcl.LightModel(
             ["SERSIC_ELLIPSE", "SERSIC_ELLIPSE", "GAUSSIAN_ELLIPSE"]
-            + ["SERSIC_ELLIPSE"] * EXTRA_SOURCES
+            + ["SERSIC_ELLIPSE"] * extra_sources
         ),
         lens_light_model_class=hcl.LightModel(["SERSIC_ELLIPSE", "SERSIC_ELLIPSE"]),
         kwargs_numerics={"supersampling_factor": supersampling},
@@ -48,10 +53,11 @@ def epl(theta_e: float, x: float, y: float, gamma: float = 2.0) -> dict[str, flo
     return {"theta_E": theta_e, "gamma": gamma, "e1": 0.0, "e2": 0.0, "center_x": x, "center_y": y}
 
 
-KW_LENS = [
-    {"theta_E": 1.2, "gamma": 2.05, "e1": 0.1, "e2": -0.05, "center_x": 0.0, "center_y": 0.0},
-    {"gamma1": 0.03, "gamma2": -0.02, "ra_0": 0.0, "dec_0": 0.0},
-] + [epl(0.05 + 0.01 * i, 0.3 * i - 0.9, 0.7 - 0.2 * i) for i in range(SATELLITES)]
+def kw_lens(satellites: int = SATELLITES) -> list[dict[str, float]]:
+    return [
+        {"theta_E": 1.2, "gamma": 2.05, "e1": 0.1, "e2": -0.05, "center_x": 0.0, "center_y": 0.0},
+        {"gamma1": 0.03, "gamma2": -0.02, "ra_0": 0.0, "dec_0": 0.0},
+    ] + [epl(0.05 + 0.01 * i, 0.3 * i - 0.9, 0.7 - 0.2 * i) for i in range(satellites)]
 
 
 def sersic(amp: float, radius: float, n: float, x: float, y: float) -> dict[str, float]:
@@ -59,11 +65,16 @@ def sersic(amp: float, radius: float, n: float, x: float, y: float) -> dict[str,
             "center_x": x, "center_y": y}  # fmt: skip
 
 
-KW_SOURCE = [
-    sersic(10.0, 0.2, 2.0, 0.05, 0.1),
-    sersic(5.0, 0.1, 1.0, -0.1, 0.0),
-    {"amp": 2.0, "sigma": 0.1, "e1": 0.0, "e2": 0.1, "center_x": 0.2, "center_y": -0.1},
-] + [sersic(1.0, 0.05 + 0.01 * i, 1.5, 0.1 * i, -0.05) for i in range(EXTRA_SOURCES)]
+def kw_source(extra_sources: int = EXTRA_SOURCES) -> list[dict[str, float]]:
+    return [
+        sersic(10.0, 0.2, 2.0, 0.05, 0.1),
+        sersic(5.0, 0.1, 1.0, -0.1, 0.0),
+        {"amp": 2.0, "sigma": 0.1, "e1": 0.0, "e2": 0.1, "center_x": 0.2, "center_y": -0.1},
+    ] + [sersic(1.0, 0.05 + 0.01 * i, 1.5, 0.1 * i, -0.05) for i in range(extra_sources)]
+
+
+KW_LENS = kw_lens()
+KW_SOURCE = kw_source()
 KW_LENS_LIGHT = [sersic(8.0, 1.0, 3.0, 0.0, 0.0), sersic(3.0, 0.4, 1.0, 0.0, 0.0)]
 
 
