@@ -60,7 +60,8 @@ class RowLike(Protocol):
     def metric(self) -> str: ...
 
 
-def _seconds(value: float | None) -> str:
+def seconds_cell(value: float | None) -> str:
+    """A table cell of seconds, or a dash where there are none."""
     return "—" if value is None else f"{value:.3f} s"
 
 
@@ -69,8 +70,8 @@ def compared_seconds(value: float | None, metric: str) -> str:
     not wall seconds of the compile (``0.598 s cpu`` for a loaded row judged on CPU seconds,
     ``0.412 s trace`` for a tracing drift), so one column never mixes kinds unlabelled."""
     if value is None or metric == METRIC_WALL:
-        return _seconds(value)
-    return f"{_seconds(value)} {metric}"
+        return seconds_cell(value)
+    return f"{seconds_cell(value)} {metric}"
 
 
 def _esc(text: str) -> str:
@@ -222,8 +223,8 @@ def speedup_html(rows: Sequence[RowLike]) -> list[str]:
             out.append(
                 f'<tr data-test="{_esc(item.cell)}"><td><code>{_esc(item.cell)}</code></td>'
                 f"<td>{_esc(item.transform)}</td>"
-                f'<td class="num">{_seconds(item.cold_s)}</td>'
-                f'<td class="num">{_seconds(item.warm_s)}</td>'
+                f'<td class="num">{seconds_cell(item.cold_s)}</td>'
+                f'<td class="num">{seconds_cell(item.warm_s)}</td>'
                 f'<td class="num">{"—" if ratio is None else f"{ratio:.1f}x"}</td>'
                 f"<td>{_esc(item.source or 'not both measured')}</td></tr>"
             )
@@ -277,8 +278,8 @@ def attention_html(
                 f"</td><td>{_esc(transform_label(trend.transform, trend.variant))}</td>"
                 f"<td>{_esc(trend.describe_key())}</td>"
                 f'<td class="num alert">{fit.rise:+.0%}</td>'
-                f'<td class="num">{_seconds(fit.before_s)}</td>'
-                f'<td class="num">{_seconds(fit.after_s)}</td>'
+                f'<td class="num">{seconds_cell(fit.before_s)}</td>'
+                f'<td class="num">{seconds_cell(fit.after_s)}</td>'
                 f"<td>{_esc(when_text(trend.started))}; {fit.points - fit.start} of "
                 f"{fit.points} points after</td></tr>"
             )
@@ -319,7 +320,7 @@ def attention_html(
                 f'<tr data-test="{_esc(row.cell)}"><td><code>{_esc(row.cell)}</code></td>'
                 f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
                 f"<td>{_esc(row.key.describe())}</td>"
-                f'<td class="num">{_seconds(row.pin_s)}</td></tr>'
+                f'<td class="num">{seconds_cell(row.pin_s)}</td></tr>'
             )
         out.append("</table>")
 

@@ -44,6 +44,7 @@ from pytest_jaxcompile.output.attention import (
     chart_link,
     compared_seconds,
     grouped,
+    seconds_cell,
     speedup_html,
 )
 from pytest_jaxcompile.records import (
@@ -180,10 +181,6 @@ def table_rows(
     return rows
 
 
-def _seconds(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f} s"
-
-
 def _ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}x"
 
@@ -291,7 +288,7 @@ def markdown_trends(trend_report: TrendReport) -> list[str]:
         lines.append(
             f"| {_md_cell(trend.cell)} | {_md_cell(trend.transform)} | "
             f"{trend.describe_key().replace('|', '/')} | {fit.rise:+.0%} | "
-            f"{_seconds(fit.before_s)} | {_seconds(fit.after_s)} | "
+            f"{seconds_cell(fit.before_s)} | {seconds_cell(fit.after_s)} | "
             f"{when_text(trend.started).replace('|', '/')} |"
         )
     lines.append("")
@@ -664,7 +661,7 @@ def variants_html(rows: Iterable[TableRow]) -> list[str]:
                 "<td>—</td><td>—</td><td>—</td>"
                 if row is None
                 else f'<td class="num">{compared_seconds(row.compile_s, row.metric)}</td>'
-                f'<td class="num">{_seconds(row.execute_s)}</td>'
+                f'<td class="num">{seconds_cell(row.execute_s)}</td>'
                 f'<td class="{html.escape(row.label.split()[0])}">{html.escape(row.label)}</td>'
                 for row in found
             )

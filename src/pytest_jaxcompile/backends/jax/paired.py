@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
-from pytest_jaxcompile.backends import PairJob, StagedModule
+from pytest_jaxcompile.backends import PairJob, ProfileJob, StagedModule
 from pytest_jaxcompile.backends.jax import child
 
 CHILD_MODULE = "pytest_jaxcompile.backends.jax.paired_child"
@@ -26,6 +28,16 @@ CHILD_ENVIRONMENT = {
 }
 # JAX_PLATFORMS for a module's platform, as JAX's backends name themselves
 _JAX_PLATFORMS = {"gpu": "cuda,rocm", "cpu": "cpu", "tpu": "tpu"}
+Job = TypeVar("Job", PairJob, ProfileJob)
+
+
+def by_platform(jobs: Iterable[Job]) -> list[tuple[str, list[Job]]]:
+    """The jobs grouped by their new module's platform, in platform order: one child runs
+    each group (a child's JAX starts one platform's backends)."""
+    groups: dict[str, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.new.platform, []).append(job)
+    return sorted(groups.items())
 
 
 def stage_module(stage: Path, name: str, module: StagedModule) -> dict[str, object]:
@@ -36,10 +48,7 @@ def stage_module(stage: Path, name: str, module: StagedModule) -> dict[str, obje
 
 def pair_modules(jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
     """Pair every job, one child per platform; fill each job's record."""
-    by_platform: dict[str, list[PairJob]] = {}
-    for job in jobs:
-        by_platform.setdefault(job.new.platform, []).append(job)
-    for platform, platform_jobs in sorted(by_platform.items()):
+    for platform, platform_jobs in by_platform(jobs):
         with tempfile.TemporaryDirectory(prefix="jaxcompile-paired-") as directory:
             stage = Path(directory)
             entries = [

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends import ProfileJob
 from pytest_jaxcompile.backends.jax import child
-from pytest_jaxcompile.backends.jax.paired import run_child, stage_module
+from pytest_jaxcompile.backends.jax.paired import by_platform, run_child, stage_module
 from pytest_jaxcompile.backends.jax.paired_child import PROFILE_MARK
 from pytest_jaxcompile.records import (
     PROFILE_ALL_PASSES,
@@ -59,10 +59,7 @@ TOP_PASSES = 12
 
 def profile_modules(jobs: list[ProfileJob], timeout_s: float) -> None:
     """Profile every job, one child per platform; fill each profiled job's record."""
-    by_platform: dict[str, list[ProfileJob]] = {}
-    for job in jobs:
-        by_platform.setdefault(job.new.platform, []).append(job)
-    for platform, platform_jobs in sorted(by_platform.items()):
+    for platform, platform_jobs in by_platform(jobs):
         with tempfile.TemporaryDirectory(prefix="jaxcompile-profile-") as directory:
             stage = Path(directory)
             entries = []
