@@ -1,7 +1,8 @@
 """The paired gate: false DRIFTs, detection and cost of `--compile-paired`'s statistic.
 
     python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 20]
-        [--max-pairs 60] [--tolerance 0.03] [--floor 0.25] [--only NAME,NAME] [--json PATH]
+        [--max-pairs 60] [--tolerance 0.03] [--floor 0.25] [--only NAME,NAME] [--all-busy]
+        [--json PATH]
     python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.03] [--floor 0.25]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
@@ -10,16 +11,18 @@ built to scale: a "rich" MLP gradient (tanh and sine per layer) of 4, 10, 20, 44
 layers, 40 layers at width 256, and a stack of 10 transformer blocks (attention and an MLP
 per block); and, where herculens is installed (real_suites.py's lensing venv), the value and
 gradient of the strong-lensing chi-square of `benchmarks/suites/lensing_test.py`, a real
-scientific model. On an idle 2-core machine rich68 compiles in about 5 s, rich44, rich40w256
-and the lensing model in about 2 s (twice that with both cores busy). For each base module
-its variants are lowered beside it:
+scientific model, at its size and at a galaxy cluster's (18 member masses), and the curvature
+its second-derivative test compiles. On an idle 2-core machine rich68, the cluster lens and the
+curvature compile in 5-6 s, rich44, rich40w256 and the lensing model in about 2 s (twice that
+with both cores busy). For each base module its variants are lowered beside it:
 
 equal
     the same computation lowered again under another function name: a new fingerprint,
     the same compile work. Every DRIFT it gets is a false DRIFT.
 +10%
     (the scalable models) 10 % more layers or blocks (at least one more); for the lensing
-    model two satellite masses and one source profile more.
+    model two satellite masses and one source profile more (the cluster: two and one more;
+    the curvature: one satellite more), 12-13 % more plain compile seconds.
 +5%, +20%
     (the 20-layer rich MLP) one layer more and four layers more: the smallest changes.
 
@@ -28,8 +31,8 @@ A session pairs every variant with its base exactly as a pytest session with
 own pairing child (`backends/jax/paired.py`, `--pairs` pairs each, then a second round for
 the rows those leave not decided, up to `--max-pairs` in all, as `session/paired.py` does),
 and judged by the plugin's own `PairedComparison` at `--tolerance` and `--floor`; the
-defaults are the plugin's. Sessions alternate idle
-and busy (every core kept busy by busy-loop processes this script starts and stops). The
+defaults are the plugin's. Sessions alternate idle and busy (every core kept busy by
+busy-loop processes this script starts and stops), or are all busy with ``--all-busy``. The
 large modules get ``--large-sessions`` sessions (each costs minutes). Printed per module
 and variant: sessions DRIFT / ok / improved / not decided, idle and busy; the median
 paired ratio's range; the row's pairing cost next to one plain compile.
@@ -66,7 +69,15 @@ from pytest_jaxcompile._constants import (  # noqa: E402 (after the path is set)
     DEFAULT_PAIRS,
 )
 
-LARGE = ("rich44_grad", "rich68_grad", "rich40w256_grad", "transformer10_grad", "lensing_grad")
+LARGE = (
+    "rich44_grad",
+    "rich68_grad",
+    "rich40w256_grad",
+    "transformer10_grad",
+    "lensing_grad",
+    "lensing18_grad",
+    "lensing_curvature",
+)
 
 
 def _rich(depth: int, width: int = 128, name: str = "loss") -> Callable[[], Any]:
@@ -119,10 +130,7 @@ def _lensing(satellites: int, extra_sources: int, name: str = "loss") -> Callabl
         kw_lens = lensing.kw_lens(satellites)
         kw_source = lensing.kw_source(extra_sources)
         image = lensing.lens_image(satellites=satellites, extra_sources=extra_sources)
-        truth = image.model(
-            kwargs_lens=kw_lens, kwargs_source=kw_source, kwargs_lens_light=lensing.KW_LENS_LIGHT
-        )
-        chi_square = lensing.chi_square(image, truth * 1.01)
+        chi_square = lensing.chi_square(image, lensing.observed(image, 1.01, kw_lens, kw_source))
 
         def renamed(*a: Any) -> Any:
             return chi_square(*a)
@@ -131,6 +139,29 @@ def _lensing(satellites: int, extra_sources: int, name: str = "loss") -> Callabl
         return jax.jit(jax.value_and_grad(renamed, argnums=(0, 1, 2))).lower(
             kw_lens, kw_source, lensing.KW_LENS_LIGHT
         )
+
+    return lower
+
+
+def _lensing_curvature(
+    satellites: int, extra_sources: int, name: str = "loss"
+) -> Callable[[], Any]:
+    """The second-derivative test of `real_suites.py --suite lensing`: the chi-square's
+    curvature in the lens masses (a gradient of a gradient), on its 50-pixel image."""
+
+    def lower() -> Any:
+        import jax
+        import lensing_test as lensing
+
+        kw_lens = lensing.kw_lens(satellites)
+        kw_source = lensing.kw_source(extra_sources)
+        image = lensing.lens_image(
+            npix=50, supersampling=2, satellites=satellites, extra_sources=extra_sources
+        )
+        loss = lensing.chi_square(image, lensing.observed(image, 0.99, kw_lens, kw_source))
+        gradient = lensing.radius_gradient_of(loss, kw_source)
+        gradient.__name__ = name
+        return jax.jit(jax.grad(gradient)).lower(kw_lens)
 
     return lower
 
@@ -204,6 +235,17 @@ def variants() -> dict[str, dict[str, Callable[[], Any]]]:
             "base": _lensing(6, 4),
             "equal": _lensing(6, 4, name="again"),
             "+10%": _lensing(8, 5),
+        }
+        # A cluster-scale lens (18 member masses): about 6 s to compile on the idle machine.
+        table["lensing18_grad"] = {
+            "base": _lensing(18, 12),
+            "equal": _lensing(18, 12, name="again"),
+            "+10%": _lensing(20, 13),
+        }
+        table["lensing_curvature"] = {
+            "base": _lensing_curvature(6, 4),
+            "equal": _lensing_curvature(6, 4, name="again"),
+            "+10%": _lensing_curvature(7, 4),
         }
     return table
 
@@ -293,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=float, default=DEFAULT_PAIRED_TOLERANCE)
     parser.add_argument("--floor", type=float, default=0.25)
     parser.add_argument("--only", default="", help="base modules, comma-separated")
+    parser.add_argument(
+        "--all-busy",
+        action="store_true",
+        help="keep every core busy in every session (detection is judged on the busy machine)",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--json", type=Path, help="append each session's figures (JSON lines)")
     parser.add_argument(
@@ -333,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(small, args.sessions), (large, args.large_sessions)]
     for group, sessions in plan:
         for index in range(sessions if group else 0):
-            busy = index % 2 == 1
+            busy = args.all_busy or index % 2 == 1
             started = time.perf_counter()
             records = session(group, args, busy)
             for key, record in records.items():

@@ -88,11 +88,25 @@ def chi_square(image: hcl.LensImage, data: jax.Array):  # type: ignore[no-untype
     return loss
 
 
-def observed(image: hcl.LensImage, scale: float) -> jax.Array:
-    truth = image.model(
-        kwargs_lens=KW_LENS, kwargs_source=KW_SOURCE, kwargs_lens_light=KW_LENS_LIGHT
-    )
+def observed(
+    image: hcl.LensImage,
+    scale: float,
+    lens: list[dict[str, float]] = KW_LENS,
+    source: list[dict[str, float]] = KW_SOURCE,
+) -> jax.Array:
+    """The image of the true model (`lens`, `source`) times `scale`: the data to fit."""
+    truth = image.model(kwargs_lens=lens, kwargs_source=source, kwargs_lens_light=KW_LENS_LIGHT)
     return truth * scale
+
+
+def radius_gradient_of(loss, source=KW_SOURCE):  # type: ignore[no-untyped-def]
+    """The chi-square's derivative in the main lens's Einstein radius, as a function of the
+    lens masses: differentiated again, the curvature the second-derivative test compiles."""
+
+    def einstein_radius_gradient(kw_lens):  # type: ignore[no-untyped-def]
+        return jax.grad(loss)(kw_lens, source, KW_LENS_LIGHT)[0]["theta_E"]
+
+    return einstein_radius_gradient
 
 
 def test_likelihood_value_and_grad() -> None:
@@ -110,9 +124,6 @@ def test_likelihood_jit_and_second_derivative() -> None:
     loss = chi_square(image, observed(image, 0.99))
     value = jax.jit(loss)(KW_LENS, KW_SOURCE, KW_LENS_LIGHT)
 
-    def einstein_radius_gradient(kw_lens):  # type: ignore[no-untyped-def]
-        return jax.grad(loss)(kw_lens, KW_SOURCE, KW_LENS_LIGHT)[0]["theta_E"]
-
-    curvature = jax.jit(jax.grad(einstein_radius_gradient))(KW_LENS)
+    curvature = jax.jit(jax.grad(radius_gradient_of(loss)))(KW_LENS)
     assert value.shape == ()
     assert len(curvature) == len(KW_LENS)
