@@ -13,7 +13,7 @@ per block); and, where herculens is installed (real_suites.py's lensing venv), t
 gradient of the strong-lensing chi-square of `benchmarks/suites/lensing_test.py`, a real
 scientific model, at its size and at a galaxy cluster's (18 member masses), and the curvature
 its second-derivative test compiles. On an idle 2-core machine rich68, the cluster lens and the
-curvature compile in 5-6 s, rich44, rich40w256 and the lensing model in about 2 s (twice that
+curvature compile in 4.5-5.7 s, rich44, rich40w256 and the lensing model in about 2 s (twice that
 with both cores busy). For each base module its variants are lowered beside it:
 
 equal
@@ -52,6 +52,7 @@ import json
 import multiprocessing
 import os
 import signal
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -398,19 +399,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
+    bases = {base: [seconds] for (base, variant), seconds in plain.items() if variant == "base"}
     for floor in sorted({args.floor, 0.0}, reverse=True):
-        _print_table(results, plain, args, floor)
+        _print_table(results, bases, args, floor)
     return 0
 
 
 def read_sessions(
     paths: list[Path],
-) -> tuple[dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]], dict[tuple[str, str], float]]:
-    """The sessions `--json` wrote, over every file, and each module's plain compile seconds
-    (a row written before `base_plain_s` was kept gives its base the equal variant's: the
-    same computation lowered again)."""
+) -> tuple[dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]], dict[str, list[float]]]:
+    """The sessions `--json` wrote, over every file, and each base module's plain compile
+    seconds, one figure per run that staged it (a row written before `base_plain_s` was kept
+    gives its base the equal variant's: the same computation lowered again)."""
     results: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]] = {}
-    plain: dict[tuple[str, str], float] = {}
+    plain: dict[str, set[float]] = {}
     for path in paths:
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():
@@ -419,28 +421,27 @@ def read_sessions(
                 row = json.loads(line)
                 key = (row.pop("base"), row.pop("variant"))
                 busy = bool(row.pop("busy"))
-                plain[key] = float(row.pop("plain_s"))
+                variant_plain = float(row.pop("plain_s"))
+                base_plain = float(row.pop("base_plain_s", variant_plain))
             except (ValueError, KeyError, TypeError) as error:
                 where = f"{path}:{number}"
                 raise SystemExit(f"{where}: not a session row of --json ({error})") from None
-            base_plain = row.pop("base_plain_s", None)
-            if base_plain is not None:
-                plain[(key[0], "base")] = float(base_plain)
-            elif key[1] == "equal":
-                plain.setdefault((key[0], "base"), plain[key])
+            if key[1] == "equal":
+                # A run's sessions repeat its one staged figure: the set keeps it once.
+                plain.setdefault(key[0], set()).add(base_plain)
             results.setdefault(key, []).append((busy, row))
-    for base, _ in results:
-        plain.setdefault((base, "base"), min(s for (b, _), s in plain.items() if b == base))
-    return results, plain
+    return results, {base: sorted(figures) for base, figures in plain.items()}
 
 
 def _print_table(
     sessions: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]],
-    plain: dict[tuple[str, str], float],
+    plain: dict[str, list[float]],
     args: argparse.Namespace,
     floor: float,
 ) -> None:
-    """The sessions judged at `floor` (the default's and 0: the statistic alone)."""
+    """The sessions judged at `floor` (the default's and 0: the statistic alone). A base
+    staged by several runs shows its plain compile's range, and the cost is set against
+    the median of its plain figures."""
     results = {
         key: [
             (
@@ -471,14 +472,18 @@ def _print_table(
         counts_made = sorted(made for *_, made in runs)
         made = f"{counts_made[0]}-{counts_made[-1]}" if counts_made else "-"
         span = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
-        base_s = plain[(base, "base")]
+        figures = plain.get(base, [])
+        base_s = statistics.median(figures) if figures else float("nan")
+        plain_cell = (
+            f"{figures[0]:.3f}-{figures[-1]:.3f} s" if len(figures) > 1 else f"{base_s:.3f} s"
+        )
         cost = (
             f"{costs[len(costs) // 2]:.1f} s ({costs[len(costs) // 2] / base_s:.0f}x)"
             if costs
             else "-"
         )
         print(
-            f"| {base} | {base_s:.3f} s | {variant} | {cells[0]} | {cells[1]} | {span} | "
+            f"| {base} | {plain_cell} | {variant} | {cells[0]} | {cells[1]} | {span} | "
             f"{made} | {cost} |"
         )
 
