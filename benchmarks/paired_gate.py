@@ -49,6 +49,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -423,6 +424,8 @@ def read_sessions(
                 busy = bool(row.pop("busy"))
                 variant_plain = float(row.pop("plain_s"))
                 base_plain = float(row.pop("base_plain_s", variant_plain))
+                if not all(math.isfinite(s) and s > 0 for s in (variant_plain, base_plain)):
+                    raise ValueError(f"plain seconds {variant_plain!r}, {base_plain!r}")
             except (ValueError, KeyError, TypeError) as error:
                 where = f"{path}:{number}"
                 raise SystemExit(f"{where}: not a session row of --json ({error})") from None
@@ -472,16 +475,21 @@ def _print_table(
         counts_made = sorted(made for *_, made in runs)
         made = f"{counts_made[0]}-{counts_made[-1]}" if counts_made else "-"
         span = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
+        # A base is staged with its equal variant; a file without that row has no figure.
         figures = plain.get(base, [])
-        base_s = statistics.median(figures) if figures else float("nan")
-        plain_cell = (
-            f"{figures[0]:.3f}-{figures[-1]:.3f} s" if len(figures) > 1 else f"{base_s:.3f} s"
-        )
-        cost = (
-            f"{costs[len(costs) // 2]:.1f} s ({costs[len(costs) // 2] / base_s:.0f}x)"
-            if costs
-            else "-"
-        )
+        if not figures:
+            plain_cell = "-"
+        elif len(figures) > 1:
+            plain_cell = f"{figures[0]:.3f}-{figures[-1]:.3f} s"
+        else:
+            plain_cell = f"{figures[0]:.3f} s"
+        median_cost = costs[len(costs) // 2] if costs else None
+        if median_cost is None:
+            cost = "-"
+        elif figures:
+            cost = f"{median_cost:.1f} s ({median_cost / statistics.median(figures):.0f}x)"
+        else:
+            cost = f"{median_cost:.1f} s"
         print(
             f"| {base} | {plain_cell} | {variant} | {cells[0]} | {cells[1]} | {span} | "
             f"{made} | {cost} |"

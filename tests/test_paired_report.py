@@ -1,0 +1,66 @@
+"""`benchmarks/paired_gate.py --report` over hand-edited results files: a row whose plain
+seconds would not judge anything is named by file and line; a base without its equal row
+prints no figure rather than "nan". A subprocess, as the script sets its own sys.path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "benchmarks" / "paired_gate.py"
+RESULTS = REPO / "benchmarks" / "results" / "paired_large.jsonl"
+
+
+def committed_row(variant: str) -> dict[str, Any]:
+    for line in RESULTS.read_text().splitlines():
+        row: dict[str, Any] = json.loads(line)
+        if row["variant"] == variant:
+            return row
+    raise AssertionError(f"{RESULTS} has no {variant} row")
+
+
+def report(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--report", str(path)],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("field", ["plain_s", "base_plain_s"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -4.5, 0.0])
+def test_a_row_without_usable_plain_seconds_is_named_by_line(
+    tmp_path: Path, field: str, value: float
+) -> None:
+    good = committed_row("equal")
+    bad = {**good, field: value}
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+
+    result = report(path)
+
+    assert result.returncode != 0
+    assert f"{path}:2: not a session row of --json" in result.stderr
+    assert "| module |" not in result.stdout
+
+
+def test_a_base_without_its_equal_row_shows_no_plain_figure(tmp_path: Path) -> None:
+    row = committed_row("+10%")
+    path = tmp_path / "sessions.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+
+    result = report(path)
+
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith(f"| {row['base']} "))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[1] == "-"
+    assert cells[2] == "+10%"
+    assert "nan" not in result.stdout
+    assert cells[-1].endswith(" s")
