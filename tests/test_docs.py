@@ -1358,33 +1358,6 @@ def test_the_census_summaries_of_optax_in_benchmarks_md_are_what_the_code_prints
     )
 
 
-def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> None:
-    """docs/benchmarks.md's table of the large modules is `paired_gate.py --report` over the
-    committed sessions, at the default floor: sessions appended there show up here until
-    the page is brought up to date. A subprocess, as the script sets its own sys.path."""
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "paired_gate.py"),
-            "--report",
-            str(REPO / "benchmarks" / "results" / "paired_large.jsonl"),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lines = result.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
-    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    table = "\n".join(lines[start:end]) + "\n"
-    page = (REPO / "docs" / "benchmarks.md").read_text()
-    after = page.index("- Three 5-second modules, gathered over several runs")
-    assert page.find("\n" + table, after) != -1, f"docs/benchmarks.md lacks, as printed:\n{table}"
-
-
 def test_the_corpus_messages_in_corpus_md_are_what_the_cli_prints(tmp_path: Path) -> None:
     """docs/corpus.md: backfill's split of a census file, a record without cache_state, a
     README without the markers."""

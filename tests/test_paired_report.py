@@ -1,6 +1,7 @@
-"""`benchmarks/paired_gate.py --report` over hand-edited results files: a row whose plain
-seconds would not judge anything is named by file and line; a base without its equal row
-prints no figure rather than "nan". A subprocess, as the script sets its own sys.path."""
+"""`benchmarks/paired_gate.py --report`: over the committed sessions it prints the table
+docs/benchmarks.md shows; over hand-edited results files, a row whose plain seconds would not
+judge anything is named by file and line, and a base without its equal row prints no figure
+rather than "nan". A subprocess, as the script sets its own sys.path."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ def report(path: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
     )
+
+
+def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> None:
+    """The table of the large modules, at the default floor: sessions appended to the
+    results file fail this until the page is brought up to date."""
+    result = report(RESULTS)
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    table = "\n".join(lines[start:end]) + "\n"
+    page = (REPO / "docs" / "benchmarks.md").read_text()
+    after = page.index("- Three 5-second modules, gathered over several runs")
+    assert page.find("\n" + table, after) != -1, f"docs/benchmarks.md lacks, as printed:\n{table}"
 
 
 @pytest.mark.parametrize("field", ["plain_s", "base_plain_s"])
