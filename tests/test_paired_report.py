@@ -6,6 +6,7 @@ rather than "nan". A subprocess, as the script sets its own sys.path."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "paired_gate.py"
 RESULTS = REPO / "benchmarks" / "results" / "paired_large.jsonl"
+LARGE_TABLE_INTRO = "- Three 5-second modules, gathered over several runs"
 
 
 def committed_row(variant: str) -> dict[str, Any]:
@@ -36,17 +38,32 @@ def report(path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> None:
     """The table of the large modules, at the default floor: sessions appended to the
-    results file fail this until the page is brought up to date."""
+    results file fail this until the page is brought up to date, which
+    `JAXCOMPILE_REGENERATE_DOCS=1` (as for tests/test_docs.py's samples) does in place."""
     result = report(RESULTS)
 
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
+    printed = _first_table(result.stdout.splitlines())
+    page = REPO / "docs" / "benchmarks.md"
+    lines = page.read_text().splitlines(keepends=True)
+    after = next(i for i, line in enumerate(lines) if line.startswith(LARGE_TABLE_INTRO))
+    start = next(i for i in range(after, len(lines)) if lines[i].startswith("| module |"))
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    table = "\n".join(lines[start:end]) + "\n"
-    page = (REPO / "docs" / "benchmarks.md").read_text()
-    after = page.index("- Three 5-second modules, gathered over several runs")
-    assert page.find("\n" + table, after) != -1, f"docs/benchmarks.md lacks, as printed:\n{table}"
+    shown = "".join(lines[start:end])
+    if shown != printed and os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1":
+        temporary = page.with_name(page.name + ".regenerated")
+        temporary.write_text("".join(lines[:start]) + printed + "".join(lines[end:]))
+        os.replace(temporary, page)
+        shown = printed
+    assert shown == printed, f"{page.name} shows, after {LARGE_TABLE_INTRO!r}:\n{shown}\n" + (
+        f"where the report prints (JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n{printed}"
+    )
+
+
+def _first_table(lines: list[str]) -> str:
+    start = next(i for i, line in enumerate(lines) if line.startswith("| module |"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "".join(f"{line}\n" for line in lines[start:end])
 
 
 @pytest.mark.parametrize("field", ["plain_s", "base_plain_s"])
