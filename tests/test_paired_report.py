@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from pytest_jaxcompile._io import atomic_write_text
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "paired_gate.py"
 RESULTS = REPO / "benchmarks" / "results" / "paired_large.jsonl"
@@ -51,9 +53,7 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
     start, end = _table_span(lines, after)
     shown = "".join(lines[start:end])
     if shown != printed and os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1":
-        temporary = page.with_name(page.name + ".regenerated")
-        temporary.write_text("".join(lines[:start]) + printed + "".join(lines[end:]))
-        os.replace(temporary, page)
+        atomic_write_text(page, "".join(lines[:start]) + printed + "".join(lines[end:]))
         shown = printed
     assert shown == printed, f"{page.name} shows, after {LARGE_TABLE_INTRO!r}:\n{shown}\n" + (
         f"where the report prints (JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n{printed}"
