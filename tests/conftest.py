@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -15,6 +16,12 @@ pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+
+def regenerating_docs() -> bool:
+    """Whether the docs checks rewrite a stale example in place (`JAXCOMPILE_REGENERATE_DOCS=1`)
+    rather than only fail on it."""
+    return os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1"
 
 
 class JaxProject:

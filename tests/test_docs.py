@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from conftest import regenerating_docs
 
 if TYPE_CHECKING:
     from pytest_jaxcompile.gate.limits import Thresholds
@@ -1550,7 +1551,7 @@ def test_a_changed_sample_is_reported_and_regenerated(tmp_path: Path) -> None:
 
 def _sample_matches(page: Path, name: str, printed: list[str], regenerate: bool) -> bool:
     """Whether the page's block marked `name` is `printed`; rewritten to it if asked."""
-    import os
+    from pytest_jaxcompile._io import atomic_write_text
 
     text = page.read_text()
     match = next(m for m in SAMPLE_MARK.finditer(text) if m.group(1) == name)
@@ -1559,20 +1560,14 @@ def _sample_matches(page: Path, name: str, printed: list[str], regenerate: bool)
         return True
     if not regenerate:
         return False
-    new = text[: match.start(3)] + wanted + text[match.end(3) :]
-    temporary = page.with_name(page.name + ".regenerated")
-    temporary.write_text(new)
-    os.replace(temporary, page)
+    atomic_write_text(page, text[: match.start(3)] + wanted + text[match.end(3) :])
     return True
 
 
 @pytest.mark.parametrize(("page", "name"), marked_samples())
 def test_the_marked_sample_is_what_the_code_prints(page: str, name: str, tmp_path: Path) -> None:
-    import os
-
     printed = SAMPLES[name](tmp_path)
-    regenerate = os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1"
-    assert _sample_matches(REPO / page, name, printed, regenerate), (
+    assert _sample_matches(REPO / page, name, printed, regenerating_docs()), (
         f"{page}, sample {name!r}, is not what the code prints "
         "(JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n" + "\n".join(printed)
     )

@@ -6,13 +6,13 @@ rather than "nan". A subprocess, as the script sets its own sys.path."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import regenerating_docs
 
 from pytest_jaxcompile._io import atomic_write_text
 
@@ -49,10 +49,14 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
     printed = "".join(out[slice(*_table_span(out, 0))])
     page = REPO / "docs" / "benchmarks.md"
     lines = page.read_text().splitlines(keepends=True)
-    after = next(i for i, line in enumerate(lines) if line.startswith(LARGE_TABLE_INTRO))
+    after = next((i for i, line in enumerate(lines) if line.startswith(LARGE_TABLE_INTRO)), None)
+    assert after is not None, (
+        f"{page.name} has no line starting {LARGE_TABLE_INTRO!r}: if the bullet before the "
+        "large paired table was reworded, update LARGE_TABLE_INTRO to match"
+    )
     start, end = _table_span(lines, after)
     shown = "".join(lines[start:end])
-    if shown != printed and os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1":
+    if shown != printed and regenerating_docs():
         atomic_write_text(page, "".join(lines[:start]) + printed + "".join(lines[end:]))
         shown = printed
     assert shown == printed, f"{page.name} shows, after {LARGE_TABLE_INTRO!r}:\n{shown}\n" + (
@@ -62,7 +66,8 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
 
 def _table_span(lines: list[str], after: int) -> tuple[int, int]:
     """Where the first `| module |` table at or after line `after` starts and ends."""
-    start = next(i for i in range(after, len(lines)) if lines[i].startswith("| module |"))
+    start = next((i for i in range(after, len(lines)) if lines[i].startswith("| module |")), None)
+    assert start is not None, f"no `| module |` table at or after line {after + 1}"
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return start, end
 
