@@ -46,7 +46,7 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
 
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines(keepends=True)
-    printed = "".join(out[slice(*_table_span(out, 0))])
+    printed = "".join(out[slice(*_table_span(out, 0, "--report's output"))])
     page = REPO / "docs" / "benchmarks.md"
     lines = page.read_text().splitlines(keepends=True)
     after = next((i for i, line in enumerate(lines) if line.startswith(LARGE_TABLE_INTRO)), None)
@@ -54,7 +54,7 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
         f"{page.name} has no line starting {LARGE_TABLE_INTRO!r}: if the bullet before the "
         "large paired table was reworded, update LARGE_TABLE_INTRO to match"
     )
-    start, end = _table_span(lines, after)
+    start, end = _table_span(lines, after, page.name)
     shown = "".join(lines[start:end])
     if shown != printed and regenerating_docs():
         atomic_write_text(page, "".join(lines[:start]) + printed + "".join(lines[end:]))
@@ -64,10 +64,10 @@ def test_the_large_paired_table_in_benchmarks_md_is_what_the_report_prints() -> 
     )
 
 
-def _table_span(lines: list[str], after: int) -> tuple[int, int]:
-    """Where the first `| module |` table at or after line `after` starts and ends."""
+def _table_span(lines: list[str], after: int, source: str) -> tuple[int, int]:
+    """Where the first `| module |` table of `source` at or after line `after` starts and ends."""
     start = next((i for i in range(after, len(lines)) if lines[i].startswith("| module |")), None)
-    assert start is not None, f"no `| module |` table at or after line {after + 1}"
+    assert start is not None, f"{source} has no `| module |` table at or after line {after + 1}"
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     return start, end
 
