@@ -1,9 +1,9 @@
 """The paired gate: false DRIFTs, detection and cost of `--compile-paired`'s statistic.
 
-    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--pairs 20]
-        [--max-pairs 60] [--tolerance 0.03] [--floor 0.25] [--only NAME,NAME] [--all-busy]
-        [--json PATH]
-    python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.03] [--floor 0.25]
+    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--max-pairs 60]
+        [--tolerance 0.03] [--floor 0.05] [--only NAME,NAME] [--all-busy] [--json PATH]
+        [--fixed-pairs N] [--warm-up-each]
+    python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.03] [--floor 0.05]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
 and the attention block, loss and gradient), attention blocks of two widths, and models
@@ -25,21 +25,27 @@ equal
     the curvature: one satellite more), 12-13 % more plain compile seconds.
 +5%, +20%
     (the 20-layer rich MLP) one layer more and four layers more: the smallest changes.
++30%
+    (the 44-layer rich MLP) 13 layers more: with its equal row, the two changed rows of
+    about 2 s each whose pairing cost docs/paired.md states.
 
 A session pairs every variant with its base exactly as a pytest session with
 `--compile-paired` does: staged as JAX hands them to its backend, paired in the plugin's
-own pairing child (`backends/jax/paired.py`, `--pairs` pairs each, then a second round for
-the rows those leave not decided, up to `--max-pairs` in all, as `session/paired.py` does),
-and judged by the plugin's own `PairedComparison` at `--tolerance` and `--floor`; the
+own pairing child (`backends/jax/paired.py`), each row until a look of the sequential rule
+(gate/sequential.py) decides it, up to `--max-pairs`, at `--tolerance` and `--floor`; the
 defaults are the plugin's. Sessions alternate idle and busy (every core kept busy by
 busy-loop processes this script starts and stops), or are all busy with ``--all-busy``. The
 large modules get ``--large-sessions`` sessions (each costs minutes). Printed per module
 and variant: sessions DRIFT / ok / improved / not decided, idle and busy; the median
-paired ratio's range; the row's pairing cost next to one plain compile.
+paired ratio's range; the pairs the rule used; the row's pairing cost next to one plain
+compile. ``--fixed-pairs N`` makes exactly N pairs a row instead (nothing decided early)
+and prints the warm-up study: whether each module's first compile in the child, with or
+without an untimed compile of it before (``--warm-up-each``), is as fast as its others.
 
 ``--json`` appends each session's rows as JSON lines, and ``--report`` prints the tables
-from such files alone, running nothing: sessions of several runs add up, so the large
-modules' twenty sessions (minutes each) can be gathered a few at a time, on the same machine,
+from such files alone, running nothing: every recorded session is replayed through the
+sequential rule in its recorded order (sessions recorded before the rule, with 20 pairs
+and more, stop where the rule would have stopped), so sessions of several runs add up,
 e.g. ``--only rich44_grad --sessions 0 --large-sessions 4 --json large.jsonl`` again and
 again, then ``--report large.jsonl``.
 """
@@ -67,8 +73,8 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "suites"))
 
 from pytest_jaxcompile._constants import (  # noqa: E402 (after the path is set)
     DEFAULT_MAX_PAIRS,
+    DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TOLERANCE,
-    DEFAULT_PAIRS,
 )
 
 LARGE = (
@@ -225,6 +231,7 @@ def variants() -> dict[str, dict[str, Callable[[], Any]]]:
             "equal": _rich(depth, width, name="again"),
             "+10%": _rich(depth + more, width),
         }
+    table["rich44_grad"]["+30%"] = _rich(57)  # the issue's pair: an equal row and a deeper one
     table["rich20_grad"]["+5%"] = _rich(21)
     table["rich20_grad"]["+20%"] = _rich(24)
     table["transformer10_grad"] = {
@@ -284,13 +291,14 @@ def session(
     staged: dict[tuple[str, str], Any], args: argparse.Namespace, busy: bool
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """One pairing session over every (base, variant): the records' paired figures, paired
-    as a session does (`pair_until_decided`: the first pairs, then a second round for the
-    rows they leave not decided at `--tolerance` and `--floor`)."""
-    from pytest_jaxcompile.backends import PairJob
+    as a session does (`pair_in_order`: each row until a look of the sequential rule decides
+    it, up to `--max-pairs`, at `--tolerance` and `--floor`). ``--fixed-pairs N`` instead
+    makes exactly N pairs a row (one look at N: the warm-up study); ``--warm-up-each``
+    compiles each module once untimed before its pairs, as the plugin did before."""
+    from pytest_jaxcompile.backends import PairingPlan, PairJob
     from pytest_jaxcompile.backends.jax.paired import pair_modules
-    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.sequential import looks_up_to
     from pytest_jaxcompile.records import CompileRecord
-    from pytest_jaxcompile.session.paired import pair_until_decided
 
     jobs, records = [], {}
     for (base, variant), module in staged.items():
@@ -306,8 +314,13 @@ def session(
         for worker in workers:
             worker.start()
     try:
-        thresholds = Thresholds(paired_tolerance=args.tolerance, floor_s=args.floor)
-        pair_until_decided(pair_modules, jobs, thresholds, args.pairs, args.max_pairs, args.timeout)
+        if args.fixed_pairs:
+            looks: tuple[tuple[int, int], ...] = ((args.fixed_pairs, 1),)
+            plan = PairingPlan(looks, 1000.0, 0.0, warm_up_each=args.warm_up_each)
+        else:
+            looks = tuple(looks_up_to(args.max_pairs))
+            plan = PairingPlan(looks, args.tolerance, args.floor, warm_up_each=args.warm_up_each)
+        pair_modules(jobs, plan, args.timeout)
     finally:
         for worker in workers:
             worker.terminate()
@@ -315,27 +328,49 @@ def session(
     return {name: record.to_dict() for name, record in records.items()}
 
 
-def judged(record: dict[str, Any], tolerance: float, floor_s: float) -> tuple[str, float | None]:
+def judged(record: dict[str, Any], tolerance: float, floor_s: float) -> dict[str, Any]:
+    """A recorded session's row replayed through the sequential rule in its recorded order:
+    its status, ratio, the pairs the rule used (the look that decided it, else the last the
+    pairs reached) and those pairs' compile seconds (both sides' wall seconds)."""
+    from pytest_jaxcompile.gate.limits import Thresholds
     from pytest_jaxcompile.gate.paired import PairedComparison
     from pytest_jaxcompile.records import CompileRecord
 
-    comparison = PairedComparison.of(CompileRecord.from_dict(record))
+    thresholds = Thresholds(paired_tolerance=tolerance, paired_floor_s=floor_s)
+    comparison = PairedComparison.of(CompileRecord.from_dict(record), thresholds)
     if comparison is None:
-        return f"not paired: {record.get('paired_note')}", None
-    status = comparison.status(tolerance, floor_s)
-    return ("not decided" if status is None else status.value), comparison.ratio
+        return {"status": f"not paired: {record.get('paired_note')}", "ratio": None, "used": 0}
+    used = comparison.pairs
+    seconds = sum(record["paired_base_wall_s"][:used]) + sum(record["paired_new_wall_s"][:used])
+    status = comparison.status
+    return {
+        "status": "not decided" if status is None else status.value,
+        "ratio": comparison.ratio,
+        "used": used,
+        "seconds": seconds,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20, help="sessions of the small modules")
     parser.add_argument("--large-sessions", type=int, default=2)
-    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="first round's pairs")
     parser.add_argument(
-        "--max-pairs", type=int, default=DEFAULT_MAX_PAIRS, help="pairs in all, both rounds"
+        "--max-pairs", type=int, default=DEFAULT_MAX_PAIRS, help="a row's last look"
     )
     parser.add_argument("--tolerance", type=float, default=DEFAULT_PAIRED_TOLERANCE)
-    parser.add_argument("--floor", type=float, default=0.25)
+    parser.add_argument("--floor", type=float, default=DEFAULT_PAIRED_FLOOR_S)
+    parser.add_argument(
+        "--fixed-pairs",
+        type=int,
+        default=0,
+        help="make exactly this many pairs a row, deciding nothing early (the warm-up study)",
+    )
+    parser.add_argument(
+        "--warm-up-each",
+        action="store_true",
+        help="compile each module once untimed before its pairs (the plugin's earlier child)",
+    )
     parser.add_argument("--only", default="", help="base modules, comma-separated")
     parser.add_argument(
         "--all-busy",
@@ -353,8 +388,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report:
         results, plain = read_sessions(args.report)
+        sequential = {
+            key: [run for run in runs if not run[1].get("fixed_pairs")]
+            for key, runs in results.items()
+        }
         for floor in sorted({args.floor, 0.0}, reverse=True):
-            _print_table(results, plain, args, floor)
+            _print_table(
+                {key: runs for key, runs in sequential.items() if runs}, plain, args, floor
+            )
+        _print_warm_up_study(results)
         return 0
     # A SIGTERM unwinds like Ctrl-C, so `session` stops its busy-loop processes (they are
     # daemons, which a parent killed by a signal would leave running).
@@ -391,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
                 with args.json.open("a") as stream:
                     for (base, variant), record in records.items():
                         row = {**record, "base": base, "variant": variant, "busy": busy}
+                        row["warm_up_each"] = args.warm_up_each
+                        row["fixed_pairs"] = args.fixed_pairs or None
                         row["plain_s"] = plain[(base, variant)]
                         row["base_plain_s"] = plain[(base, "base")]
                         stream.write(json.dumps(row) + "\n")
@@ -401,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     bases = {base: [seconds] for (base, variant), seconds in plain.items() if variant == "base"}
+    if args.fixed_pairs:
+        _print_warm_up_study(results)
+        return 0
     for floor in sorted({args.floor, 0.0}, reverse=True):
         _print_table(results, bases, args, floor)
     return 0
@@ -442,57 +489,131 @@ def _print_table(
     args: argparse.Namespace,
     floor: float,
 ) -> None:
-    """The sessions judged at `floor` (the default's and 0: the statistic alone). A base
-    staged by several runs shows its plain compile's range, and the cost is set against
-    the median of its plain figures."""
+    """The sessions replayed through the sequential rule at `floor` (the default's and 0:
+    the statistic alone), in each session's recorded order. A base staged by several runs
+    shows its plain compile's range; costs are set against the median of its plain
+    figures. Then the rule's figures over every row: false DRIFTs, changes caught, pairs
+    used, compiles a row against the fixed 20 pairs (and their two warm-ups)."""
     results = {
-        key: [
-            (
-                busy,
-                *judged(record, args.tolerance, floor),
-                record["paired_cost_s"],
-                len(record.get("paired_new_wall_s") or ()),
-            )
-            for busy, record in runs
-        ]
+        key: [(busy, judged(record, args.tolerance, floor), record) for busy, record in runs]
         for key, runs in sessions.items()
     }
     print(
-        f"\n{args.pairs} pairs (up to {args.max_pairs}), tolerance {args.tolerance:g}, "
-        f"floor {floor:g} s (the second round decided at floor {args.floor:g} s)\n"
+        f"\nsequential looks up to {args.max_pairs} pairs, tolerance {args.tolerance:g}, "
+        f"floor {floor:g} s\n"
         "| module | plain compile | variant | idle: DRIFT/ok/improved/not decided | "
-        "busy: DRIFT/ok/improved/not decided | median ratio range | pairs | cost per row |"
+        "busy: DRIFT/ok/improved/not decided | median ratio range | pairs used: median "
+        "(90th) | cost a row: sequential (as recorded) |"
     )
     print("|---|---|---|---|---|---|---|---|")
+    used_by_kind: dict[str, list[int]] = {"equal": [], "changed": []}
+    outcomes: dict[str, list[str]] = {"equal": [], "changed": []}
+    recorded_compiles: list[int] = []
     for (base, variant), runs in results.items():
         cells = []
         for busy in (False, True):
-            statuses = [status for was_busy, status, *_ in runs if was_busy == busy]
+            statuses = [row["status"] for was_busy, row, _ in runs if was_busy == busy]
             counts = [statuses.count(name) for name in ("DRIFT", "ok", "improved", "not decided")]
             cells.append("/".join(map(str, counts)) if statuses else "-")
-        ratios = [ratio for _, _, ratio, _, _ in runs if ratio is not None]
-        costs = sorted(cost for _, _, _, cost, _ in runs if cost is not None)
-        counts_made = sorted(made for *_, made in runs)
-        made = f"{counts_made[0]}-{counts_made[-1]}" if counts_made else "-"
+        ratios = [row["ratio"] for _, row, _ in runs if row["ratio"] is not None]
+        used = sorted(row["used"] for _, row, _ in runs if row["used"])
+        kind = "equal" if variant == "equal" else "changed"
+        used_by_kind[kind] += used
+        outcomes[kind] += [row["status"] for _, row, _ in runs]
+        recorded_compiles += [
+            2 * len(record.get("paired_new_wall_s") or ())
+            + (2 if record.get("warm_up_each", True) else 0)  # rows before the key: warmed up
+            for *_, record in runs
+        ]
         span = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
-        # A base is staged with its equal variant; a file without that row has no figure.
-        figures = plain.get(base, [])
+        pairs = f"{_median(used)} ({_percentile(used, 0.9)})" if used else "-"
+        figures = plain.get(base, [])  # staged with the equal variant: else no figure
         if not figures:
             plain_cell = "-"
         elif len(figures) > 1:
             plain_cell = f"{figures[0]:.3f}-{figures[-1]:.3f} s"
         else:
             plain_cell = f"{figures[0]:.3f} s"
-        median_cost = costs[len(costs) // 2] if costs else None
-        if median_cost is None:
-            cost = "-"
-        elif figures:
-            cost = f"{median_cost:.1f} s ({median_cost / statistics.median(figures):.0f}x)"
-        else:
-            cost = f"{median_cost:.1f} s"
+        replayed = sorted(row["seconds"] for _, row, _ in runs if row.get("seconds"))
+        costs = sorted(r["paired_cost_s"] for *_, r in runs if r.get("paired_cost_s") is not None)
+        cost = "-"
+        if replayed and costs:
+            one = statistics.median(figures) if figures else None
+            now, then = replayed[len(replayed) // 2], costs[len(costs) // 2]
+            cost = (
+                f"{now:.1f} s, {now / one:.0f}x ({then:.1f} s, {then / one:.0f}x)"
+                if one
+                else f"{now:.1f} s ({then:.1f} s)"
+            )
         print(
             f"| {base} | {plain_cell} | {variant} | {cells[0]} | {cells[1]} | {span} | "
-            f"{made} | {cost} |"
+            f"{pairs} | {cost} |"
+        )
+    for kind in ("equal", "changed"):
+        statuses, used = outcomes[kind], sorted(used_by_kind[kind])
+        if not statuses:
+            continue
+        verdicts = ", ".join(
+            f"{statuses.count(name)} {name}"
+            for name in ("DRIFT", "ok", "improved", "not decided")
+            if statuses.count(name)
+        )
+        print(
+            f"- {kind} rows: {len(statuses)} sessions: {verdicts}; pairs used median "
+            f"{_median(used)}, 90th percentile {_percentile(used, 0.9)}; "
+            f"{2 * _median(used)} compiles a row (median) against "
+            f"{_median(sorted(recorded_compiles))} as recorded"
+        )
+
+
+def _median(values: list[int]) -> int:
+    return values[(len(values) - 1) // 2] if values else 0
+
+
+def _percentile(values: list[int], share: float) -> int:
+    return values[min(len(values) - 1, math.ceil(share * len(values)) - 1)] if values else 0
+
+
+def _print_warm_up_study(
+    sessions: dict[tuple[str, str], list[tuple[bool, dict[str, Any]]]],
+) -> None:
+    """Sessions of ``--fixed-pairs`` (no decision early): whether a module's first compile
+    in the child, with or without an untimed compile of it before (``--warm-up-each``),
+    is as fast as its later ones, and whether the first pair's ratio is the others'."""
+    rows = [
+        (key, record)
+        for key, runs in sessions.items()
+        for _, record in runs
+        if record.get("fixed_pairs")
+    ]
+    if not rows:
+        return
+    print(
+        "\nwarm-up study: each side's first timed compile over the median of its others, and "
+        "the first pair's ratio over the median ratio of the others (mean over sessions, "
+        "range)\n| module | variant | warm-up each | sessions | base's first | new's first | "
+        "first pair's ratio |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
+    for (base, variant), record in rows:
+        groups.setdefault((base, variant, bool(record.get("warm_up_each"))), []).append(record)
+    for (base, variant, each), records in sorted(groups.items()):
+        firsts: dict[str, list[float]] = {"base": [], "new": [], "ratio": []}
+        for record in records:
+            base_s, new_s = record["paired_base_cpu_s"], record["paired_new_cpu_s"]
+            firsts["base"].append(base_s[0] / statistics.median(base_s[1:]))
+            firsts["new"].append(new_s[0] / statistics.median(new_s[1:]))
+            ratios = [n / b for b, n in zip(base_s, new_s, strict=True)]
+            firsts["ratio"].append(ratios[0] / statistics.median(ratios[1:]))
+        cells = [
+            f"{statistics.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+            for values in firsts.values()
+        ]
+        print(
+            f"| {base} | {variant} | {'yes' if each else 'no'} | {len(records)} | "
+            + " | ".join(cells)
+            + " |"
         )
 
 

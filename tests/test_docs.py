@@ -2061,8 +2061,8 @@ def test_the_marker_typo_in_options_md_is_what_pytest_prints(pytester: pytest.Py
 
 # docs/paired.md: a laptop's pin judges a CI runner's changed module, paired on the runner.
 PAIRED_CELL = "tests/test_model.py::test_mlp"
-PAIRED_BASE_S = [0.229, 0.233, 0.228, 0.241, 0.230, 0.226, 0.235, 0.231, 0.229, 0.232]
-PAIRED_NEW_S = [0.689, 0.702, 0.681, 0.733, 0.690, 0.688, 0.701, 0.695, 0.684, 0.699]
+PAIRED_BASE_S = [0.229, 0.233, 0.228, 0.241, 0.230, 0.226]  # decided at the first look
+PAIRED_NEW_S = [0.689, 0.702, 0.681, 0.733, 0.690, 0.688]
 
 
 @sample("paired-drift")
@@ -2086,7 +2086,7 @@ def _paired_drift(tmp_path: Path) -> list[str]:
         paired_new_wall_s=PAIRED_NEW_S,
         paired_against="pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
         "(laptop | jax 0.10.2 | full precision | none)",
-        paired_cost_s=10.4,
+        paired_cost_s=5.6,
     )
     _, drifted = sessions(tmp_path, ([laptop], True), ([deeper], False))
     drifted.session_s = 14.2
@@ -2118,6 +2118,77 @@ PAIRED_PROFILE = {  # a 4-layer rich MLP's gradient made 12 layers deep, profile
         "(phase: LLVM modules)": 1.0807,
     },
 }
+
+
+@sample("paired-budget")
+def _paired_budget(tmp_path: Path) -> list[str]:
+    """The paired-drift sample's runner with two more changed rows and a budget of 60 s:
+    the likeliest regression (three times its pin's seconds) was paired first and decided;
+    the budget ran out during the second row's look and before the third."""
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    against = (
+        "pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
+        "(laptop | jax 0.10.2 | full precision | none)"
+    )
+    pinned = [
+        row(cell, "grad", seconds, "none", hardware="laptop", hardware_detail=cpu)
+        for cell, seconds in ((PAIRED_CELL, 0.231), (PAIRED_CELL + "_wide", 4.1))
+    ]
+    pinned.append(
+        row(PAIRED_CELL + "_deep", "grad", 5.2, "none", hardware="laptop", hardware_detail=cpu)
+    )
+    measured = [
+        row(
+            PAIRED_CELL,
+            "grad",
+            0.702,
+            "none",
+            hardware="ci-runner",
+            hardware_detail=cpu,
+            fingerprint="sha256:deeper",
+            paired_base_cpu_s=PAIRED_BASE_S,
+            paired_new_cpu_s=PAIRED_NEW_S,
+            paired_base_wall_s=PAIRED_BASE_S,
+            paired_new_wall_s=PAIRED_NEW_S,
+            paired_against=against,
+            paired_cost_s=5.6,
+        ),
+        row(
+            PAIRED_CELL + "_wide",
+            "grad",
+            4.3,
+            "none",
+            hardware="ci-runner",
+            hardware_detail=cpu,
+            fingerprint="sha256:wider",
+            paired_base_cpu_s=[4.1, 4.3, 4.0, 4.2, 4.4, 4.1],
+            paired_new_cpu_s=[4.2, 4.5, 4.1, 4.4, 4.3, 4.2],
+            paired_base_wall_s=[4.1, 4.3, 4.0, 4.2, 4.4, 4.1],
+            paired_new_wall_s=[4.2, 4.5, 4.1, 4.4, 4.3, 4.2],
+            paired_against=against,
+            paired_cost_s=51.0,
+            paired_note="not decided: the pairing budget (--compile-paired-budget) ran out "
+            "after 6 pairs",
+        ),
+        row(
+            PAIRED_CELL + "_deep",
+            "grad",
+            5.3,
+            "none",
+            hardware="ci-runner",
+            hardware_detail=cpu,
+            fingerprint="sha256:deep",
+            paired_against=against,
+            paired_note="not paired: the pairing budget (--compile-paired-budget) ran out "
+            "before this row",
+        ),
+    ]
+    _, judged = sessions(tmp_path, (pinned, True), (measured, False))
+    judged.session_s = 95.0
+    return [
+        "$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired --compile-paired-budget 60",
+        *terminal(judged),
+    ]
 
 
 @sample("paired-passes")

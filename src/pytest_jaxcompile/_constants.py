@@ -68,15 +68,16 @@ DEFAULT_RSS_FLOOR_MIB = 128.0
 # tolerance stays above both (docs/benchmarks.md#instruction-gate).
 DEFAULT_INSTRUCTIONS_TOLERANCE = 0.015
 # --compile-paired (docs/paired.md, benchmarks/paired_gate.py): the paired ratio's interval
-# must clear 1 + tolerance for a DRIFT; 20 pairs give a 95.2 % signed-rank interval. From
-# benchmarks/paired_gate.py on 2 loaded cores (docs/benchmarks.md#paired-gate): no equal
-# module's interval cleared +3 %; with the sign test's interval a compile 15 % slower
-# cleared it in 91-100 % of sessions, 10 pairs at +5 % in 44-80 %.
+# must clear 1 + tolerance for a DRIFT. From benchmarks/paired_gate.py on 2 loaded cores
+# (docs/benchmarks.md#paired-gate): no equal module's interval cleared +3 %.
 DEFAULT_PAIRED_TOLERANCE = 0.03
-DEFAULT_PAIRS = 20
-# A row the first pairs leave not decided gets more, up to this many in all (about what its
-# interval says would decide it): a change near the tolerance is decided in one session.
-DEFAULT_MAX_PAIRS = 60
+# The sequential rule's looks: after this many pairs a paired row may be decided
+# (gate/sequential.py holds each look's rank). A row gets at most the last look's pairs.
+PAIRED_LOOKS = (6, 8, 10, 12, 16, 20, 30, 45, 60)
+DEFAULT_MAX_PAIRS = PAIRED_LOOKS[-1]
+# Pairs' medians this close are ok whatever their ratio: far below the seconds gate's floor,
+# since the pairs measure the difference directly; a 0.3 s module 40 % slower is 0.12 s.
+DEFAULT_PAIRED_FLOOR_S = 0.05
 DEFAULT_PAIRED_TIMEOUT_S = 3600.0
 DEFAULT_INSTRUCTIONS_TIMEOUT_S = 3600.0
 METRIC_WALL = "wall"

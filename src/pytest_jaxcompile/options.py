@@ -34,12 +34,13 @@ from pytest_jaxcompile._constants import (
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_MAX_PAIRS,
+    DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TIMEOUT_S,
     DEFAULT_PAIRED_TOLERANCE,
-    DEFAULT_PAIRS,
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
     METRICS,
+    PAIRED_LOOKS,
     PLATFORM_ALIASES,
 )
 
@@ -72,6 +73,7 @@ class Option:
         "implausible_above",
         "in_ini",
         "kind",
+        "maximum",
         "metavar",
         "minimum",
         "name",
@@ -92,6 +94,7 @@ class Option:
         in_ini: bool = True,  # pytest reads compile_... from the ini file
         threshold: str | None = None,  # the Thresholds field it sets (the verdict options)
         minimum: int = 1,  # the least a "count" may be
+        maximum: int | None = None,  # the most a "count" may be; None: no most
         default_text: str | None = None,  # how the default reads in help, where not the value
         cli_name: str | None = None,  # the flags' name where not the ini key's (no unit suffix)
         # Above this a value is accepted but almost surely a mistake (a percent typed as a
@@ -109,6 +112,7 @@ class Option:
         self.in_ini = in_ini
         self.threshold = threshold
         self.minimum = minimum
+        self.maximum = maximum
         self.default_text = default_text
         self.cli_name = cli_name
         self.implausible_above = implausible_above
@@ -326,22 +330,32 @@ OPTIONS: tuple[Option, ...] = (
         "ratio (docs/paired.md); a pin update also stores each pinned module",
     ),
     Option(
-        "compile_paired_pairs",
-        "count",
-        "pairs of compiles (pinned module, new module) per paired row",
-        default=DEFAULT_PAIRS,
-        metavar="N",
-        minimum=2,
-    ),
-    Option(
         "compile_paired_max_pairs",
         "count",
-        "pairs a row may get in all: one the first pairs leave not decided is paired again, "
-        "up to about the pairs its interval says would decide it (at most "
-        "--compile-paired-pairs: never paired again)",
+        "pairs a row may get: it is judged after 6, 8, 10, 12, 16, 20, 30, 45 and 60 pairs "
+        "and stops at the first of these looks that decides it (at most 60, the last look)",
         default=DEFAULT_MAX_PAIRS,
         metavar="N",
-        minimum=2,
+        minimum=PAIRED_LOOKS[0],
+        maximum=PAIRED_LOOKS[-1],
+    ),
+    Option(
+        "compile_paired_budget",
+        "number",
+        "seconds the whole pairing may take: the rows likeliest to have regressed are "
+        "paired first, and each row the budget does not reach says so and is judged on "
+        "its seconds",
+        metavar="SECONDS",
+        default_text="no budget",
+    ),
+    Option(
+        "compile_paired_floor",
+        "number",
+        "paired rows whose medians differ by no more than this many seconds are ok, "
+        "whatever their ratio",
+        default=DEFAULT_PAIRED_FLOOR_S,
+        metavar="SECONDS",
+        threshold="paired_floor_s",
     ),
     Option(
         "compile_paired_tolerance",
@@ -522,9 +536,13 @@ def parse_value(option: Option, raw: object, source: str) -> Any:
             raise OptionError(f"{where} must be {error.expected}") from None
     if option.kind == "count":
         try:
-            return whole_number(int(text), option.minimum)
+            count = whole_number(int(text), option.minimum)
         except ValueError:
             raise OptionError(f"{where}: expected {whole(option.minimum)}") from None
+        if option.maximum is not None and count > option.maximum:
+            expected = f"{whole(option.minimum)}, at most {option.maximum}"
+            raise OptionError(f"{where}: expected {expected}")
+        return count
     if option.kind == "choice":
         value_text = text.lower() if option.name == "compile_expected_platform" else text
         if value_text not in option.choices:

@@ -150,10 +150,10 @@ class BackendSession(Protocol):
         a string says why it cannot be; None: not staged (modules are not kept)."""
         ...
 
-    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
-        """Compile each job's pinned and new module again, alternately, `pairs` times each,
-        in a child process; fill each job's record's ``paired_*`` fields (or its
-        ``paired_note`` saying why not), within `timeout_s` in all."""
+    def pair(self, jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:
+        """Compile each job's pinned and new module again, alternately, in a child process,
+        in the jobs' order, each until a look of `plan` decides it; fill each job's record's
+        ``paired_*`` fields (or its ``paired_note`` saying why not), within `timeout_s`."""
         ...
 
     def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
@@ -190,6 +190,29 @@ class PairJob:
     base: StagedModule
     new: StagedModule
     against: str  # the pin paired against, as the row's note names it
+
+
+@dataclass(frozen=True)
+class PairingPlan:
+    """How the pairing child pairs each job: the sequential rule's looks ((pairs, Walsh
+    rank) each, gate/sequential.py) with the tolerance and floor they judge at, and the
+    wall-clock moment (``time.time()``) after which it starts no pair (the budget)."""
+
+    looks: tuple[tuple[int, int], ...]
+    tolerance: float
+    floor_s: float
+    deadline: float | None = None
+    warm_up_each: bool = False  # compile each module once untimed before its pairs
+
+    def manifest(self) -> dict[str, object]:
+        """The plan as the child's manifest holds it."""
+        return {
+            "looks": [list(look) for look in self.looks],
+            "tolerance": self.tolerance,
+            "floor_s": self.floor_s,
+            "deadline": self.deadline,
+            "warm_up_each": self.warm_up_each,
+        }
 
 
 @dataclass(frozen=True)

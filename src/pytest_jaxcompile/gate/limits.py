@@ -16,6 +16,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
+    DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
@@ -53,6 +54,9 @@ class Thresholds:
     instructions_tolerance: float = DEFAULT_INSTRUCTIONS_TOLERANCE
     # the paired ratio over 1 that is DRIFT when its interval clears it (--compile-paired)
     paired_tolerance: float = DEFAULT_PAIRED_TOLERANCE
+    # the paired gate's own floor: medians of the pairs within it are ok (the pairs measure
+    # the difference directly, so it is far below the seconds gate's floor_s)
+    paired_floor_s: float = DEFAULT_PAIRED_FLOOR_S
 
     def __post_init__(self) -> None:
         """Every number a finite number >= 0 (None: not set), whoever built these: a nan

@@ -7,18 +7,16 @@ both sides of every pair: what differs is the modules. This module says which ro
 paired and against which pin (`pairing_target`), reads the pairs as one comparison with
 its uncertainty (`PairedComparison`), and judges it (`judge_paired`).
 
-The statistic: each pair's ratio (new over base, in the process's CPU seconds, which
-waiting for a core does not inflate), taken as a log, and Wilcoxon's signed-rank reading of
-those: the Hodges-Lehmann estimate of their centre (the median of the pairwise averages)
-and its exact interval from the averages' order statistics (with 20 pairs, the 53rd
-smallest to the 53rd largest of the 210 averages, 95.2 % confidence). Alternating the
-order makes an equal module's log ratios spread evenly about zero, as the statistic
-assumes; under bell-shaped noise it needs about two thirds of the pairs the sign test
-would for an interval as narrow.
-The row is DRIFT when the whole interval is above ``1 + compile_paired_tolerance`` (and the
-medians differ by more than the floor), improved when it is wholly below
-``1 / (1 + tolerance)``, ok when it lies within both; otherwise it is not decided, says how
-many pairs would decide it, and keeps the seconds gate's verdict.
+The statistic (gate/sequential.py): each pair's ratio (new over base, in the process's CPU
+seconds, which waiting for a core does not inflate), taken as a log, read with Wilcoxon's
+signed-rank statistic at a schedule of looks (6, 8, ... 60 pairs), the pairing stopping at
+the first look that decides: the Hodges-Lehmann estimate of the centre and its interval
+from the Walsh averages' order statistics, the ranks those of a group-sequential test that
+spends 2.5 % of error on each side over all the looks. The row is DRIFT when the whole
+interval is above ``1 + compile_paired_tolerance`` (and the medians differ by more than
+`compile_paired_floor`), improved when it is wholly below ``1 / (1 + tolerance)``, ok when
+it is wholly below ``1 + tolerance``; otherwise it is not decided, says how many pairs
+would decide it, and keeps the seconds gate's verdict.
 
 PYTEST_DONT_REWRITE
 """
@@ -28,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, nearest_pin
 from pytest_jaxcompile.gate.notes import what_changed
 from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
@@ -45,7 +45,7 @@ from pytest_jaxcompile.records import (
     CompileRecord,
 )
 
-CONFIDENCE = 0.95  # the interval's least confidence, where the pairs allow it
+SEQUENTIAL_CONFIDENCE = 1 - 2 * ONE_SIDED_ERROR  # the rule's interval, over all its looks
 PAIRED_STATES = ("cold", "none")  # rows whose compile was a real one, like the pairs'
 # Verdicts the pairs decide: the compile's seconds (not trace or lowering, which the pairs
 # do not measure; not a deterministic verdict: MISS, GREW, an instruction count).
@@ -94,114 +94,51 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
     return target
 
 
-# Exact signed-rank tails up to this many pairs (about 0.1 s); beyond, the normal
-# approximation, which is within a rank of the exact one there.
-EXACT_SIGNED_RANK_PAIRS = 120
-
-
-def signed_rank_rank(pairs: int, confidence: float = CONFIDENCE) -> int:
-    """The rank k (1-based) whose Walsh averages ``[k, M + 1 - k]`` (of the M = n(n+1)/2)
-    hold the pairs' centre with at least `confidence`, where `pairs` allow it (else 1: the
-    smallest to the largest)."""
-    if pairs < 1:
-        return 1
-    walsh = pairs * (pairs + 1) // 2
-    if pairs > EXACT_SIGNED_RANK_PAIRS:
-        spread = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
-        below = walsh / 2 - statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2) * spread
-        return max(1, math.floor(below + 0.5))
-    tails = _signed_rank_tails(pairs)
-    rank = 1
-    while rank < walsh // 2 and tails[rank] <= (1 - confidence) / 2:
-        rank += 1
-    return rank
-
-
-def interval_confidence(pairs: int, rank: int) -> float:
-    """The confidence of the Walsh averages' interval ``[rank, M + 1 - rank]``."""
-    if pairs < 1:
-        return 0.0
-    if pairs > EXACT_SIGNED_RANK_PAIRS:
-        walsh = pairs * (pairs + 1) // 2
-        spread = math.sqrt(pairs * (pairs + 1) * (2 * pairs + 1) / 24)
-        return 1 - 2 * statistics.NormalDist(walsh / 2, spread).cdf(rank - 0.5)
-    return 1 - 2 * _signed_rank_tails(pairs)[rank - 1]
-
-
-def _signed_rank_tails(pairs: int) -> list[float]:
-    """``tails[t] = P(T <= t)`` for Wilcoxon's signed-rank statistic T over `pairs`
-    (the sum of the ranks of the positive differences when each sign is a coin toss)."""
-    walsh = pairs * (pairs + 1) // 2
-    ways = [1] + [0] * walsh  # ways[t]: the subsets of ranks 1..n summing to t
-    for rank in range(1, pairs + 1):
-        for total in range(walsh, rank - 1, -1):
-            ways[total] += ways[total - rank]
-    tails, running, outcomes = [], 0, 2**pairs
-    for count in ways:
-        running += count
-        tails.append(running / outcomes)
-    return tails
-
-
-def walsh_averages(values: list[float]) -> list[float]:
-    """Every ``(values[i] + values[j]) / 2`` for i <= j, sorted: their median is the
-    Hodges-Lehmann estimate of the centre, their order statistics its interval."""
-    count = len(values)
-    return sorted((values[i] + values[j]) / 2 for i in range(count) for j in range(i, count))
-
-
 @dataclass(frozen=True)
 class PairedComparison:
-    """A row's pairs, read as one comparison with its uncertainty."""
+    """A row's pairs, read as one comparison with its uncertainty: the sequential rule's
+    look that decided them, else the last look they reached (gate/sequential.py)."""
 
     metric: str  # cpu (both sides' CPU seconds measured), else wall
-    base_s: float  # the pin's module: median seconds
-    new_s: float  # the row's module: median seconds
+    base_s: float  # the pin's module: median seconds over the look's pairs
+    new_s: float  # the row's module: median seconds over the look's pairs
     ratio: float  # the pairs' ratio (new over base): Hodges-Lehmann, on log ratios
-    low: float  # the interval holding that median with `confidence`
+    low: float  # the look's interval (the sequential rule's, 95 % over all its looks)
     high: float
-    confidence: float
-    pairs: int
-    cost_s: float | None  # the child's seconds for this row's pairs
+    pairs: int  # the pairs the look judged
+    made: int  # the pairs made (more than `pairs` only where the pairing stopped between looks)
+    status: Status | None  # DRIFT, improved or ok where the look decided; None: not decided
+    cost_s: float | None  # the child's seconds for this row's compiles
     against: str  # the pin paired against
 
     @classmethod
-    def of(cls, record: CompileRecord) -> PairedComparison | None:
-        """The comparison of a row's pairs; None when it was not paired."""
+    def of(cls, record: CompileRecord, thresholds: Thresholds) -> PairedComparison | None:
+        """The comparison of a row's pairs; None when it was not paired (or made fewer
+        pairs than the first look)."""
         sides = (
             (METRIC_CPU, record.paired_base_cpu_s, record.paired_new_cpu_s),
             (METRIC_WALL, record.paired_base_wall_s, record.paired_new_wall_s),
         )
         for metric, base, new in sides:
             if base and new and len(base) == len(new) and min(base) > 0 and min(new) > 0:
-                logs = [math.log(n / b) for b, n in zip(base, new, strict=True)]
-                averages = walsh_averages(logs)
-                pairs = len(logs)
-                rank = signed_rank_rank(pairs)
+                look = judge_pairs(
+                    base, new, thresholds.paired_tolerance, thresholds.paired_floor_s
+                )
+                if look is None:
+                    return None
                 return cls(
                     metric=metric,
-                    base_s=statistics.median(base),
-                    new_s=statistics.median(new),
-                    ratio=math.exp(statistics.median(averages)),
-                    low=math.exp(averages[rank - 1]),
-                    high=math.exp(averages[len(averages) - rank]),
-                    confidence=interval_confidence(pairs, rank),
-                    pairs=pairs,
+                    base_s=look.base_s,
+                    new_s=look.new_s,
+                    ratio=look.ratio,
+                    low=look.low,
+                    high=look.high,
+                    pairs=look.pairs,
+                    made=len(base),
+                    status=None if look.status is None else Status(look.status),
                     cost_s=record.paired_cost_s,
                     against=record.paired_against or "its pin",
                 )
-        return None
-
-    def status(self, tolerance: float, floor_s: float) -> Status | None:
-        """DRIFT, improved or ok where the interval decides it; None where it does not."""
-        if abs(self.new_s - self.base_s) <= floor_s:
-            return Status.OK  # within the floor: too small to fail, whatever the ratio
-        if self.low > 1 + tolerance:
-            return Status.DRIFT
-        if self.high < 1 / (1 + tolerance):
-            return Status.IMPROVED
-        if self.low >= 1 / (1 + tolerance) and self.high <= 1 + tolerance:
-            return Status.OK
         return None
 
     def pairs_to_decide(self, tolerance: float) -> int | None:
@@ -215,15 +152,78 @@ class PairedComparison:
         return max(math.ceil(self.pairs * (half_width / distance) ** 2), self.pairs + 1)
 
     def describe(self, tolerance: float) -> str:
-        """``paired with pins/x.toml (...): 10 pairs, cpu 1.204 s -> 1.431 s, 1.19x (97.9 %
-        interval 1.15x-1.24x, tolerance 5%), cost 26.3 s``"""
+        """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s, 1.19x (95%
+        sequential interval 1.15x-1.24x, tolerance 3%), cost 26.3 s``"""
         cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
+        made = f" ({self.made} made)" if self.made != self.pairs else ""
         return (
-            f"paired with {self.against}: {self.pairs} pairs, {self.metric} "
+            f"paired with {self.against}: {self.pairs} pairs{made}, {self.metric} "
             f"{self.base_s:.3f} s -> {self.new_s:.3f} s, {self.ratio:.2f}x "
-            f"({self.confidence:.1%} interval {self.low:.2f}x-{self.high:.2f}x, tolerance "
-            f"{percent(tolerance)}){cost}"
+            f"({SEQUENTIAL_CONFIDENCE:.0%} sequential interval {self.low:.2f}x-{self.high:.2f}x, "
+            f"tolerance {percent(tolerance)}){cost}"
         )
+
+    def undecided_text(self, tolerance: float) -> str:
+        """Why the row is not decided and about what would decide it."""
+        needed = self.pairs_to_decide(tolerance)
+        if needed is None:
+            return "not decided: its ratio sits on the tolerance"
+        if needed <= LOOKS[-1]:
+            look = next(pairs for pairs in LOOKS if pairs >= needed)
+            return (
+                f"not decided after {self.pairs} pairs; about {needed} would decide it "
+                f"(--compile-paired-max-pairs {look})"
+            )
+        return (
+            f"not decided after {self.pairs} pairs; about {needed} would decide it, more "
+            f"than the gate's last look ({LOOKS[-1]})"
+        )
+
+
+@dataclass(frozen=True)
+class PairingCost:
+    """What the session's pairing cost: its rows' pairs and compile seconds."""
+
+    rows: int  # rows paired (at least one pair made)
+    pairs: tuple[int, ...]  # the pairs each made, in the rows' order
+    seconds: float  # the pairing child's seconds for those rows (its start-up aside)
+    plain_compiles: float  # a row's seconds over one compile of its pin's module, median
+
+    def describe(self) -> str:
+        """``paired 2 changed rows in 48 s: 14 plain compiles a row (6 and 8 pairs)``."""
+        pairs = [str(count) for count in self.pairs]
+        listed = pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"
+        return (
+            f"paired {self.rows} changed row{'s' if self.rows != 1 else ''} in "
+            f"{self.seconds:.0f} s: {self.plain_compiles:.0f} plain compiles a row "
+            f"({listed} pairs)"
+        )
+
+
+def pairing_cost(records: Iterable[CompileRecord]) -> PairingCost | None:
+    """The session's pairing cost from its rows' own figures (so merged reports and xdist
+    workers' rows add up the same); None when no row was paired. A row's plain compile is
+    its pin's module's, the median of its paired wall seconds: a changed row costs its
+    pairs' two compiles each, the new module's as large as it has become."""
+    paired = [
+        record
+        for record in records
+        if record.paired_new_wall_s and record.paired_cost_s is not None
+    ]
+    if not paired:
+        return None
+    plain = [
+        record.paired_cost_s / median
+        for record in paired
+        if record.paired_cost_s is not None
+        and (median := statistics.median(record.paired_base_wall_s or [0.0])) > 0
+    ]
+    return PairingCost(
+        rows=len(paired),
+        pairs=tuple(len(record.paired_new_wall_s or ()) for record in paired),
+        seconds=sum(record.paired_cost_s or 0.0 for record in paired),
+        plain_compiles=statistics.median(plain) if plain else 0.0,
+    )
 
 
 def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
@@ -234,22 +234,16 @@ def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     record = verdict.record
     if record.paired_note is not None:
         return verdict.with_note(f"{record.paired_note}; judged on seconds alone")
-    comparison = PairedComparison.of(record)
+    comparison = PairedComparison.of(record, thresholds)
     if comparison is None:
         return verdict
     tolerance = thresholds.paired_tolerance
     text = comparison.describe(tolerance)
     if verdict.status not in _DECIDED_BY_PAIRS or verdict.phase != "compile_s":
         return verdict.with_note(text)
-    status = comparison.status(tolerance, thresholds.floor_s)
+    status = comparison.status
     if status is None:
-        needed = comparison.pairs_to_decide(tolerance)
-        more = (
-            f"; about {needed} pairs would decide it (--compile-paired-pairs {needed})"
-            if needed is not None
-            else ""
-        )
-        return verdict.with_note(f"{text}: not decided, the interval straddles the tolerance{more}")
+        return verdict.with_note(f"{text}: {comparison.undecided_text(tolerance)}")
     pin = verdict.pin or (verdict.nearest.pin if verdict.nearest is not None else None)
     change = what_changed(record, pin) if pin is not None and status is Status.DRIFT else None
     prefix = "DRIFT " if status is Status.DRIFT else ""

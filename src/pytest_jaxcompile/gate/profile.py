@@ -44,7 +44,7 @@ def profile_note(verdict: Verdict, thresholds: Thresholds) -> str | None:
     new, base = profile.get("new"), profile.get("base")
     if not new:
         return None
-    seconds = _compile_seconds(verdict)
+    seconds = _compile_seconds(verdict, thresholds)
     if not base:
         pin = verdict.pin or (verdict.nearest.pin if verdict.nearest is not None else None)
         why = (
@@ -120,10 +120,10 @@ def judge_profile(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     return verdict if note is None else verdict.with_note(note)
 
 
-def _compile_seconds(verdict: Verdict) -> tuple[float, float] | None:
+def _compile_seconds(verdict: Verdict, thresholds: Thresholds) -> tuple[float, float] | None:
     """(pin's, row's) seconds of the compile the profile is beside: the pairs' medians
     where paired, else the figures the verdict compared; the pin's may be missing (0)."""
-    comparison = PairedComparison.of(verdict.record)
+    comparison = PairedComparison.of(verdict.record, thresholds)
     if comparison is not None:
         return comparison.base_s, comparison.new_s
     pin = verdict.pin or (verdict.nearest.pin if verdict.nearest is not None else None)

@@ -36,7 +36,7 @@ from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.paired import PairedComparison
+from pytest_jaxcompile.gate.paired import PairedComparison, pairing_cost
 from pytest_jaxcompile.gate.pins import pin_file_name
 from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
@@ -171,7 +171,7 @@ class Figures:
 
 def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
     if verdict.phase == PAIRED_PHASE:
-        comparison = PairedComparison.of(verdict.record)
+        comparison = PairedComparison.of(verdict.record, thresholds)
         if comparison is not None:  # both sides compiled now: the pin's module is "pin"
             return Figures(
                 _BY_NAME[f"paired {comparison.metric}"],
@@ -431,6 +431,7 @@ class BlockKind(str, Enum):
     LOST = "lost rows"
     CLOBBER = "clobber"
     SETTINGS = "settings"  # settings the session set that are in force: no clobber
+    PAIRED = "paired"  # --compile-paired: what the pairing cost
     WARNING = "warning"
     ALWAYS_COLD = "always cold"
     UPGRADE = "upgrade"
@@ -703,6 +704,9 @@ def _blocks(outcome: Outcome, groups: list[GroupView]) -> list[Block]:
     ]
     blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
     judging = not outcome.pin_update
+    cost = pairing_cost(verdict.record for verdict in outcome.verdicts) if judging else None
+    if cost is not None:
+        blocks.append(Block(BlockKind.PAIRED, Tone.PLAIN, cost.describe()))
     if judging:
         blocks += _warning_blocks(outcome)
     blocks += instructions_blocks(outcome)

@@ -135,7 +135,12 @@ def annotation_commands(outcome: Outcome, path_of: PathOf, workspace: Path | Non
     for block in view.blocks:
         if block.kind is BlockKind.STALE:
             lines += [_stale_annotation(stale, outcome, workspace) for stale in outcome.stale]
-        elif block.kind not in (BlockKind.STATUS, BlockKind.PINS_UPDATED, BlockKind.SETTINGS):
+        elif block.kind not in (
+            BlockKind.STATUS,
+            BlockKind.PINS_UPDATED,
+            BlockKind.SETTINGS,
+            BlockKind.PAIRED,
+        ):
             lines.append(_block_annotation(block))
     return lines
 
@@ -306,7 +311,7 @@ def _block_lines(view: SessionView, fails: str) -> list[str]:
 def _callout(block: Block) -> str:
     if block.fails:
         return "CAUTION"
-    if block.kind in (BlockKind.UPGRADE, BlockKind.COMPILE_COUNT):
+    if block.kind in (BlockKind.UPGRADE, BlockKind.COMPILE_COUNT, BlockKind.PAIRED):
         return "NOTE"
     return "WARNING"
 

@@ -31,6 +31,7 @@ from pytest_jaxcompile._version import __version__
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import op_changes
 from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.paired import pairing_cost
 from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS, Pin
 from pytest_jaxcompile.gate.view import BlockKind, RowView, TraceRollup, TraceShare, session_view
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
@@ -110,6 +111,8 @@ def build_report(
 ) -> dict[str, Any]:
     """The JSON report; its schema is documented in docs/report-schema.md."""
     view = session_view(outcome)
+    records = list(records)
+    cost = None if outcome.pin_update else pairing_cost(records)
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -155,6 +158,7 @@ def build_report(
             for upgrade in outcome.upgrades
         ],
         "warnings": [f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)],
+        "paired": None if cost is None else {**dataclasses.asdict(cost), "text": cost.describe()},
         "always_cold": [dataclasses.asdict(row) for row in outcome.always_cold],
         "trace_profile": trace_profile_dict(view.trace),
         "stale": [

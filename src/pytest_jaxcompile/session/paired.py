@@ -13,16 +13,16 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from pytest_jaxcompile.backends import BackendSession, PairJob, StagedModule
+from pytest_jaxcompile.backends import BackendSession, PairingPlan, PairJob, StagedModule
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
-from pytest_jaxcompile.gate.paired import PairedComparison, pairing_target
-from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.paired import pairing_target
+from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.sequential import looks_up_to
 from pytest_jaxcompile.records import CompileRecord
 from pytest_jaxcompile.resolved import Settings
 
@@ -36,7 +36,7 @@ def pair_changed_rows(
 ) -> None:
     """Pair this process's rows whose module changed since their pin (see module doc)."""
     modules = ModuleStore(settings.module_store_dir, root)
-    jobs: dict[str, list[PairJob]] = {}
+    ranked: list[tuple[tuple[float, float, float], PairJob]] = []
     for record in records:
         if record.paired_against is not None or record.paired_note is not None:
             continue  # paired where it was measured (an xdist worker)
@@ -67,83 +67,61 @@ def pair_changed_rows(
                 f"{new.platform}"
             )
             continue
-        jobs.setdefault(record.framework, []).append(
-            PairJob(record, base, new, target.describe(root))
-        )
-    for framework, framework_jobs in jobs.items():
-        _pair_until_decided(backends[framework], framework_jobs, settings)
+        job = PairJob(record, base, new, target.describe(root))
+        ranked.append((likelihood(record, target.pin), job))
+    ranked.sort(key=lambda item: item[0], reverse=True)
 
+    def pair(jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:
+        backends[jobs[0].record.framework].pair(jobs, plan, timeout_s)
 
-# The record fields one pairing fills, which a second round of pairs extends.
-_PAIRS_FIELDS = ("paired_base_cpu_s", "paired_new_cpu_s", "paired_base_wall_s", "paired_new_wall_s")
-
-
-def _pair_until_decided(backend: BackendSession, jobs: list[PairJob], settings: Settings) -> None:
-    pair_until_decided(
-        backend.pair,
-        jobs,
+    pair_in_order(
+        pair,
+        [job for _, job in ranked],
         settings.thresholds,
-        settings.paired_pairs,
         settings.paired_max_pairs,
+        settings.paired_budget_s,
         settings.paired_timeout_s,
     )
 
 
-def pair_until_decided(
-    pair: Callable[[list[PairJob], int, float], None],
+def likelihood(record: CompileRecord, pin: Pin) -> tuple[float, float, float]:
+    """How likely a changed row is to have regressed, to pair the likeliest first: its
+    compile seconds over its pin's (measured another time, maybe on another machine, but
+    the best early sign), then its op count's growth over the pin's, then its size (its
+    seconds: a large module's regression costs the most). The seconds ratio is rounded to
+    a tenth, so that ratios within the noise of another day fall to the op growth."""
+    now = record.compile_s or 0.0
+    seconds = now / pin.compile_s if pin.compile_s > 0 else 1.0
+    ops = record.op_count / pin.op_count if record.op_count is not None and pin.op_count else 1.0
+    return (round(seconds, 1), ops, now)
+
+
+def pair_in_order(
+    pair: Callable[[list[PairJob], PairingPlan, float], None],
     jobs: list[PairJob],
     thresholds: Thresholds,
-    pairs: int,
     max_pairs: int,
+    budget_s: float | None,
     timeout_s: float,
 ) -> None:
-    """Pair `jobs` (`pair`: a backend's `BackendSession.pair`), then once more, in one
-    child, those the first `pairs` left not decided: as many pairs as the widest such
-    interval says would decide it, up to `max_pairs` in all, within what is left of
-    `timeout_s`. ``benchmarks/paired_gate.py`` pairs through this too."""
+    """Pair `jobs` in their order (`pair`: a backend's `BackendSession.pair`, given jobs of
+    one framework), each until a look of the sequential rule decides it, up to `max_pairs`;
+    with `budget_s`, no look starts once that many seconds have passed since this call
+    (but the first row's first: backends/jax/paired_child.py)."""
+    deadline = None if budget_s is None else time.time() + budget_s
+    plan = PairingPlan(
+        looks=tuple(looks_up_to(max_pairs)),
+        tolerance=thresholds.paired_tolerance,
+        floor_s=thresholds.paired_floor_s,
+        deadline=deadline,
+    )
+    frameworks: dict[str, list[PairJob]] = {}
+    for job in jobs:  # one child per framework (and platform), each in the jobs' order
+        frameworks.setdefault(job.record.framework, []).append(job)
     started = time.monotonic()
-    pair(jobs, pairs, timeout_s)
-    wanted = [(job, more_pairs_wanted(job.record, thresholds, max_pairs)) for job in jobs]
-    undecided = [(job, extra) for job, extra in wanted if extra > 0]
-    left_s = timeout_s - (time.monotonic() - started)
-    if not undecided or left_s <= 0:
-        return
-    scratch = [
-        dataclasses.replace(job, record=dataclasses.replace(job.record, paired_note=None))
-        for job, _ in undecided
-    ]
-    pair(scratch, max(extra for _, extra in undecided), left_s)
-    for (job, _), again in zip(undecided, scratch, strict=True):
-        extend_pairs(job.record, again.record)
-
-
-def more_pairs_wanted(record: CompileRecord, thresholds: Thresholds, max_pairs: int) -> int:
-    """How many more pairs a paired row wants: 0 when its pairs decided it (or it has
-    none), else about what its interval says would decide it, within `max_pairs` in all."""
-    comparison = PairedComparison.of(record)
-    if comparison is None:
-        return 0
-    if comparison.status(thresholds.paired_tolerance, thresholds.floor_s) is not None:
-        return 0
-    needed = comparison.pairs_to_decide(thresholds.paired_tolerance)
-    wanted = max_pairs if needed is None else needed
-    return max(0, min(wanted, max_pairs) - comparison.pairs)
-
-
-def extend_pairs(record: CompileRecord, again: CompileRecord) -> None:
-    """The second round's pairs appended to the first's, where it made some on every side
-    the first did (else the first round's pairs stand alone)."""
-    for name in _PAIRS_FIELDS:
-        if (getattr(record, name) is None) != (getattr(again, name) is None):
-            return
-    if again.paired_note is not None or not again.paired_new_wall_s:
-        return
-    for name in _PAIRS_FIELDS:
-        first, second = getattr(record, name), getattr(again, name)
-        if first is not None and second is not None:
-            setattr(record, name, [*first, *second])
-    if record.paired_cost_s is not None and again.paired_cost_s is not None:
-        record.paired_cost_s = round(record.paired_cost_s + again.paired_cost_s, 3)
+    for framework_jobs in frameworks.values():
+        left_s = timeout_s - (time.monotonic() - started)
+        pair(framework_jobs, plan, max(left_s, 0.0))
 
 
 def staged_modules(

@@ -23,6 +23,7 @@ from pytest_jaxcompile.backends import (
     CarriedCount,
     CensusRequest,
     MeasureContext,
+    PairingPlan,
     PairJob,
     ProfileJob,
     Say,
@@ -228,11 +229,11 @@ class JaxSession:
             return "the module has host callbacks, which a compile in another process cannot hold"
         return StagedModule(staged.text, staged.options, staged.devices, staged.platform)
 
-    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+    def pair(self, jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:
         if jobs:
             from pytest_jaxcompile.backends.jax.paired import pair_modules
 
-            pair_modules(jobs, pairs, timeout_s)
+            pair_modules(jobs, plan, timeout_s)
 
     def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
         if jobs:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from pytest_jaxcompile.backends import PairJob, ProfileJob, StagedModule
+from pytest_jaxcompile.backends import PairingPlan, PairJob, ProfileJob, StagedModule
 from pytest_jaxcompile.backends.jax import child
 
 CHILD_MODULE = "pytest_jaxcompile.backends.jax.paired_child"
@@ -29,6 +29,7 @@ CHILD_ENVIRONMENT = {
 # JAX_PLATFORMS for a module's platform, as JAX's backends name themselves
 _JAX_PLATFORMS = {"gpu": "cuda,rocm", "cpu": "cpu", "tpu": "tpu"}
 Job = TypeVar("Job", PairJob, ProfileJob)
+BUDGET_SPENT = "the pairing budget (--compile-paired-budget) ran out"
 
 
 def by_platform(jobs: Iterable[Job]) -> list[tuple[str, list[Job]]]:
@@ -46,8 +47,9 @@ def stage_module(stage: Path, name: str, module: StagedModule) -> dict[str, obje
     return {"module": f"{name}.mlir", "options": f"{name}.options", "devices": module.devices}
 
 
-def pair_modules(jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
-    """Pair every job, one child per platform; fill each job's record."""
+def pair_modules(jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:
+    """Pair every job, one child per platform, each in the jobs' order; fill each job's
+    record."""
     for platform, platform_jobs in by_platform(jobs):
         with tempfile.TemporaryDirectory(prefix="jaxcompile-paired-") as directory:
             stage = Path(directory)
@@ -59,7 +61,7 @@ def pair_modules(jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
                 }
                 for index, job in enumerate(platform_jobs)
             ]
-            results = run_child(stage, platform, entries, pairs, timeout_s)
+            results = run_child(stage, platform, entries, plan.manifest(), timeout_s)
         for index, job in enumerate(platform_jobs):
             _fill(job, results.get(index), results.get(-1))
 
@@ -68,14 +70,15 @@ def run_child(
     stage: Path,
     platform: str,
     entries: list[dict[str, object]],
-    pairs: int,
+    plan: dict[str, object],
     timeout_s: float,
     profile_environment: dict[str, str] | None = None,
 ) -> dict[int, dict[str, object]]:
-    """Run the pairing child over staged `entries`; with `profile_environment` (XLA's pass
-    timers, backends/jax/profile.py) it profiles them instead of pairing them."""
+    """Run the pairing child over staged `entries` by `plan` (`PairingPlan.manifest`);
+    with `profile_environment` (XLA's pass timers, backends/jax/profile.py) it profiles
+    them instead of pairing them."""
     profile = profile_environment is not None
-    child.write_manifest(stage, {"pairs": pairs, "entries": entries, "profile": profile})
+    child.write_manifest(stage, {**plan, "entries": entries, "profile": profile})
     environment = {
         **os.environ,
         **CHILD_ENVIRONMENT,
@@ -101,12 +104,18 @@ def _fill(
         why = (result or {}).get("error") or (stopped or {}).get("error") or "no result"
         record.paired_note = f"not paired: {why}"
         return
+    if "base_cpu_s" not in result:  # the budget ran out before the row's first pair
+        record.paired_note = f"not paired: {BUDGET_SPENT} before this row"
+        return
     record.paired_base_cpu_s = _seconds(result["base_cpu_s"])
     record.paired_new_cpu_s = _seconds(result["new_cpu_s"])
     record.paired_base_wall_s = _seconds(result["base_wall_s"])
     record.paired_new_wall_s = _seconds(result["new_wall_s"])
     seconds = result.get("seconds")
     record.paired_cost_s = float(seconds) if isinstance(seconds, (int, float)) else None
+    if result.get("stopped") == "budget":
+        made = len(record.paired_new_wall_s)
+        record.paired_note = f"not decided: {BUDGET_SPENT} after {made} pairs"
 
 
 def _seconds(values: object) -> list[float]:

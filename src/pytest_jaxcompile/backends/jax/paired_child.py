@@ -3,13 +3,17 @@
 Run by `pytest_jaxcompile.backends.jax.paired` as ``python -m
 pytest_jaxcompile.backends.jax.paired_child STAGE_DIR``, with JAX's persistent cache off.
 It imports JAX once, compiles a throwaway module (XLA's and LLVM's one-time set-up is in
-no pair), and then, for each entry of ``manifest.json``, compiles the two modules once
-untimed and then ``pairs`` times each, alternating which goes first (base, new; new, base;
-...), timing each compile in wall seconds and in the process's CPU seconds (every thread
-of the compile; this process does nothing else meanwhile). The same machine, the same
-moment and the same process hold both sides of every pair, so what differs between them
-is the modules. One JSON line per entry goes to ``results.jsonl``: ``{"id", "base_cpu_s",
-"new_cpu_s", "base_wall_s", "new_wall_s", "seconds"}`` or ``{"id", "error"}``.
+no pair), and then, for each entry of ``manifest.json`` in its order (the likeliest
+regression first), compiles the two modules alternately (base, new; new, base; ...),
+timing each compile in wall seconds and in the process's CPU seconds (every thread of the
+compile; this process does nothing else meanwhile), and judges the pairs at each of the
+manifest's ``looks`` with the sequential rule (gate/sequential.py): the first look that
+decides the entry ends it. Past the manifest's ``deadline`` (``--compile-paired-budget``)
+it starts no look, except the first entry's first. The same machine, the same moment and
+the same process hold both sides of every pair, so what differs between them is the
+modules. One JSON line per entry goes
+to ``results.jsonl``: ``{"id", "base_cpu_s", "new_cpu_s", "base_wall_s", "new_wall_s",
+"seconds"}`` (and ``"stopped": "budget"`` where the deadline cut it) or ``{"id", "error"}``.
 With ``"profile": true`` in the manifest (the compile profile, backends/jax/profile.py:
 the parent then turns XLA's pass timers on) it instead compiles each side an entry has
 (``new``, and ``base`` where the pin's module is stored) between two marker lines on
@@ -31,6 +35,7 @@ from typing import Any
 
 from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result, warm_up
 from pytest_jaxcompile.backends.jax.instructions_child import Compiler
+from pytest_jaxcompile.gate.sequential import judge_look
 
 SIDES = ("base", "new")
 PROFILE_MARK = "@@jaxcompile-profile"  # brackets a profiled compile's lines on stderr
@@ -58,9 +63,24 @@ def _timed(compiler: Compiler, loaded: tuple[Any, ...]) -> tuple[float, float]:
 
 
 def pair_entry(
-    compiler: Compiler, stage: Path, entry: dict[str, Any], pairs: int
+    compiler: Compiler,
+    stage: Path,
+    entry: dict[str, Any],
+    manifest: dict[str, Any],
+    first: bool = False,
 ) -> dict[str, Any]:
+    """Pair one entry until a look of the sequential rule decides it (gate/sequential.py),
+    or its last look. Past the pairing's deadline (``--compile-paired-budget``) no look
+    starts, except the `first` entry's first: a budget never leaves the likeliest
+    regression unjudged; a look begun is finished (its pairs decide nothing before it)."""
     started = time.perf_counter()
+    deadline = manifest.get("deadline")
+
+    def over_budget(made: int) -> bool:
+        return deadline is not None and time.time() >= deadline and not (first and made == 0)
+
+    if over_budget(0):
+        return {"id": entry["id"], "stopped": "budget"}
 
     def loaded(side: str) -> tuple[Any, ...]:
         spec = entry[side]
@@ -70,18 +90,38 @@ def pair_entry(
             int(spec["devices"]),
         )
 
-    for side in SIDES:  # untimed: each module's first compile in this process
-        _timed(compiler, loaded(side))
+    if manifest.get("warm_up_each"):  # untimed: each module's first compile in this process
+        for side in SIDES:
+            _timed(compiler, loaded(side))
     samples: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
-    for pair in range(pairs):
-        for side in order_of(pair):
-            samples[side].append(_timed(compiler, loaded(side)))
     result: dict[str, Any] = {"id": entry["id"]}
+    for look, rank in manifest["looks"]:
+        made = len(samples["new"])
+        if over_budget(made):
+            result["stopped"] = "budget"
+            break
+        for pair in range(made, int(look)):
+            for side in order_of(pair):
+                samples[side].append(_timed(compiler, loaded(side)))
+        if _decided(samples, int(rank), manifest):
+            break
     for side in SIDES:
         result[f"{side}_wall_s"] = [round(wall, 6) for wall, _ in samples[side]]
         result[f"{side}_cpu_s"] = [round(cpu, 6) for _, cpu in samples[side]]
     result["seconds"] = round(time.perf_counter() - started, 3)
     return result
+
+
+def _decided(
+    samples: dict[str, list[tuple[float, float]]], rank: int, manifest: dict[str, Any]
+) -> bool:
+    """Whether this look decides the pairs, on the seconds the gate judges: CPU seconds
+    where every one was measured (above 0), else wall seconds (`PairedComparison.of`)."""
+    cpu = [[cpu for _, cpu in samples[side]] for side in SIDES]
+    wall = [[wall for wall, _ in samples[side]] for side in SIDES]
+    base, new = cpu if min(cpu[0]) > 0 and min(cpu[1]) > 0 else wall
+    look = judge_look(base, new, rank, float(manifest["tolerance"]), float(manifest["floor_s"]))
+    return look.status is not None
 
 
 def profile_entry(compiler: Compiler, stage: Path, entry: dict[str, Any]) -> dict[str, Any]:
@@ -121,12 +161,12 @@ def main(argv: list[str]) -> int:
     profile = bool(manifest.get("profile"))
     compiler = Compiler()
     warm_up()
-    for entry in manifest["entries"]:
+    for index, entry in enumerate(manifest["entries"]):
         try:
             if profile:
                 result = profile_entry(compiler, stage, entry)
             else:
-                result = pair_entry(compiler, stage, entry, int(manifest["pairs"]))
+                result = pair_entry(compiler, stage, entry, manifest, first=index == 0)
         except Exception as error:  # one row's failure is that row's note, not the run's
             result = {"id": entry["id"], "error": f"{type(error).__name__}: {error}"}
         append_result(stage, result)

@@ -71,7 +71,7 @@ def profile_modules(jobs: list[ProfileJob], timeout_s: float) -> None:
                 if job.base is not None and job.base.platform == platform:
                     entry["base"] = stage_module(stage, f"{index}-base", job.base)
                 entries.append(entry)
-            run_child(stage, platform, entries, 0, timeout_s, PROFILE_ENVIRONMENT)
+            run_child(stage, platform, entries, {}, timeout_s, PROFILE_ENVIRONMENT)
             profiles = pass_times((stage / child.LOG).read_text(errors="replace"))
         for index, job in enumerate(platform_jobs):
             job.record.profile = profiles.get(index)

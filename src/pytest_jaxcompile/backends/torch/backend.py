@@ -18,6 +18,7 @@ from pytest_jaxcompile.backends import (
     CarriedCount,
     CensusRequest,
     MeasureContext,
+    PairingPlan,
     PairJob,
     ProfileJob,
     Say,
@@ -118,7 +119,7 @@ class TorchSession:
     def staged_module(self, record: CompileRecord) -> StagedModule | str | None:
         return "--compile-paired covers JAX's modules; torch's frames are not staged"
 
-    def pair(self, jobs: list[PairJob], pairs: int, timeout_s: float) -> None:
+    def pair(self, jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:
         pass  # no torch row is ever staged, so none is a job
 
     def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
