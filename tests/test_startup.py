@@ -24,6 +24,9 @@ AT_LOAD = {
     "pytest_jaxcompile._constants",
     "pytest_jaxcompile.activation",
     "pytest_jaxcompile.options",
+    "pytest_jaxcompile.options.pytest_options",
+    "pytest_jaxcompile.options.table",
+    "pytest_jaxcompile.options.values",
     "pytest_jaxcompile.plugin",
 }
 

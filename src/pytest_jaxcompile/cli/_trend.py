@@ -14,7 +14,8 @@ from pytest_jaxcompile.corpus.trend import (
     MIN_POINTS,
     TrendSettings,
 )
-from pytest_jaxcompile.options import Option, argparse_type, thresholds_from
+from pytest_jaxcompile.options import Option, argparse_type
+from pytest_jaxcompile.options.subcommands import thresholds_from
 
 # The one validator of numbers (finite, >= 0), for these subcommand-only options too.
 non_negative_float = argparse_type(Option("trend", "number", ""))

@@ -24,7 +24,7 @@ from pytest_jaxcompile.corpus.store import CorpusError
 from pytest_jaxcompile.corpus.trend import TrendCollector, trend_lines, trend_to_dict
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import session_view
-from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.options.subcommands import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.json_report import verdict_to_dict
 from pytest_jaxcompile.output.terminal import summary_lines
 

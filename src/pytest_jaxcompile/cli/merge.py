@@ -28,12 +28,8 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude, ordered
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.options import (
-    GITHUB_MODES,
-    THRESHOLD_OPTIONS,
-    add_threshold_arguments,
-    given_thresholds,
-)
+from pytest_jaxcompile.options import GITHUB_MODES, THRESHOLD_OPTIONS
+from pytest_jaxcompile.options.subcommands import add_threshold_arguments, given_thresholds
 from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,

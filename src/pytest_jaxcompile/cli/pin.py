@@ -18,7 +18,7 @@ from pytest_jaxcompile.cli._args import (
 from pytest_jaxcompile.corpus.store import CorpusError, latest_rows
 from pytest_jaxcompile.gate.limits import limits_for
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
-from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.options.subcommands import add_threshold_arguments, thresholds_from
 
 HELP = (
     "pin the most recent row per cell, transform and key of a records corpus "

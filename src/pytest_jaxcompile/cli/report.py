@@ -23,7 +23,7 @@ from pytest_jaxcompile.corpus.trend import TrendCollector, TrendReport
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import trace_rollup
-from pytest_jaxcompile.options import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.options.subcommands import add_threshold_arguments, thresholds_from
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
     Trends,

@@ -1,29 +1,17 @@
-"""Every option, declared once: pytest's flags and ini keys and the CLI's options come from here.
+"""The one table of options: `Option` and `OPTIONS`.
 
-`OPTIONS` is the one table. Each entry names its pytest flag (``--compile-*``), its ini key
-(``compile_*``), an environment variable where there is one, its kind, default and help.
-`parse_value` is the one validator of option values: a bad value is an `OptionError` naming
-the option and where it came from, whether it was typed on pytest's command line, in an ini
-file or to one of the ``pytest-jaxcompile`` subcommands. Numbers are checked by `_numbers`,
-as everywhere else a number is read: finite and non-negative (``nan`` would switch a
-comparison off, ``x > nan`` is never true; ``inf`` likewise).
-
-`resolve` reads one option's value (command line, then environment, then ini, then default);
-`resolved.Settings` holds a session's values, resolved once.
+Each entry names its pytest flag (``--compile-*``), its ini key (``compile_*``), an
+environment variable where there is one, its kind, default and help. pytest's flags and ini
+keys (`options.pytest_options`) and the subcommands' options (`options.subcommands`) are all
+made from it; `options.values` holds the one validator of their values.
 
 PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-
-import pytest
 
 from pytest_jaxcompile._constants import (
     CLEAR_AUTO,
@@ -44,16 +32,10 @@ from pytest_jaxcompile._constants import (
     PLATFORM_ALIASES,
 )
 
-if TYPE_CHECKING:  # the plugin's load reads only the table: no thresholds, no number checks
-    from pytest_jaxcompile.gate.limits import Thresholds
-
+if TYPE_CHECKING:
     Kind = Literal["number", "count", "flag", "choice", "path", "text", "lines"]
 
 GITHUB_MODES = ("auto", "off")
-
-
-class OptionError(ValueError):
-    """A bad option value; the message names the option and where the value came from."""
 
 
 class Option:
@@ -511,239 +493,3 @@ OPTIONS: tuple[Option, ...] = (
 )
 BY_NAME: Mapping[str, Option] = {option.name: option for option in OPTIONS}
 THRESHOLD_OPTIONS = tuple(option for option in OPTIONS if option.threshold is not None)
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def parse_value(option: Option, raw: object, source: str) -> Any:
-    """The one validator: `raw` (text, or a TOML value from an ini file) as `option`'s kind.
-
-    `source` says where the value came from, for the message: "ini option", "option", ...
-    """
-    from pytest_jaxcompile._numbers import NumberError, finite_number, whole, whole_number
-
-    text = str(raw).strip()
-    where = f"{source} {option.name if source.startswith('ini') else option.flag} = {text!r}"
-    if option.kind == "number":
-        try:
-            value = float(text)
-        except ValueError:
-            raise OptionError(f"{where} is not a number") from None
-        try:
-            return finite_number(value)
-        except NumberError as error:  # "1e999" reads as inf: refused with nan and inf
-            raise OptionError(f"{where} must be {error.expected}") from None
-    if option.kind == "count":
-        try:
-            count = whole_number(int(text), option.minimum)
-        except ValueError:
-            raise OptionError(f"{where}: expected {whole(option.minimum)}") from None
-        if option.maximum is not None and count > option.maximum:
-            expected = f"{whole(option.minimum)}, at most {option.maximum}"
-            raise OptionError(f"{where}: expected {expected}")
-        return count
-    if option.kind == "choice":
-        value_text = text.lower() if option.name == "compile_expected_platform" else text
-        if value_text not in option.choices:
-            raise OptionError(f"{where} must be one of {', '.join(option.choices)}")
-        return value_text
-    if option.kind == "flag":
-        if isinstance(raw, bool):
-            return raw
-        if text.lower() in ("true", "1", "yes", "on"):
-            return True
-        if text.lower() in ("false", "0", "no", "off", ""):
-            return False
-        raise OptionError(f"{where} must be true or false")
-    return text
-
-
-def implausible(values: Mapping[str, Any], subcommand: bool = False) -> list[str]:
-    """A warning for each value over its option's `implausible_above`, naming the option
-    as pytest (flag and ini key) or as a subcommand (its short flag) takes it."""
-    from pytest_jaxcompile._numbers import percent
-
-    messages = []
-    for option in OPTIONS:
-        value = values.get(option.name)
-        if option.implausible_above is None or value is None or value <= option.implausible_above:
-            continue
-        named = option.short_flag if subcommand else f"{option.flag} (ini {option.name})"
-        messages.append(
-            f"{named} = {value:g} allows +{percent(value)} over the pin: "
-            f"a row is DRIFT only when {1 + value:g}x slower, which turns the gate almost off. "
-            f"It is a fraction (0.75 = +75%); over {option.implausible_above:g} "
-            f"(+{percent(option.implausible_above)}) it is most likely a percentage."
-        )
-    return messages
-
-
-def argparse_type(option: Option, short: bool = False) -> Any:
-    """An argparse ``type=`` that runs `parse_value`; argparse names the option itself."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse_value(option, text, "option")
-        except OptionError as error:
-            reason = str(error).split(" = ", 1)[-1]
-            raise argparse.ArgumentTypeError(reason) from None
-
-    convert.__name__ = option.kind  # what argparse calls the type in its messages
-    return convert
-
-
-# --------------------------------------------------------------------------- pytest
-
-
-def add_pytest_options(parser: pytest.Parser) -> None:
-    """Every option under one group, and every ini key, from the table."""
-    group = parser.getgroup("jaxcompile", "compile-time gate for JAX/XLA (pytest-jaxcompile)")
-    for option in OPTIONS:
-        if option.on_command_line:
-            if option.kind == "flag":
-                group.addoption(
-                    option.flag,
-                    action="store_true",
-                    default=None,
-                    dest=option.name,
-                    help=option.help_text(),
-                )
-            else:
-                group.addoption(
-                    option.flag,
-                    dest=option.name,
-                    default=None,
-                    metavar=option.metavar,
-                    type=None if option.kind in ("path", "text") else argparse_type(option),
-                    choices=option.choices or None,
-                    help=option.help_text(),
-                )
-        if option.in_ini:
-            ini_type: Literal["linelist", "bool"] | None = (
-                "linelist" if option.kind == "lines" else None
-            )
-            parser.addini(
-                option.name,
-                option.help_text(for_argparse=False),
-                type=ini_type,
-                default=[] if option.kind == "lines" else "",
-            )
-
-
-def resolve(config: pytest.Config, option: Option) -> Any:
-    """Command line, then the environment variable, then the ini key, then the default."""
-    if option.on_command_line:
-        value = config.getoption(option.name)
-        if value is not None and value != "":
-            return _path(config.invocation_params.dir, value) if option.kind == "path" else value
-    if option.env and os.environ.get(option.env, "").strip():
-        return parse_value(option, os.environ[option.env], f"environment variable {option.env}")
-    if option.in_ini:
-        raw = config.getini(option.name)
-        if option.kind == "lines":
-            return list(raw)
-        if str(raw).strip():
-            value = parse_value(option, raw, "ini option")
-            return _path(config.rootpath, value) if option.kind == "path" else value
-    if option.kind == "path" and option.default is not None:
-        return _path(config.rootpath, option.default)
-    if option.kind == "flag":
-        return False
-    return option.default
-
-
-def given(config: pytest.Config, namespace: argparse.Namespace | None = None) -> list[str]:
-    """The options this session was given, by ini key: on the command line (``namespace``:
-    pytest's early parse, before ``config.option`` is filled), in the environment or in the
-    ini file. Defaults are not given: a project that sets none does not use the plugin."""
-    in_ini = _given_in_ini(config)
-    found = []
-    for option in OPTIONS:
-        if option.on_command_line:
-            value = getattr(namespace if namespace is not None else config.option, option.name)
-            if value is not None and value != "":
-                found.append(option.name)
-                continue
-        if option.name in in_ini or (option.env and os.environ.get(option.env, "").strip()):
-            found.append(option.name)
-    return found
-
-
-_GIVEN_IN_INI_KEY = pytest.StashKey[frozenset[str]]()
-
-
-def _given_in_ini(config: pytest.Config) -> frozenset[str]:
-    """The ini keys of the table the ini file (or ``-o``) sets, read once per config: the
-    plugin asks at start-up and again at configuration, after the conftest.py files."""
-    if _GIVEN_IN_INI_KEY not in config.stash:
-        config.stash[_GIVEN_IN_INI_KEY] = frozenset(
-            option.name for option in OPTIONS if option.in_ini and _in_ini(config, option)
-        )
-    return config.stash[_GIVEN_IN_INI_KEY]
-
-
-def _in_ini(config: pytest.Config, option: Option) -> bool:
-    raw = config.getini(option.name)
-    return bool(raw) if option.kind == "lines" else bool(str(raw).strip())
-
-
-def _path(base: Path, value: str) -> Path:
-    return Path(base, value).resolve()
-
-
-# --------------------------------------------------------------------------- subcommands
-
-
-def add_threshold_arguments(parser: argparse.ArgumentParser, *, inherit: bool = False) -> None:
-    """The verdict options, by their names without the ``compile-`` prefix.
-
-    With `inherit` (``merge``) every default is "not given": the reports' own values apply,
-    and flags take a ``--no-`` form to turn a report's setting off.
-    """
-    for option in THRESHOLD_OPTIONS:
-        if option.kind == "flag":
-            parser.add_argument(
-                option.short_flag,
-                dest=option.threshold,
-                action=argparse.BooleanOptionalAction if inherit else "store_true",
-                default=None if inherit else False,
-                help=(option.help + (" (default: as the reports say)" if inherit else "")).replace(
-                    "%", "%%"
-                ),
-            )
-        else:
-            parser.add_argument(
-                option.short_flag,
-                dest=option.threshold,
-                default=None,
-                type=argparse_type(option),
-                metavar=option.metavar,
-                choices=None if option.kind != "choice" else option.choices,
-                help=(option.help + " (default: as the reports say)").replace("%", "%%")
-                if inherit
-                else option.help_text(),
-            )
-
-
-def given_thresholds(args: argparse.Namespace) -> dict[str, Any]:
-    """The verdict options given on a subcommand's command line, by Thresholds field;
-    a value most likely mistaken (a percentage for a fraction) is warned of on stderr,
-    as pytest warns of it."""
-    given, by_name = {}, {}
-    for option in THRESHOLD_OPTIONS:
-        assert option.threshold is not None
-        value = getattr(args, option.threshold, None)
-        if value is not None:
-            given[option.threshold] = value
-            by_name[option.name] = value
-    for message in implausible(by_name, subcommand=True):
-        print(f"pytest-jaxcompile: warning: {message}", file=sys.stderr)
-    return given
-
-
-def thresholds_from(args: argparse.Namespace) -> Thresholds:
-    """A subcommand's thresholds: what was given, the table's defaults for the rest."""
-    from pytest_jaxcompile.gate.limits import Thresholds
-
-    return Thresholds(**given_thresholds(args))
