@@ -66,9 +66,12 @@ def pytest_configure(config):
 
 WAYS = {
     "plugin disabled": (False, ["-p", "no:jaxcompile"]),
-    "census, caches kept": (False, ["--compile-census", "--compile-clear-caches=never"]),
+    "census, caches kept": (False, ["--compile-census", "-o", "compile_clear_caches=never"]),
     "census, caches cleared": (False, ["--compile-census"]),
-    "warm cache, census, caches kept": (True, ["--compile-census", "--compile-clear-caches=never"]),
+    "warm cache, census, caches kept": (
+        True,
+        ["--compile-census", "-o", "compile_clear_caches=never"],
+    ),
     "warm cache, census, caches cleared": (True, ["--compile-census"]),
 }
 

@@ -1016,7 +1016,7 @@ THRESHOLD_GRID: list[tuple[str, dict[str, Any]]] = [
         DEFAULTS,
     ),
     ("--compile-strict (wall seconds, whatever the load)", {**DEFAULTS, "strict": True}),
-    ("--compile-strict --compile-metric cpu", {**DEFAULTS, "strict": True, "metric": "cpu"}),
+    ("--compile-strict, metric cpu", {**DEFAULTS, "strict": True, "metric": "cpu"}),
     *((f"max load {value:g}", {**DEFAULTS, "max_load": value}) for value in (0.75, 1.5, 2.0)),
     *((f"tolerance {value:g}", {**DEFAULTS, "tolerance": value}) for value in (0.5, 1.0)),
     *((f"floor {value:g} s", {**DEFAULTS, "floor_s": value}) for value in (0.0, 0.1, 0.5)),

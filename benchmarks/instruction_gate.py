@@ -260,7 +260,7 @@ def carry(
     """`sessions` pairs on the unchanged project, one recounting every row and one carrying
     every count: each row's verdict in both, and how far the recounts moved from the pin."""
     instructions = ("--compile-instructions",)
-    recount = (*instructions, "--compile-instructions-recount")
+    recount = (*instructions, "-o", "compile_instructions_recount=true")
     pinned = {row: count for row, (_, count) in pin["rows"].items()}
     equal, moved, statuses = 0, 0.0, set()
     for _ in range(sessions):
@@ -310,7 +310,7 @@ def pytest_sessions(
         (project / "test_models.py").write_text(PROJECT_TESTS)
         (project / "pytest.ini").write_text("[pytest]\n")
         instructions = ("--compile-instructions",)
-        recount = (*instructions, "--compile-instructions-recount")
+        recount = (*instructions, "-o", "compile_instructions_recount=true")
         if carry_only:
             models = {"BENCH_DEPTHS": ",".join(str(d) for d in range(20, 20 + 2 * tests, 2))}
             pin_update = (*instructions, "--compile-pin-update")

@@ -112,7 +112,7 @@ WAYS = {
     "disabled": ["-p", "no:jaxcompile"],
     "loaded": [],
     "census": ["--compile-census"],
-    "census, always clear": ["--compile-census", "--compile-clear-caches=always"],
+    "census, always clear": ["--compile-census", "-o", "compile_clear_caches=always"],
     "census -n 2": ["--compile-census", "-n", "2"],
 }
 # Statuses that pass the gate alike: `noisy` is `ok` judged on CPU seconds because the host

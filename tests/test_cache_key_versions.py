@@ -151,7 +151,7 @@ def test_a_cold_unchanged_module_under_another_jaxlib_is_named_not_missed(
     _set_in_pins(project.pins_dir, "jaxlib_version", "0.0.1", state="warm")
     _set_in_pins(project.pins_dir, "platform_version", "an older platform", state="warm")
     _lose_the_cache(project)  # the cache was not restored
-    result = project.run("--compile-expect-warm", "--compile-time-advisory", "-v")
+    result = project.run("--compile-expect-warm", "-o", "compile_time_advisory=true", "-v")
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_a", "jit")] != "MISS"
     (verdict,) = project.report()["verdicts"]

@@ -31,7 +31,9 @@ def test_a_grown_model_names_the_operations_that_grew_and_keeps_its_text(
 
     monkeypatch.setenv("JAXMODELS_DEPTH", "40")
     artifacts = project.path / "modules"
-    result = project.run("--compile-max-ops-growth=0.1", f"--compile-artifacts-dir={artifacts}")
+    result = project.run(
+        "-o", "compile_max_ops_growth=0.1", "-o", f"compile_artifacts_dir={artifacts}"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_mlp", "jit"): "GREW", ("test_unchanged", "double"): "ok"}
     result.stdout.fnmatch_lines(["      module grew: * ops (*, limit +10%): *stablehlo.tanh +36*"])

@@ -262,7 +262,7 @@ def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
 
     # The op-count gate alone: deterministic, fails even when time is only advisory.
     path.write_text(text)
-    result = project.run("--compile-time-advisory", "--compile-max-ops-growth", "0.10")
+    result = project.run("-o", "compile_time_advisory=true", "-o", "compile_max_ops_growth=0.10")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_mlp", "vag")] == "GREW"
     result.stdout.fnmatch_lines(
@@ -272,7 +272,7 @@ def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
             "GREW: 1 row(s)*",
         ]
     )
-    result = project.run("--compile-max-ops-growth", "5")
+    result = project.run("-o", "compile_max_ops_growth=5")
     assert project.verdicts()[("test_mlp", "vag")] != "GREW"
 
 
@@ -328,7 +328,7 @@ def test_trace_profile_attributes_trace_time_by_package(project: JaxProject) -> 
             jax_compile(python_heavy, jnp.ones(3), transform="heavy")
         """
     )
-    result = project.run("--compile-trace-profile", "--compile-record-dir", "records")
+    result = project.run("-o", "compile_trace_profile=true", "--compile-record-dir", "records")
     result.assert_outcomes(passed=1)
     record = project.rows()[("test_profiled", "heavy")]
     profile = record["trace_profile"]

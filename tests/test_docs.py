@@ -43,7 +43,7 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     test_step = next(step for step in steps if step.get("name") == "Tests")["run"]
     assert "--compile-report=reports/jaxcompile.json" in test_step
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload"))
-    assert "--compile-artifacts-dir=reports/modules" in test_step
+    assert "-o compile_artifacts_dir=reports/modules" in test_step
     assert upload["with"]["path"].split() == [
         "reports/jaxcompile.json",
         "reports/comment.md",
@@ -109,12 +109,13 @@ def _table_defaults(page: str, default_column: int) -> dict[str, str]:
     return defaults
 
 
-def _default_words(option: object) -> str:
+def _default_words(option: object, as_flag: bool) -> str:
+    """How the docs' table says the default: a flag is off, an ini-only bool false."""
     from pytest_jaxcompile.options import Option
 
     assert isinstance(option, Option)
     if option.kind == "flag":
-        return "off" if option.on_command_line else "false"
+        return "off" if as_flag else "false"
     if option.default_text is not None:
         return option.default_text
     if option.default is None:
@@ -130,11 +131,11 @@ def test_every_option_and_its_default_is_documented_as_the_code_has_it() -> None
     for option in OPTIONS:
         name = option.flag if option.on_command_line else option.name
         assert name in plugin, f"{name} is not in docs/options.md"
-        assert _default_words(option) in plugin[name], (name, plugin[name])
+        assert _default_words(option, option.on_command_line) in plugin[name], (name, plugin[name])
     commands = _table_defaults("corpus.md", default_column=1)
     for option in THRESHOLD_OPTIONS:
         assert option.short_flag in commands, f"{option.short_flag} is not in docs/corpus.md"
-        assert _default_words(option) in commands[option.short_flag], option.short_flag
+        assert _default_words(option, True) in commands[option.short_flag], option.short_flag
 
 
 def test_help_texts_come_from_the_option_table(pytester: pytest.Pytester) -> None:
@@ -145,6 +146,24 @@ def test_help_texts_come_from_the_option_table(pytester: pytest.Pytester) -> Non
     for name in ("compile_max_load", "compile_tolerance", "compile_strict"):
         assert " ".join(BY_NAME[name].help.split()[:6]) in text
     assert "judged on CPU seconds" in text  # not the "not judged" of an earlier release
+
+
+def test_help_lists_at_most_15_flags_and_every_other_setting_as_an_ini_key(
+    pytester: pytest.Pytester,
+) -> None:
+    """`pytest --help` stays short: the flags users reach for, the rest ini keys only."""
+    from pytest_jaxcompile.options import OPTIONS
+
+    result = pytester.runpytest_inprocess("--help")
+    lines = result.stdout.lines
+    flags = [line.split()[0].split("=")[0] for line in lines if line.startswith("  --compile-")]
+    assert 0 < len(flags) <= 15, flags
+    assert flags == [option.flag for option in OPTIONS if option.on_command_line]
+    ini_lines = lines[next(i for i, line in enumerate(lines) if "ini-options" in line) :]
+    ini_keys = {line.split()[0] for line in ini_lines if line.startswith("  compile_")}
+    assert ini_keys == {option.name for option in OPTIONS if option.in_ini}
+    for option in OPTIONS:  # a flag or an ini key, never neither
+        assert option.on_command_line or option.in_ini, option.name
 
 
 def test_the_coverage_warning_in_the_docs_is_what_the_code_prints(tmp_path: Path) -> None:
@@ -2167,7 +2186,7 @@ def _paired_budget(tmp_path: Path) -> list[str]:
             paired_new_wall_s=[4.2, 4.5, 4.1, 4.4, 4.3, 4.2],
             paired_against=against,
             paired_cost_s=51.0,
-            paired_note="not decided: the pairing budget (--compile-paired-budget) ran out "
+            paired_note="not decided: the pairing budget (compile_paired_budget) ran out "
             "after 6 pairs",
         ),
         row(
@@ -2179,14 +2198,14 @@ def _paired_budget(tmp_path: Path) -> list[str]:
             hardware_detail=cpu,
             fingerprint="sha256:deep",
             paired_against=against,
-            paired_note="not paired: the pairing budget (--compile-paired-budget) ran out "
+            paired_note="not paired: the pairing budget (compile_paired_budget) ran out "
             "before this row",
         ),
     ]
     _, judged = sessions(tmp_path, (pinned, True), (measured, False))
     judged.session_s = 95.0
     return [
-        "$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired --compile-paired-budget 60",
+        "$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired -o compile_paired_budget=60",
         *terminal(judged),
     ]
 

@@ -257,7 +257,7 @@ def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
     # Counted again on a busy machine (--compile-instructions-recount): within tolerance.
     request.getfixturevalue("both_cores_busy")
     busy = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "-v", "--compile-instructions-recount"
+        "-p", "no:randomly", "-v", "-o", "compile_instructions_recount=true"
     )
     assert busy.ret == pytest.ExitCode.OK, busy.stdout.str()
     assert "DRIFT" not in busy.stdout.str()
@@ -480,7 +480,7 @@ def test_a_child_past_its_timeout_leaves_rows_not_counted_and_saying_why(
     stager.count("0.10.2")
     assert record.compile_instructions is None
     assert record.compile_instructions_note is not None
-    assert "--compile-instructions-timeout (1 s)" in record.compile_instructions_note
+    assert "compile_instructions_timeout (1 s)" in record.compile_instructions_note
 
 
 def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> None:

@@ -174,9 +174,9 @@ def test_changed_options_are_counted_and_recount_counts_everything(
     assert again.compile_instructions == 2_000_000 and started == ["check", "vag", "check", "vag"]
 
 
-def test_the_recount_option_is_a_flag() -> None:
+def test_the_recount_option_is_an_ini_key_only() -> None:
     option = BY_NAME["compile_instructions_recount"]
-    assert option.kind == "flag" and option.flag == "--compile-instructions-recount"
+    assert option.kind == "flag" and not option.on_command_line
 
 
 # ----------------------------------------------------------------------- the terminal

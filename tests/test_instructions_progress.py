@@ -242,8 +242,8 @@ def test_a_counting_session_says_what_it_counts_each_count_and_how_to_pin_it(
     failed = pytester.runpytest_subprocess(
         "-p",
         "no:randomly",
-        "--compile-instructions-timeout",
-        "1",
+        "-o",
+        "compile_instructions_timeout=1",
         "--compile-instructions-required",
     )
     assert failed.ret == pytest.ExitCode.TESTS_FAILED, failed.stdout.str()
@@ -251,7 +251,7 @@ def test_a_counting_session_says_what_it_counts_each_count_and_how_to_pin_it(
         [
             "*1 row(s) not counted under valgrind (--compile-instructions-required)*",
             "  test_small.py::test_small*: the counting child ran past "
-            "--compile-instructions-timeout (1 s)",
+            "compile_instructions_timeout (1 s)",
         ]
     )
 

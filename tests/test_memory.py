@@ -424,20 +424,20 @@ def test_the_first_compile_of_a_process_drifts_on_rss_over_a_tiny_pin(
     first = project.rows()[("test_first", "loss")]
     assert first["compile_rss_growth_mib"] > 1.0
     project.set_pin_field("compile_rss_growth_mib", 0.0)
-    result = project.run("--compile-rss-floor=1", "--compile-tolerance=1000")
+    result = project.run("-o", "compile_rss_floor_mib=1", "--compile-tolerance=1000")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_first", "loss")] == "DRIFT"
     result.stdout.fnmatch_lines(
         ["      RSS growth during the compile drifted: * MiB, pin 0.0 MiB*"]
     )
-    assert "--compile-rss-floor" in project.pytester.runpytest_subprocess("--help").stdout.str()
+    assert "compile_rss_floor_mib" in project.pytester.runpytest_subprocess("--help").stdout.str()
 
 
 def test_bad_memory_options_are_usage_errors_naming_them(project: JaxProject) -> None:
     project.tests("def test_nothing():\n    pass\n")
-    result = project.pytester.runpytest_subprocess("--compile-rss-floor=-1")
+    result = project.pytester.runpytest_subprocess("-o", "compile_rss_floor_mib=-1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--compile-rss-floor*must be a finite number >= 0*"])
+    result.stderr.fnmatch_lines(["*compile_rss_floor_mib*must be a finite number >= 0*"])
     project.pytester.makeini("[pytest]\ncompile_rss_floor_mib = lots\n")
     result = project.pytester.runpytest_subprocess()
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -94,7 +94,7 @@ def test_a_new_test_file_in_a_pinned_project_is_no_runner_warning(project: JaxPr
     project.tests(MLP_TEST.replace("test_mlp", "test_new_a"), name="test_new")
     project.tests(MLP_TEST.replace("test_mlp", "test_new_b"), name="test_newer")
     # Time-advisory: the pinned row's verdict is beside the point (and load-dependent).
-    result = project.run("--compile-time-advisory")
+    result = project.run("-o", "compile_time_advisory=true")
     assert result.ret == pytest.ExitCode.OK
     verdicts = project.verdicts()
     assert (verdicts[("test_new_a", "jit")], verdicts[("test_new_b", "jit")]) == (
@@ -219,7 +219,7 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     )
     upgrade = project.report()["upgrades"][0]
     assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax.__version__, 1)
-    gated = project.run("--compile-hardware=ci-runner", "--compile-max-upgrade-slowdown=0")
+    gated = project.run("--compile-hardware=ci-runner", "-o", "compile_max_upgrade_slowdown=0")
     # Judge the gated run by its own figure: the ratio moves between runs.
     gated_ratio = project.report()["upgrades"][0]["median_ratio"]
     expected = pytest.ExitCode.TESTS_FAILED if gated_ratio > 1 else pytest.ExitCode.OK

@@ -19,7 +19,7 @@ MODEL_TESTS = """
 def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) -> None:
     project.conftest()
     project.tests(MODEL_TESTS)
-    project.run("--compile-repeat", "3").assert_outcomes(passed=1)
+    project.run("-o", "compile_repeat=3").assert_outcomes(passed=1)
     row = project.rows()[("test_mlp", "vag")]
     samples = row["compile_samples_s"]
     assert len(samples) == 3
@@ -30,16 +30,16 @@ def test_repeat_takes_the_fastest_and_records_the_spread(project: JaxProject) ->
     assert row["cache"]["entries_after"] == row["cache"]["entries_before"] + 1
     entries = sorted(path.name for path in project.cache_dir.iterdir() if is_cache_entry(path.name))
     assert len([name for name in entries if name.startswith("jit_mlp_loss")]) == 1
-    project.run("--compile-repeat", "2")
+    project.run("-o", "compile_repeat=2")
     warm = project.rows()[("test_mlp", "vag")]
     assert warm["cache_state"] == "warm" and len(warm["compile_samples_s"]) == 2
 
 
 def test_bad_repeat_is_a_usage_error(project: JaxProject) -> None:
     project.tests("def test_nothing():\n    pass\n")
-    result = project.run("--compile-repeat", "0")
+    result = project.run("-o", "compile_repeat=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--compile-repeat: '0': expected a whole number >= 1*"])
+    result.stderr.fnmatch_lines(["*ini option compile_repeat = '0': expected a whole number >= 1*"])
 
 
 def test_rows_measured_under_load_are_noisy_unless_strict(
@@ -101,7 +101,7 @@ def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
         project.set_pin_field(phase, None)
     project.run("--compile-floor", "0")
     assert project.verdicts()[("test_mlp", "vag")] == "improved"
-    result = project.run("--compile-floor", "0", "--compile-metric", "cpu")
+    result = project.run("--compile-floor", "0", "-o", "compile_metric=cpu")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_mlp", "vag")] == "DRIFT"
     assert project.report()["verdicts"][0]["metric"] == "cpu"
@@ -215,5 +215,5 @@ def test_a_pin_update_above_the_max_load_warns_that_the_pins_hold_the_wait(
     assert "pinned at a load above" not in quiet.stdout.str()
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "1.3")
     assert "pinned at a load above" not in project.run().stdout.str()  # judged, not pinned
-    raised = project.run("--compile-pin-update", "--compile-max-load=1.5")
+    raised = project.run("--compile-pin-update", "-o", "compile_max_load=1.5")
     assert "pinned at a load above" not in raised.stdout.str()

@@ -269,14 +269,14 @@ def test_clear_caches_never_lets_earlier_tests_change_the_count(project: JaxProj
     _project(project)
     names = "test_models.py::test_census_only", "test_models.py::test_same_function_again"
     cleared = _run(project, "-p", "no:randomly", *names)
-    kept = _run(project, "-p", "no:randomly", "--compile-clear-caches=never", *names)
+    kept = _run(project, "-p", "no:randomly", "-o", "compile_clear_caches=never", *names)
     assert _cleared_because(project) == {
         "test_census_only": None,
         "test_same_function_again": None,
     }
     assert cleared["ledgers"]["test_same_function_again"][0] == 1
     assert kept["ledgers"]["test_same_function_again"][0] == 0  # jit(triple) reused
-    always = _run(project, "-p", "no:randomly", "--compile-clear-caches=always", *names)
+    always = _run(project, "-p", "no:randomly", "-o", "compile_clear_caches=always", *names)
     assert always == cleared
     assert set(_cleared_because(project).values()) == {"compile_clear_caches = always"}
 

@@ -109,7 +109,7 @@ def test_not_decided_says_how_many_pairs_would_decide_it() -> None:
         dataclasses.replace(THRESHOLDS, paired_tolerance=0.06),
     )
     assert near is not None and near.status is None
-    assert "(--compile-paired-max-pairs " in near.undecided_text(0.06)
+    assert "(compile_paired_max_pairs = " in near.undecided_text(0.06)
 
 
 def test_wall_seconds_are_used_where_cpu_seconds_are_missing() -> None:
@@ -361,7 +361,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # The same computation lowered again under another name: a new fingerprint, equal work.
     monkeypatch.setenv("MODEL_DEPTH", "4")
     project.tests(MODEL.format(name="renamed_loss"))
-    equal = project.run("--compile-paired", "--compile-paired-max-pairs", "16", "-v")
+    equal = project.run("--compile-paired", "-o", "compile_paired_max_pairs=16", "-v")
     assert equal.ret == 0, equal.stdout.str()
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
@@ -467,13 +467,13 @@ def test_a_budget_pairs_the_likeliest_regression_first_and_names_the_rows_it_lef
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
     # A budget spent before the child starts: the likeliest row still gets its first look.
-    result = project.run("--compile-paired", "--compile-paired-budget", "0.001")
+    result = project.run("--compile-paired", "-o", "compile_paired_budget=0.001")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     rows = project.rows()
     deep = rows[("test_deep", "grad")]
     assert len(deep["paired_new_cpu_s"]) == LOOKS[0] and deep["paired_note"] is None
     assert project.verdicts()[("test_deep", "grad")] == "DRIFT"
-    left = "not paired: the pairing budget (--compile-paired-budget) ran out before this row"
+    left = "not paired: the pairing budget (compile_paired_budget) ran out before this row"
     for cell in ("test_a", "test_b"):
         assert rows[(cell, "grad")]["paired_note"] == left
         assert rows[(cell, "grad")]["paired_new_cpu_s"] is None

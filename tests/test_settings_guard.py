@@ -376,7 +376,7 @@ def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
     )
 
     project.tests(depth_test.replace("DEPTH", "3"))  # a changed model recompiles by design
-    result = project.run("--compile-expect-warm", "--compile-time-advisory", "-v")
+    result = project.run("--compile-expect-warm", "-o", "compile_time_advisory=true", "-v")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*expected recompile: the module changed since its warm pin*"])
 

@@ -114,7 +114,9 @@ def test_pin_update_under_four_workers_writes_every_pin_once_as_a_serial_update(
     for workers in ("0", "4"):
         log.unlink(missing_ok=True)
         pins = project.path / f"pins-{workers}"
-        result = project.run("-n", workers, "--compile-pin-update", f"--compile-pins-dir={pins}")
+        result = project.run(
+            "-n", workers, "--compile-pin-update", "-o", f"compile_pins_dir={pins}"
+        )
         result.assert_outcomes(passed=8)
         # One update, by the process that judges (never a worker), with every row.
         calls = [json.loads(line) for line in log.read_text().splitlines()]

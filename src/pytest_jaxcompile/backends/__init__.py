@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pytest
 
 LOAD_OVERRIDE_ENV = "JAXCOMPILE_LOAD_PER_CORE"
-STAGING = ".staged"  # under --compile-artifacts-dir: every measured module's text
+STAGING = ".staged"  # under compile_artifacts_dir: every measured module's text
 
 
 # The pinned instruction count of a row whose fingerprint, compile options digest and
@@ -339,7 +339,7 @@ def artifact_name(cell: str, transform: str) -> str:
 
 
 def stage_module(directory: Path, cell: str, transform: str, module_text: str) -> None:
-    """Keep a measured module's text in ``DIR/.staged/`` (``--compile-artifacts-dir``); the
+    """Keep a measured module's text in ``DIR/.staged/`` (``compile_artifacts_dir``); the
     controller keeps those of failing rows at the end (`output/artifacts.py`)."""
     atomic_write_text(directory / STAGING / artifact_name(cell, transform), module_text)
 

@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--github",
         choices=GITHUB_MODES,
         default="auto",
-        help="GitHub Actions output as the plugin's --compile-github (default: auto)",
+        help="GitHub Actions output as the plugin's ini key compile_github (default: auto)",
     )
     parser.add_argument(
         "-v",

@@ -129,7 +129,7 @@ def carried_instructions(record: CompileRecord, store: PinStore) -> int | None:
     """The pinned count a row takes without being counted again: that of the pin its count
     would be judged against (`instructions_pin`, an equal instrument identity), when the
     row's module (fingerprint) and compile options (their digest) are that pin's too; else
-    None (counted). `--compile-instructions-recount` counts every row."""
+    None (counted). `compile_instructions_recount` counts every row."""
     found = instructions_pin(record, store)
     if found is None or record.fingerprint is None or record.compile_options_digest is None:
         return None

@@ -172,7 +172,7 @@ class PairedComparison:
             look = next(pairs for pairs in LOOKS if pairs >= needed)
             return (
                 f"not decided after {self.pairs} pairs; about {needed} would decide it "
-                f"(--compile-paired-max-pairs {look})"
+                f"(compile_paired_max_pairs = {look})"
             )
         return (
             f"not decided after {self.pairs} pairs; about {needed} would decide it, more "

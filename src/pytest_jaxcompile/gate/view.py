@@ -817,7 +817,7 @@ class TraceShare:
 
 @dataclass(frozen=True)
 class TraceRollup:
-    """Where the session's tracing time went (``--compile-trace-profile``): each profiled
+    """Where the session's tracing time went (``compile_trace_profile``): each profiled
     row's shares weighted by its trace seconds, by package group and by file."""
 
     rows: int  # the rows profiled
@@ -972,7 +972,7 @@ class SessionView:
     groups: tuple[GroupView, ...]  # keys holding the most severe rows first
     blocks: tuple[Block, ...]  # in BlockKind order; STATUS blocks in the Status order
     failed: bool
-    trace: TraceRollup | None = None  # where tracing time went (--compile-trace-profile)
+    trace: TraceRollup | None = None  # where tracing time went (compile_trace_profile)
 
     @property
     def rows(self) -> list[RowView]:

@@ -22,7 +22,11 @@ from pytest_jaxcompile.options.values import argparse_type, parse_value
 
 def add_pytest_options(parser: pytest.Parser) -> None:
     """Every option under one group, and every ini key, from the table."""
-    group = parser.getgroup("jaxcompile", "compile-time gate for JAX/XLA (pytest-jaxcompile)")
+    group = parser.getgroup(
+        "jaxcompile",
+        "compile-time gate for JAX/XLA (pytest-jaxcompile); every other setting is an ini key "
+        "(compile_*, under [pytest] ini-options; docs/options.md)",
+    )
     for option in OPTIONS:
         if option.on_command_line:
             if option.kind == "flag":

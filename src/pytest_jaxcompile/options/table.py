@@ -1,6 +1,7 @@
 """The one table of options: `Option` and `OPTIONS`.
 
-Each entry names its pytest flag (``--compile-*``), its ini key (``compile_*``), an
+Each entry names its ini key (``compile_*``), its pytest flag (``--compile-*``) where it
+has one (`on_command_line`: the few options users reach for; the rest are ini keys only), an
 environment variable where there is one, its kind, default and help. pytest's flags and ini
 keys (`options.pytest_options`) and the subcommands' options (`options.subcommands`) are all
 made from it; `options.values` holds the one validator of their values.
@@ -72,7 +73,9 @@ class Option:
         metavar: str | None = None,
         choices: tuple[str, ...] = (),
         env: str | None = None,
-        on_command_line: bool = True,  # pytest offers --compile-...
+        # pytest offers --compile-...: only the options users reach for (at most 15, so that
+        # `pytest --help` stays short: tests/test_docs.py); every other one is an ini key.
+        on_command_line: bool = False,
         in_ini: bool = True,  # pytest reads compile_... from the ini file
         threshold: str | None = None,  # the Thresholds field it sets (the verdict options)
         minimum: int = 1,  # the least a "count" may be
@@ -131,6 +134,7 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "write this session's measured compile rows into the pins; never fails on drift",
         in_ini=False,
+        on_command_line=True,
     ),
     Option(
         "compile_pins_dir",
@@ -148,6 +152,7 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FRACTION",
         threshold="tolerance",
         implausible_above=10.0,
+        on_command_line=True,
     ),  # +1000%: 50 meant 50%, not 51x
     Option(
         "compile_floor",
@@ -156,6 +161,7 @@ OPTIONS: tuple[Option, ...] = (
         default=DEFAULT_FLOOR_S,
         metavar="SECONDS",
         threshold="floor_s",
+        on_command_line=True,
     ),
     Option(
         "compile_max_load",
@@ -171,6 +177,7 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "judge the wall seconds of rows measured above the max load too",
         threshold="strict",
+        on_command_line=True,
     ),
     Option(
         "compile_metric",
@@ -232,6 +239,7 @@ OPTIONS: tuple[Option, ...] = (
         "for jobs that restore a compilation cache: a cold row "
         "of a module unchanged since its warm pin is a MISS and fails",
         threshold="expect_warm",
+        on_command_line=True,
     ),
     Option(
         "compile_fail_on_improvement",
@@ -273,6 +281,7 @@ OPTIONS: tuple[Option, ...] = (
         "each jax_compile row under valgrind (one child process per session; CPU "
         "compiles; docs/instructions.md), pin them, and judge them: deterministic, "
         "whatever the load",
+        on_command_line=True,
     ),
     Option(
         "compile_instructions_recount",
@@ -286,6 +295,7 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "with --compile-instructions, fail the session when a row was not counted "
         "(by default a warning naming each such row and why)",
+        on_command_line=True,
     ),
     Option(
         "compile_instructions_tolerance",
@@ -310,6 +320,7 @@ OPTIONS: tuple[Option, ...] = (
         "compile each row whose module changed since its pin again beside its pin's stored "
         "module, alternately on this machine at the session's end, and judge the paired "
         "ratio (docs/paired.md); a pin update also stores each pinned module",
+        on_command_line=True,
     ),
     Option(
         "compile_paired_max_pairs",
@@ -361,6 +372,7 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "profile every row's compile by XLA pass beside its pin's stored module's, not only "
         "the failing rows' (docs/profile.md); a pin update also stores each pinned module",
+        on_command_line=True,
     ),
     Option(
         "compile_modules_dir",
@@ -377,12 +389,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="NAME",
         env="JAXCOMPILE_HARDWARE",
         default_text="detected",
+        on_command_line=True,
     ),
     Option(
         "compile_report",
         "path",
         "write the session's compile records and verdicts as JSON to PATH",
         metavar="PATH",
+        on_command_line=True,
     ),
     Option(
         "compile_artifacts_dir",
@@ -397,6 +411,7 @@ OPTIONS: tuple[Option, ...] = (
         "append this session's compile records to DIR as a "
         "new JSON lines file (the results corpus)",
         metavar="DIR",
+        on_command_line=True,
     ),
     Option(
         "compile_durations",
@@ -405,11 +420,13 @@ OPTIONS: tuple[Option, ...] = (
         default=5,
         metavar="N",
         minimum=0,
+        on_command_line=True,
     ),
     Option(
         "compile_census",
         "flag",
         "record every compile of every test (tests marked compile_budget always are)",
+        on_command_line=True,
     ),
     Option(
         "compile_suggest_budgets",
@@ -418,6 +435,7 @@ OPTIONS: tuple[Option, ...] = (
         "test's observed compile count as the compile_budget(max_compiles=N) marker line "
         "to paste (see also: pytest-jaxcompile budgets REPORT.json)",
         in_ini=False,
+        on_command_line=True,
     ),
     Option(
         "compile_count_eager",
@@ -441,7 +459,6 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "attribute each measured function's trace time to "
         "JAX, stdlib/numpy, the project and other packages (one extra profiled trace)",
-        in_ini=False,
     ),
     Option(
         "compile_repeat",
@@ -463,32 +480,27 @@ OPTIONS: tuple[Option, ...] = (
         "compile_mixed_precision",
         "flag",
         "default mixed_precision of compile rows whose test declares none",
-        on_command_line=False,
     ),
     Option(
         "compile_required_xla_flags",
         "lines",
         "XLA flags every compile must run with, e.g. --xla_gpu_autotune_level=0",
-        on_command_line=False,
     ),
     Option(
         "compile_require_cache",
         "flag",
         "every compile must use a persistent cache",
-        on_command_line=False,
     ),
     Option(
         "compile_require_cacheable",
         "flag",
         "every compiled module must be persistent-cacheable",
-        on_command_line=False,
     ),
     Option(
         "compile_expected_platform",
         "choice",
         "gpu, tpu or cpu: fail on a silent fallback to another backend",
         choices=tuple(PLATFORM_ALIASES),
-        on_command_line=False,
     ),
 )
 BY_NAME: Mapping[str, Option] = {option.name: option for option in OPTIONS}

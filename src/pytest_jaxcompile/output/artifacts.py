@@ -1,4 +1,4 @@
-"""``--compile-artifacts-dir DIR``: the lowered module text of every failing row, for diffing.
+"""``compile_artifacts_dir``: the lowered module text of every failing row, for diffing.
 
 Each process stages the text of every module the ``jax_compile`` fixture measures in
 ``DIR/.staged/`` as it measures it (`backends.stage_module`; pytest-xdist workers too: nothing
@@ -21,7 +21,7 @@ from pytest_jaxcompile.output import outcome_of, summary_section
 
 
 class ArtifactWriter:
-    """Registered only when ``--compile-artifacts-dir`` is given, on the controller."""
+    """Registered only when ``compile_artifacts_dir`` is set, on the controller."""
 
     def __init__(self, config: pytest.Config, directory: Path) -> None:
         self.config = config

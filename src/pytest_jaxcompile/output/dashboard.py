@@ -679,7 +679,7 @@ def trace_html(rollup: TraceRollup | None) -> list[str]:
         return []
     out = [
         '<h2 id="trace">Where tracing time goes</h2>',
-        f"<p>{rollup.rows} profiled row(s) (--compile-trace-profile), "
+        f"<p>{rollup.rows} profiled row(s) (compile_trace_profile), "
         f"{rollup.trace_s:.3f} s of tracing: each row's shares weighted by its trace "
         "seconds.</p>",
         '<table class="trace"><tr><th>package</th><th>share</th><th>seconds</th></tr>',

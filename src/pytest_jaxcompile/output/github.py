@@ -50,7 +50,7 @@ PathOf = Callable[[CompileRecord], str | None]
 
 @dataclass(frozen=True)
 class GitHubTargets:
-    """What to produce for GitHub, from the environment (and the `--compile-github` mode)."""
+    """What to produce for GitHub, from the environment (and the `compile_github` mode)."""
 
     step_summary: Path | None
     annotations: bool
@@ -456,7 +456,7 @@ def append_step_summary(path: Path, markdown: str) -> None:
 
 class GitHubOutput:
     """GitHub Actions output of a session: registered only when GitHub's variables ask for
-    it (and ``--compile-github`` is not ``off``), on the controller."""
+    it (and ``compile_github`` is not ``off``), on the controller."""
 
     def __init__(self, config: pytest.Config, targets: GitHubTargets) -> None:
         self.config = config

@@ -597,7 +597,7 @@ def run_child(
         child_environment(settings, slot),
         timeout_s,
         "the counting child",
-        "--compile-instructions-timeout",
+        "compile_instructions_timeout",
         on_result,
     )
     if -1 not in results and len(results) < len(entries):

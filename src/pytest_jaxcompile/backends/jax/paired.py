@@ -29,7 +29,7 @@ CHILD_ENVIRONMENT = {
 # JAX_PLATFORMS for a module's platform, as JAX's backends name themselves
 _JAX_PLATFORMS = {"gpu": "cuda,rocm", "cpu": "cpu", "tpu": "tpu"}
 Job = TypeVar("Job", PairJob, ProfileJob)
-BUDGET_SPENT = "the pairing budget (--compile-paired-budget) ran out"
+BUDGET_SPENT = "the pairing budget (compile_paired_budget) ran out"
 
 
 def by_platform(jobs: Iterable[Job]) -> list[tuple[str, list[Job]]]:
@@ -91,7 +91,7 @@ def run_child(
         environment,
         timeout_s,
         "the profiling child" if profile else "the pairing child",
-        "--compile-paired-timeout",
+        "compile_paired_timeout",
     )
 
 

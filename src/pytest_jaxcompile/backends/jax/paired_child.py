@@ -8,7 +8,7 @@ regression first), compiles the two modules alternately (base, new; new, base; .
 timing each compile in wall seconds and in the process's CPU seconds (every thread of the
 compile; this process does nothing else meanwhile), and judges the pairs at each of the
 manifest's ``looks`` with the sequential rule (gate/sequential.py): the first look that
-decides the entry ends it. Past the manifest's ``deadline`` (``--compile-paired-budget``)
+decides the entry ends it. Past the manifest's ``deadline`` (``compile_paired_budget``)
 it starts no look, except the first entry's first. The same machine, the same moment and
 the same process hold both sides of every pair, so what differs between them is the
 modules. One JSON line per entry goes
@@ -70,7 +70,7 @@ def pair_entry(
     first: bool = False,
 ) -> dict[str, Any]:
     """Pair one entry until a look of the sequential rule decides it (gate/sequential.py),
-    or its last look. Past the pairing's deadline (``--compile-paired-budget``) no look
+    or its last look. Past the pairing's deadline (``compile_paired_budget``) no look
     starts, except the `first` entry's first: a budget never leaves the likeliest
     regression unjudged; a look begun is finished (its pairs decide nothing before it)."""
     started = time.perf_counter()
