@@ -65,6 +65,45 @@ def test_fresh_closure_per_call_fails_max_compiles_naming_the_module(
     assert ledger["modules"]["jit(<lambda>)"] == 3
 
 
+FIXTURE_BUDGET_TEST = """
+    import jax, jax.numpy as jnp, pytest
+
+    X = jnp.ones(4)  # at import: not one of the test's compiles
+
+    def scaled(v):
+        return jnp.tanh(v * 2).sum()
+
+    @pytest.mark.compile_budget(max_compiles=0)
+    def test_measured(jax_compile):
+        jax_compile(jax.jit(scaled), X, transform="jit")
+
+    @pytest.mark.compile_budget(max_compiles=1)
+    def test_measured_once(jax_compile):
+        jax_compile(jax.jit(scaled), X, transform="jit")
+"""
+
+
+def test_a_budget_counts_the_compiles_measured_through_the_fixture(project: JaxProject) -> None:
+    """max_compiles=0 fails a test whose only compile is the jax_compile fixture's; the
+    fixture's repeats (compile_repeat) are the setting's, not the test's: max_compiles=1
+    still passes with three of them."""
+    project.conftest(cache=False)
+    project.tests(FIXTURE_BUDGET_TEST)
+    result = project.run("-o", "compile_repeat=3", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_measured*",
+            "*1 backend compiles in this test, over its compile_budget(max_compiles=0)*",
+            "  jit(scaled): 1x (1 compiled by XLA, 0 from the persistent cache; "
+            "1 measured by the jax_compile fixture)",
+        ]
+    )
+    assert "test_measured_once" not in "".join(
+        line for line in result.stdout.lines if line.startswith("FAILED")
+    )
+
+
 def test_census_rows_of_implicit_compiles_carry_their_cache_state(project: JaxProject) -> None:
     project.conftest()
     project.tests(IMPLICIT_TEST)

@@ -21,6 +21,8 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_TRACE,
     NESTED_BEGIN,
     NESTED_END,
+    REPEAT_BEGIN,
+    REPEAT_END,
     EventLog,
     JaxEvent,
     TimeSpan,
@@ -212,20 +214,24 @@ def test_eager_dispatch_is_in_the_ledger_apart_from_the_tests_own_compiles() -> 
         + eager_events("add")
         + eager_events("add")
         + [JaxEvent(NESTED_BEGIN), *compile_events("fixture"), JaxEvent(NESTED_END)]
+        # the fixture's repeats of its measured compile (compile_repeat): no test's
+        + [JaxEvent(REPEAT_BEGIN), *compile_events("fixture") * 2, JaxEvent(REPEAT_END)]
     )
     assert [m.fun_name for m in log.own_compiles()] == ["jit(step)"]
+    assert [m.fun_name for m in log.measured_compiles()] == ["jit(fixture)"]
     assert [m.fun_name for m in log.eager_compiles()] == [
         "jit(broadcast_in_dim)",
         "jit(add)",
         "jit(add)",
     ]
     ledger = build_ledger(log, "t.py::test_f", wall_s=5.0)
-    assert (ledger.compiles, ledger.modules) == (1, {"jit(step)": 1})
+    # The compile count is every compile the test triggered, the fixture's measurement too.
+    assert (ledger.compiles, ledger.modules) == (2, {"jit(fixture)": 1, "jit(step)": 1})
     assert ledger.eager_compiles == 3
     assert ledger.eager_modules == {"jit(add)": 2, "jit(broadcast_in_dim)": 1}
     assert ledger.eager_compile_s == pytest.approx(3 * 0.023)
     # Eager time stays in the partition's compile time (its phases are JAX's events).
-    assert ledger.backend_compile_s == pytest.approx(0.5 + 3 * 0.02 + 0.5)
+    assert ledger.backend_compile_s == pytest.approx(0.5 + 3 * 0.02 + 0.5 + 2 * 0.5)
 
 
 def test_eager_dispatch_counts_against_max_compiles_only_when_asked() -> None:

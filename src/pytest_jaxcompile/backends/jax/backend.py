@@ -311,7 +311,7 @@ class JaxCensus:
         request = self._request
         return recompile_problems(
             request.max_compiles,
-            self.log.own_compiles(),
+            self.log.counted_compiles(),
             self.log.eager_compiles(),
             request.count_eager,
             explained=request.explain,

@@ -1,7 +1,8 @@
 """Census: every compile a test triggers, from JAX's events; the test's ledger.
 
-A test's own compiles become census rows, count against ``max_compiles`` and make its
-pinned compile count. JAX's eager dispatch of operations outside jit (``jnp.ones(5)``,
+A test's own compiles become census rows; they and the compiles it measures through the
+``jax_compile`` fixture (`EventLog.counted_compiles`) count against ``max_compiles`` and make
+its pinned compile count. JAX's eager dispatch of operations outside jit (``jnp.ones(5)``,
 ``x + 1``; see `eager`) is none of these: it is summed in the ledger, by JAX function
 name, and counts against ``max_compiles`` only when the test asks (``count_eager``).
 
@@ -133,11 +134,13 @@ def build_ledger(
 ) -> CallLedger:
     """Partition the call's wall time: compile (union of JAX's phase spans) + residual.
 
-    Time counts every compile; the compile count only the test's own (not the
-    jax_compile fixture's measurements, which fresh compiles and repeats multiply, nor
-    JAX's eager dispatch, which is counted beside it).
+    Time counts every compile; the compile count every compile the test triggered, its
+    jax_compile measurements included (`EventLog.counted_compiles`: not the fixture's
+    repeats, whose number is compile_repeat's, nor JAX's eager dispatch, which is counted
+    beside it). Recompiles are explained of the test's own compiles: a measurement is
+    fresh by design.
     """
-    compiles = log.own_compiles()
+    compiles = log.counted_compiles()
     eager = log.eager_compiles()
     if log.spans:
         trace_s = log.covered_s(EVENT_TRACE)
@@ -178,7 +181,9 @@ def build_ledger(
         eager_compile_s=sum(module.seconds for module in eager),
         eager_modules=dict(sorted(Counter(module.fun_name for module in eager).items())),
         recompiles=(
-            [r.line() for r in recompile_explanations(compiles)] if log.explained else None
+            [r.line() for r in recompile_explanations(log.own_compiles())]
+            if log.explained
+            else None
         ),
         caches_cleared_because=caches_cleared_because,
     )
@@ -195,22 +200,27 @@ def recompile_problems(
     """The compile_budget(max_compiles=N) failure: every module and how often it compiled,
     and, when JAX `explained` its tracing-cache misses, why each compile after the first.
 
-    `compiles` are the test's own; `eager` (JAX's eager dispatch) count only with
-    `count_eager`, and are named apart either way.
+    `compiles` are every compile the test triggered (`EventLog.counted_compiles`: its own
+    and its jax_compile measurements, which are named); `eager` (JAX's eager dispatch)
+    count only with `count_eager`, and are named apart either way.
     """
     counted = [*compiles, *eager] if count_eager else list(compiles)
     if max_compiles is None or len(counted) <= max_compiles:
         return []
     counts = Counter(module.fun_name for module in compiles)
     hits = Counter(module.fun_name for module in compiles if module.cache_hits)
+    measured = Counter(module.fun_name for module in compiles if module.nested)
     what = "compiles, eager dispatch included," if count_eager else "compiles"
     lines = [
         f"{len(counted)} backend {what} in this test, over its "
         f"compile_budget(max_compiles={max_compiles}) (in-memory cache hits do not count):"
     ]
-    why = recompile_lines_by_function(recompile_explanations(compiles)) if explained else {}
+    own = [module for module in compiles if not module.nested]
+    why = recompile_lines_by_function(recompile_explanations(own)) if explained else {}
     for name, count in counts.most_common():
         detail = f"{count - hits[name]} compiled by XLA, {hits[name]} from the persistent cache"
+        if measured[name]:
+            detail += f"; {measured[name]} measured by the jax_compile fixture"
         lines.append(f"  {name}: {count}x ({detail})")
         lines.extend(why.get(name, []))
     if eager:
@@ -226,7 +236,7 @@ def recompile_problems(
         lines.append(
             f"  eager dispatch (operations outside jit): {len(eager)}x ({counted_or_not}): {listed}"
         )
-    if any(count > 1 for count in counts.values()) and not why:
+    if any(count > 1 for count in Counter(module.fun_name for module in own).values()) and not why:
         lines.append(
             "A function compiled more than once retraced: look for a fresh closure or "
             "jax.jit(...) per call, or changing shapes, dtypes or static arguments."

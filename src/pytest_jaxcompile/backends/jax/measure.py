@@ -432,7 +432,7 @@ class JaxCompile:
         """
         samples = []
         options = dict(CACHE_BYPASS_OPTIONS) if bypass_cache else {}
-        with self._monitor.capture(), _writes_suppressed(bypass_cache):
+        with self._monitor.capture(repeat=True), _writes_suppressed(bypass_cache):
             for _ in range(times):
                 clear_in_process_caches()
                 cpu_before = _cpu_seconds()

@@ -60,6 +60,10 @@ LOG_RETRACE = "log:retrace"  # JAX's explanation of a tracing-cache miss
 LOG_KEY_RECORD = "log:key_record"  # a record of JAX's cache_key logger (see keyparts)
 NESTED_BEGIN = "capture:nested_begin"  # a fixture measurement opened inside this capture
 NESTED_END = "capture:nested_end"
+# A nested capture whose compiles the test did not ask for: the fixture's repeats of a
+# measured compile (compile_repeat), whose number is a setting's, not the test's.
+REPEAT_BEGIN = "capture:repeat_begin"
+REPEAT_END = "capture:repeat_end"
 
 JAX_CACHE_LOGGERS = ("jax._src.compiler", "jax._src.compilation_cache", "jax._src.dispatch")
 _COMPILE_FINISHED = "Finished XLA compilation of "
@@ -109,6 +113,7 @@ class ModuleCompile:
     retraces: list[Retrace] = field(default_factory=list)  # JAX's, while explaining
     key: KeyParts = field(default_factory=KeyParts)  # its cache key's parts, when read
     nested: bool = False  # measured by a fixture call inside the capture
+    repeat: bool = False  # a fixture's repeat of a measured compile (nested too)
     eager: bool = False  # JAX's eager dispatch of an operation outside jit (see eager.py)
     signature: str | None = None  # its input types, from its lowering (`input_signature`)
 
@@ -186,13 +191,17 @@ class EventLog:
         pending = ModuleCompile(fun_name="", backend_compile_s=0.0)
         logged_name: str | None = None  # from the dispatch log, for jax 0.4.30
         lowered_cpu: float | None = None  # the CPU clock when this module's lowering ended
-        depth = 0
+        depth = repeats = 0
         for event in self.events:
             name = event.name
             if name == NESTED_BEGIN:
                 depth += 1
             elif name == NESTED_END:
                 depth -= 1
+            elif name == REPEAT_BEGIN:
+                depth, repeats = depth + 1, repeats + 1
+            elif name == REPEAT_END:
+                depth, repeats = depth - 1, repeats - 1
             elif name == EVENT_TRACE:
                 pending.trace_s += event.duration_s or 0.0
             elif name == EVENT_LOWER:
@@ -221,6 +230,7 @@ class EventLog:
                 pending.fun_name = event.fun_name or logged_name or "<unnamed>"
                 pending.backend_compile_s = event.duration_s or 0.0
                 pending.nested = depth > 0
+                pending.repeat = repeats > 0
                 pending.eager = event.eager
                 if lowered_cpu is not None and event.cpu_s is not None:
                     pending.backend_compile_cpu_s = max(event.cpu_s - lowered_cpu, 0.0)
@@ -232,6 +242,16 @@ class EventLog:
     def own_compiles(self) -> list[ModuleCompile]:
         """The test's own compiles: not a fixture's measurement, not JAX's eager dispatch."""
         return [m for m in self.module_compiles() if not m.nested and not m.eager]
+
+    def measured_compiles(self) -> list[ModuleCompile]:
+        """The compiles the test asked a fixture to measure (``jax_compile``), one per
+        measurement: not the fixture's repeats (`REPEAT_BEGIN`)."""
+        return [m for m in self.module_compiles() if m.nested and not m.repeat and not m.eager]
+
+    def counted_compiles(self) -> list[ModuleCompile]:
+        """Every compile the test triggered, in order: its own and its fixture
+        measurements; what its compile count and ``max_compiles`` count."""
+        return [m for m in self.module_compiles() if not m.repeat and not m.eager]
 
     def eager_compiles(self) -> list[ModuleCompile]:
         """JAX's eager dispatch of operations outside jit (not a fixture's measurement)."""
@@ -356,15 +376,20 @@ class CompileMonitor:
         self._installed = False
 
     @contextlib.contextmanager
-    def capture(self, *, explain: bool = False, key_parts: bool = False) -> Iterator[EventLog]:
+    def capture(
+        self, *, explain: bool = False, key_parts: bool = False, repeat: bool = False
+    ) -> Iterator[EventLog]:
         """Collect the events JAX fires on the current thread until the block exits.
 
         Captures nest (a fixture measurement inside a census of the whole test): the
         outer ones see every event, bracketed by NESTED_BEGIN/NESTED_END markers. With
         `explain`, JAX explains each tracing-cache miss on this thread meanwhile, and
         each compile carries the explanations since the previous one (`retraces`); with
-        `key_parts`, each compile carries its persistent-cache key's parts (`key`).
+        `key_parts`, each compile carries its persistent-cache key's parts (`key`). A
+        `repeat` capture (the fixture's repeats) is bracketed as one in the outer captures:
+        its compiles count as no test's.
         """
+        begin, end = (REPEAT_BEGIN, REPEAT_END) if repeat else (NESTED_BEGIN, NESTED_END)
         self.install()
         log = EventLog(explained=explain)
         thread = threading.get_ident()
@@ -382,7 +407,7 @@ class CompileMonitor:
             with self._lock:
                 stack = self._captures.setdefault(thread, [])
                 for outer in stack:
-                    outer.events.append(JaxEvent(NESTED_BEGIN))
+                    outer.events.append(JaxEvent(begin))
                 stack.append(log)
                 self._open_loggers(loggers)
                 if key_parts:
@@ -397,7 +422,7 @@ class CompileMonitor:
                     if log in stack:
                         stack.remove(log)
                     for outer in stack:
-                        outer.events.append(JaxEvent(NESTED_END))
+                        outer.events.append(JaxEvent(end))
                     if not stack:
                         self._captures.pop(thread, None)
                     if key_parts:
