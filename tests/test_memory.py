@@ -445,7 +445,8 @@ def test_bad_memory_options_are_usage_errors_naming_them(project: JaxProject) ->
 
 
 def test_the_dashboard_shows_temp_bytes_and_rss_growth(tmp_path: Path) -> None:
-    from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
+    from pytest_jaxcompile.output.charts import Trends
+    from pytest_jaxcompile.output.dashboard import html_page, markdown, table_rows
 
     store = PinStore.load(tmp_path)
     records = [

@@ -23,7 +23,8 @@ from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.view import BlockKind, session_view
-from pytest_jaxcompile.output.dashboard import Trends, html_page, markdown, table_rows
+from pytest_jaxcompile.output.charts import Trends
+from pytest_jaxcompile.output.dashboard import html_page, markdown, table_rows
 from pytest_jaxcompile.output.github import (
     annotation_commands,
     pr_comment,

@@ -12,12 +12,11 @@ from records_factory import make_record
 
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.output.charts import MAX_POINTS, Series
 from pytest_jaxcompile.output.dashboard import (
     BEGIN_MARKER,
     END_MARKER,
-    MAX_POINTS,
     DashboardError,
-    Series,
     markdown,
     replace_region,
     table_rows,
@@ -210,7 +209,8 @@ def test_trend_series_stay_bounded_and_do_not_depend_on_reading_order() -> None:
 def test_a_figure_judged_on_cpu_seconds_is_labelled_beside_wall_seconds(tmp_path: Path) -> None:
     """A noisy row (above compile_max_load) is compared on CPU seconds: its compile_s and pin
     cells say so, in the Markdown and the HTML tables, next to plain wall seconds."""
-    from pytest_jaxcompile.output.dashboard import Trends, html_page
+    from pytest_jaxcompile.output.charts import Trends
+    from pytest_jaxcompile.output.dashboard import html_page
     from pytest_jaxcompile.records import HostState
 
     store = PinStore(tmp_path)

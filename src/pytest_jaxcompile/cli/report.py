@@ -24,9 +24,9 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import trace_rollup
 from pytest_jaxcompile.options.subcommands import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.output.charts import Trends
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
-    Trends,
     html_page,
     markdown,
     read_text_exact,
