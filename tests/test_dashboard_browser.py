@@ -104,7 +104,7 @@ def _page(root: Path) -> Path:
     return root / "compile.html"
 
 
-def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
+def test_the_dashboard_leads_with_what_changed_and_filters_charts(
     browser: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -124,14 +124,22 @@ def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
     browser.get(page.as_uri())
     assert _errors(browser) == []
 
-    # First on the page: what needs attention.
+    # First on the page: what changed (DRIFT over its pin in every session), newest first.
     headings = [h.text for h in browser.find_elements(By.TAG_NAME, "h2")]
     assert headings == [
+        "What changed",
         "Needs attention",
+        "Trends",
         "Cold to warm",
         "Latest figures against the pins",
-        "Trends",
+        "Stale pins",
     ]
+    changes = browser.find_element(By.ID, "changes")
+    sessions = [h.text for h in changes.find_elements(By.TAG_NAME, "h3")]
+    assert sessions[0] == "2026-11-10 10:00 UTC: 1 DRIFT" and len(sessions) == 10
+    changed = changes.find_elements(By.CSS_SELECTOR, "table.changes tr[data-test]")
+    assert changed[0].get_attribute("data-test") == DRIFT
+    assert "2.000 s, pin 0.500 s (4.00x, tolerance 75%)" in changed[0].text
     attention = browser.find_element(By.ID, "attention")
     rising = attention.find_elements(By.CSS_SELECTOR, "table.rising tr[data-test]")
     assert [r.get_attribute("data-test") for r in rising] == [CREEP]
@@ -141,8 +149,11 @@ def test_the_dashboard_leads_with_what_needs_attention_and_filters_charts(
     assert [(r.get_attribute("data-test"), r.text.split()[0]) for r in failing] == [
         (DRIFT, "DRIFT")
     ]
-    missing = attention.find_elements(By.CSS_SELECTOR, "table.missing tr[data-test]")
-    assert [r.get_attribute("data-test") for r in missing] == [GONE]
+    # The pin no row measured is folded at the end of the page.
+    stale = browser.find_element(By.ID, "stale-pins")
+    folded = stale.find_elements(By.CSS_SELECTOR, "table.stale tr[data-test]")
+    assert [r.get_attribute("data-test") for r in folded] == [GONE]
+    assert not folded[0].is_displayed()
     assert "3 of 4" in attention.find_element(By.CSS_SELECTOR, "table.coverage").text
 
     # The rising series links to its chart.

@@ -236,3 +236,58 @@ def test_a_figure_judged_on_cpu_seconds_is_labelled_beside_wall_seconds(tmp_path
     page = html_page(rows, Trends(), store, Thresholds(), "a corpus")
     assert '<td class="num">0.900 s cpu</td><td class="num">0.800 s cpu</td>' in page
     assert '<td class="num">1.100 s</td><td class="num">1.000 s</td>' in page
+
+
+def test_the_page_leads_with_the_drift_session_and_folds_stale_pins(tmp_path: Path) -> None:
+    """Six daily sessions, one of them DRIFT: the page's first section is that session (when,
+    which row, by how much), its point is marked on the chart, and the pins of a key no row
+    measured (an old laptop's) are folded under "Stale pins", after everything else."""
+    steady, drifting = "tests/test_m.py::test_steady", "tests/test_m.py::test_drifting"
+    for day in range(1, 7):
+        write_lines(
+            tmp_path / "records" / f"202611{day:02d}T100000Z-1-abcdef.jsonl",
+            [
+                row(
+                    day,
+                    cell=drifting,
+                    compile_s=2.0 if day == 4 else 0.5,
+                    commit={"sha": f"{day:02d}" * 20, "ref": "refs/heads/main"},
+                ),
+                row(day, cell=steady, compile_s=0.3),
+            ],
+        )
+    before = "2026-10-31T10:00:00+00:00"  # pinned before the history
+    PinStore(tmp_path / "pins").update(
+        [
+            make_record(cell=drifting, compile_s=0.5, timestamp=before),
+            make_record(cell=steady, compile_s=0.3, timestamp=before),
+            *(
+                make_record(cell=f"tests/test_m.py::test_{n}", hardware="old-laptop")
+                for n in range(10)
+            ),
+        ]
+    )
+    result = cli(tmp_path, "report", "records", "--html", "compile.html")
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "compile.html").read_text()
+
+    headings = re.findall(r"<h2[^>]*>(.*?)</h2>", page)
+    assert headings[:3] == ["What changed", "Needs attention", "Trends"], headings
+    assert headings[-1] == "Stale pins"
+    changes = page[page.index('<section id="changes">') : page.index('<section id="attention">')]
+    (session,) = re.findall(r'<h3 class="alert">(.*?)</h3>', changes)
+    assert session == "2026-11-04 10:00 UTC (commit 040404040404 on refs/heads/main): 1 DRIFT"
+    (listed,) = re.findall(r'<tr data-test="(.*?)">(.*?)</tr>', changes)
+    assert listed[0] == drifting
+    assert "DRIFT" in listed[1] and "2.000 s, pin 0.500 s (4.00x, tolerance 75%)" in listed[1]
+    assert "chart</a>" in listed[1]
+    # The chart marks the DRIFT point; the steady test's chart marks nothing.
+    charts = re.findall(r'<figure id="[^"]*" data-test="([^"]*)">(.*?)</figure>', page, re.S)
+    marked = {cell: chart.count('<g class="change">') for cell, chart in charts}
+    assert marked == {drifting: 1, steady: 0}
+    # The old laptop's ten pins lead nothing: folded at the end, not in needs attention.
+    attention = page[page.index('<section id="attention">') : page.index('<h2 id="trends">')]
+    assert "old-laptop" not in attention and "Missing" not in page
+    stale = page[page.index('<section id="stale-pins">') :]
+    assert "<details><summary>10 pin(s) under 1 key(s) that no row measured" in stale
+    assert stale.count('<tr data-test="tests/test_m.py::test_') == 10

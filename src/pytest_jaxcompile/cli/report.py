@@ -24,6 +24,7 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import trace_rollup
 from pytest_jaxcompile.options.subcommands import add_threshold_arguments, thresholds_from
+from pytest_jaxcompile.output.changes import Changes
 from pytest_jaxcompile.output.charts import Trends
 from pytest_jaxcompile.output.dashboard import (
     DashboardError,
@@ -90,12 +91,14 @@ def _run(args: argparse.Namespace) -> int:
     thresholds = thresholds_from(args)
     latest = LatestRows()
     trends = Trends() if args.html is not None else None
+    changes = Changes(store, thresholds) if args.html is not None else None
     collector = TrendCollector(trend_settings_from(args))
     for row in corpus.rows():
         latest.add(row)
         collector.add(row)
-        if trends is not None:
+        if trends is not None and changes is not None:
             trends.add(row)
+            changes.add(row)
     judged = judged_rows(latest, store)  # the rows `check` judges: they agree
     records = judged.records()
     rows = table_rows(
@@ -134,6 +137,7 @@ def _run(args: argparse.Namespace) -> int:
             corpus.describe(),
             trend_report,
             trace=trace_rollup(records),
+            changes=changes,
         )
         try:
             current = read_text_exact(args.html)

@@ -58,7 +58,7 @@ class JudgedRows:
         return f"; passed over: {', '.join(parts)}" if parts else ""
 
 
-def _pinned_after(store: PinStore, row: Row, cache_state: str) -> bool:
+def pinned_after(store: PinStore, row: Row, cache_state: str) -> bool:
     """Whether the pin this row is compared with (under its key with `cache_state`) was
     written after the row was measured."""
     key = dataclasses.replace(row.key, cache_state=cache_state)
@@ -94,7 +94,7 @@ def judged_rows(latest: LatestRows, store: PinStore) -> JudgedRows:
         warm_time = warm_times.get(_warmth_id(row))
         if cold and warm_time is not None and warm_time > row.time:
             judged.superseded.append(row)
-        elif _pinned_after(store, row, state) or (cold and _pinned_after(store, row, WARM)):
+        elif pinned_after(store, row, state) or (cold and pinned_after(store, row, WARM)):
             judged.older_than_pin.append(row)
         else:
             judged.rows.append(row)

@@ -1,5 +1,5 @@
-"""The parts of the HTML dashboard that lead: what needs attention, cold-to-warm speed-ups,
-and the filter box.
+"""The parts of the HTML dashboard around its tables: what needs attention, cold-to-warm
+speed-ups, the stale pins, and the filter box.
 
 Pure functions of the table rows (see `dashboard.table_rows`) and the trends, rendered with
 every list sorted and fixed number formats, so the page stays byte-for-byte deterministic.
@@ -238,7 +238,8 @@ def speedup_html(rows: Sequence[RowLike]) -> list[str]:
 def attention_html(
     rows: Sequence[RowLike], trends: TrendReport | None, chart_ids: Mapping[ChartId, str]
 ) -> list[str]:
-    """The page's first section: failing rows, pins not measured, coverage, rising series."""
+    """What needs attention now: failing rows, rising series, coverage of the keys in use (a
+    key no row measured is in the stale pins, `stale_pins_html`)."""
     failing = sorted(
         (row for row in rows if row.fails and row.status is not None),
         key=lambda row: (
@@ -249,12 +250,11 @@ def attention_html(
             row.variant,
         ),
     )
-    missing = [row for row in rows if row.label == NOT_MEASURED]
     rising: list[Trend] = [] if trends is None else trends.rising
     out = ['<section id="attention">', "<h2>Needs attention</h2>"]
-    if not failing and not missing and not rising:
+    if not failing and not rising:
         out.append(
-            '<p class="all-clear">Nothing: no failing row, every pin measured'
+            '<p class="all-clear">Nothing: no failing row'
             + (", no sustained rise." if trends is not None else ".")
             + "</p>"
         )
@@ -305,27 +305,8 @@ def attention_html(
             )
         out.append("</table>")
 
-    if missing:
-        out.append(f"<h3>Missing: {len(missing)} pin(s) without a row</h3>")
-        out.append(
-            "<p>Pinned cells that no row measured (under --since: none since then): a test "
-            "removed, renamed, skipped or no longer run under this key.</p>"
-        )
-        out.append(
-            '<table class="missing"><tr><th>cell</th><th>transform</th><th>key</th>'
-            "<th>pin</th></tr>"
-        )
-        for row in missing:
-            out.append(
-                f'<tr data-test="{_esc(row.cell)}"><td><code>{_esc(row.cell)}</code></td>'
-                f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
-                f"<td>{_esc(row.key.describe())}</td>"
-                f'<td class="num">{seconds_cell(row.pin_s)}</td></tr>'
-            )
-        out.append("</table>")
-
     out.append("<h3>Coverage</h3>")
-    table = coverage(rows)
+    table = [item for item in coverage(rows) if item.rows]  # keys in use
     if not table:
         out.append("<p>No compile records and no pins.</p>")
     else:
@@ -342,6 +323,37 @@ def attention_html(
             )
         out.append("</table>")
     out.append("</section>")
+    return out
+
+
+def stale_pins_html(rows: Sequence[RowLike]) -> list[str]:
+    """The pins no row measured, folded: a test removed, renamed or skipped, or a key no
+    longer run (an old hardware name). Listed by key, never leading the page."""
+    stale = [row for row in rows if row.label == NOT_MEASURED]
+    if not stale:
+        return []
+    groups = grouped(stale)
+    unused = sum(1 for item in coverage(rows) if not item.rows)
+    out = [
+        '<section id="stale-pins">',
+        "<h2>Stale pins</h2>",
+        f"<details><summary>{len(stale)} pin(s) under {len(groups)} key(s) that no row "
+        f"measured (under --since: none since then); {unused} of those keys had no row at "
+        "all</summary>",
+        "<p>A test removed, renamed, skipped or no longer run under this key. Pins of a key "
+        "no longer used can be deleted with its pin file.</p>",
+    ]
+    for key, group in groups:
+        out.append(f"<h3>{_esc(key.describe())}</h3>")
+        out.append('<table class="stale"><tr><th>cell</th><th>transform</th><th>pin</th></tr>')
+        for row in group:
+            out.append(
+                f'<tr data-test="{_esc(row.cell)}"><td><code>{_esc(row.cell)}</code></td>'
+                f"<td>{_esc(transform_label(row.transform, row.variant))}</td>"
+                f'<td class="num">{seconds_cell(row.pin_s)}</td></tr>'
+            )
+        out.append("</table>")
+    out.extend(["</details>", "</section>"])
     return out
 
 

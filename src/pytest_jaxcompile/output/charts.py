@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -19,6 +20,7 @@ from pytest_jaxcompile.corpus.store import NO_TIME, Row
 from pytest_jaxcompile.corpus.trend import Trend, TrendReport, rise_text
 from pytest_jaxcompile.gate.pins import Pin, PinStore
 from pytest_jaxcompile.output.attention import ChartId
+from pytest_jaxcompile.output.changes import Change
 from pytest_jaxcompile.records import ComparabilityKey, transform_label
 
 TREND_STATES = ("cold", "warm", "none")  # judged states; unknown and memory are not charted
@@ -134,8 +136,11 @@ def _f(value: float) -> str:
     return f"{value:.1f}"
 
 
-def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
-    """compile_s over time: a series per cache state, pins as lines, jax bumps marked."""
+def chart_svg(
+    chart_id: ChartId, chart: Chart, store: PinStore, changes: Sequence[Change] = ()
+) -> str:
+    """compile_s over time: a series per cache state, pins as lines, jax bumps marked, and
+    each row of `changes` (DRIFT, MISS, GREW: the page's "What changed") ringed and named."""
     framework, hardware, mixed, cell, transform, variant = chart_id
     versions = sorted(chart.versions.items(), key=lambda item: (item[1][0], item[0]))
     t_min = min(span[0] for _, span in versions)
@@ -238,11 +243,20 @@ def chart_svg(chart_id: ChartId, chart: Chart, store: PinStore) -> str:
                 f'<circle cx="{_f(px)}" cy="{_f(py)}" r="3" fill="{color}">'
                 f"<title>{html.escape(tip)}</title></circle>"
             )
+    for change in changes:  # on top of the series: a DRIFT is not one dot among many
+        px, py = x(change.time), y(change.compile_s)
+        tip = f"{change.status.value} {_utc(change.time)} UTC: {change.figures}"
+        parts.append(
+            f'<g class="change"><title>{html.escape(tip)}</title>'
+            f'<circle cx="{_f(px)}" cy="{_f(py)}" r="7"/>'
+            f'<text x="{_f(px)}" y="{_f(py - 10)}" text-anchor="middle">'
+            f"{change.status.value}</text></g>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _legend(chart: Chart) -> str:
+def _legend(chart: Chart, changed: bool = False) -> str:
     spans = [
         f'<span style="color: {COLORS[state]}">&#9679; {state}</span>'
         for state in TREND_STATES
@@ -251,6 +265,8 @@ def _legend(chart: Chart) -> str:
     spans.append("<span>dashed: pins of that cache state</span>")
     if len(chart.versions) > 1:
         spans.append("<span>dotted: jax version bump</span>")
+    if changed:
+        spans.append('<span class="alert">ringed: a row in "What changed"</span>')
     return '<p class="legend">' + "".join(spans) + "</p>"
 
 
@@ -278,6 +294,7 @@ def trends_html(
     store: PinStore,
     anchors: dict[ChartId, str],
     trend_report: TrendReport | None,
+    changes: Mapping[ChartId, list[Change]] | None = None,
 ) -> list[str]:
     """The trends section: a chart per cell, transform and variant, per section of
     hardware, framework versions and precision."""
@@ -330,8 +347,9 @@ def trends_html(
                 f"{html.escape(trend.key.version_label)} rising: "
                 f"{html.escape(rise_text(trend))}</p>"
             )
-        out.append(chart_svg(chart_id, chart, store))
-        out.append(_legend(chart) + "</figure>")
+        marked = (changes or {}).get(chart_id, [])
+        out.append(chart_svg(chart_id, chart, store, marked))
+        out.append(_legend(chart, bool(marked)) + "</figure>")
     if section is not None:
         out.append("</section>")
     return out

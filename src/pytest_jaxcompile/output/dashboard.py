@@ -39,7 +39,9 @@ from pytest_jaxcompile.output.attention import (
     grouped,
     seconds_cell,
     speedup_html,
+    stale_pins_html,
 )
+from pytest_jaxcompile.output.changes import Changes, changes_html
 from pytest_jaxcompile.output.charts import Trends, chart_ids, trends_html
 from pytest_jaxcompile.records import (
     SCOPE_TEST,
@@ -342,6 +344,8 @@ svg .pin line { stroke-dasharray: 6 4; stroke-width: 1.5; }
 svg .pinlabel { font-size: 10px; }
 svg .bump line { stroke: #888; stroke-dasharray: 2 3; }
 svg .bump text { fill: #555; }
+svg .change circle { fill: none; stroke: #b00020; stroke-width: 2; }
+svg .change text { fill: #b00020; font-weight: bold; }
 .legend span { margin-right: 1.2em; }
 .alert { color: #b00020; font-weight: bold; }
 .all-clear { color: #2a7d2a; }
@@ -466,9 +470,12 @@ def html_page(
     corpus_description: str,
     trend_report: TrendReport | None = None,
     trace: TraceRollup | None = None,
+    changes: Changes | None = None,
 ) -> str:
-    """The dashboard: what needs attention, cold-to-warm speed-ups, the tables, where
-    tracing time goes (`trace`, the latest rows' trace profile), the charts."""
+    """The dashboard, what changed first: the history's DRIFT, MISS and GREW rows
+    (`changes`), what needs attention now, the charts (those rows marked), cold-to-warm
+    speed-ups, the tables, the settings variants, where tracing time goes (`trace`, the
+    latest rows' trace profile), and the stale pins, folded."""
     anchors = chart_ids(trends)
     out = [
         "<!DOCTYPE html>",
@@ -481,12 +488,17 @@ def html_page(
         f"{html.escape(thresholds_sentence(thresholds))}. {html.escape(MEMORY_COLUMNS)}</p>",
         FILTER_HTML,
     ]
+    if changes is not None:
+        out.extend(changes_html(changes, anchors))
     out.extend(attention_html(rows, trend_report, anchors))
+    marks = None if changes is None else changes.by_chart()
+    out.extend(trends_html(trends, store, anchors, trend_report, marks))
     out.extend(speedup_html(rows))
     out.append('<h2 id="latest">Latest figures against the pins</h2>')
-    if not rows:
-        out.append("<p>No compile records and no pins.</p>")
-    for key, group in grouped(rows):
+    measured = [row for row in rows if row.label != NOT_MEASURED]  # the rest: stale pins
+    if not measured:
+        out.append("<p>No compile records.</p>")
+    for key, group in grouped(measured):
         out.append(f"<h3>{html.escape(key.describe())}</h3>")
         out.append(
             "<table><tr><th>cell</th><th>transform</th><th>compile_s</th><th>pin</th>"
@@ -521,7 +533,7 @@ def html_page(
             out.append("</ul>")
     out.extend(variants_html(rows))
     out.extend(trace_html(trace))
-    out.extend(trends_html(trends, store, anchors, trend_report))
+    out.extend(stale_pins_html(rows))
     out.append(f"<script>{FILTER_SCRIPT}</script>")
     out.append("</body>")
     out.append("</html>")
