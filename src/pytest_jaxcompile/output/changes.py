@@ -72,6 +72,14 @@ class Changes:
         self._store = store
         self._thresholds = thresholds
         self._sessions: dict[str, list[Change]] = {}
+        self._growth_limited = any(
+            limit is not None
+            for limit in (
+                thresholds.max_ops_growth,
+                thresholds.max_memory_growth,
+                thresholds.max_flops_growth,
+            )
+        )
 
     def add(self, row: Row) -> None:
         if row.time == NO_TIME or row.compile_s is None or not self._could_fail(row):
@@ -97,21 +105,20 @@ class Changes:
             self._sessions = dict(self._newest(MAX_SESSIONS))
 
     def _could_fail(self, row: Row) -> bool:
+        """Whether the row is worth judging: cheap tests first, the pin's time last."""
         thresholds, state = self._thresholds, row.key.cache_state
         cold = state in COLD_STATES
-        if pinned_after(self._store, row, state) or (cold and pinned_after(self._store, row, WARM)):
-            return False  # measured before its pin: the pin says nothing of it
-        if thresholds.expect_warm and cold:
-            return True  # a MISS is judged against the warm pin
-        if any(
-            limit is not None
-            for limit in (
-                thresholds.max_ops_growth,
-                thresholds.max_memory_growth,
-                thresholds.max_flops_growth,
-            )
+        if not (
+            (thresholds.expect_warm and cold)  # a MISS is judged against the warm pin
+            or self._growth_limited  # GREW is judged on other figures
+            or self._slower_than_floor(row)
         ):
-            return True  # a growth limit: GREW is judged on other figures
+            return False
+        # Measured before its pin was written: the pin says nothing of it (as in `check`).
+        store = self._store
+        return not (pinned_after(store, row, state) or (cold and pinned_after(store, row, WARM)))
+
+    def _slower_than_floor(self, row: Row) -> bool:
         pin = self._store.get(row.key, row.cell, row.transform, row.variant)
         if pin is None:
             return False
@@ -120,7 +127,7 @@ class Changes:
             measured, pinned = data.get(field), getattr(pin, field, None)
             if not isinstance(measured, (int, float)) or pinned is None:
                 continue
-            if measured - pinned > thresholds.floor_s:
+            if measured - pinned > self._thresholds.floor_s:
                 return True
         return False
 
