@@ -350,3 +350,14 @@ def test_merge_refuses_a_bad_report_naming_file_and_field(
     assert err.startswith(f"pytest-jaxcompile merge: error: {path}: ")
     assert "must be a finite number >= 0" in err
     assert field.rsplit(".", 1)[-1] in err
+
+
+def test_an_implausible_value_is_named_as_the_user_can_set_it() -> None:
+    """A flag by its flag and ini key; an ini-only option by its ini key alone."""
+    from pytest_jaxcompile.options import implausible
+
+    flag, ini_only = implausible(
+        {"compile_tolerance": 50.0, "compile_loaded_accelerator_tolerance": 50.0}
+    )
+    assert flag.startswith("--compile-tolerance (ini compile_tolerance) = 50 allows +5000%")
+    assert ini_only.startswith("ini compile_loaded_accelerator_tolerance = 50 allows +5000%")

@@ -75,7 +75,12 @@ def implausible(values: Mapping[str, Any], subcommand: bool = False) -> list[str
         value = values.get(option.name)
         if option.implausible_above is None or value is None or value <= option.implausible_above:
             continue
-        named = option.short_flag if subcommand else f"{option.flag} (ini {option.name})"
+        if subcommand:
+            named = option.short_flag
+        elif option.on_command_line:
+            named = f"{option.flag} (ini {option.name})"
+        else:
+            named = f"ini {option.name}"
         messages.append(
             f"{named} = {value:g} allows +{percent(value)} over the pin: "
             f"a row is DRIFT only when {1 + value:g}x slower, which turns the gate almost off. "
