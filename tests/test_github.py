@@ -275,7 +275,7 @@ def test_a_huge_step_summary_stays_under_githubs_limit(
 
 def test_help_lists_the_github_option(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
-    result.stdout.fnmatch_lines(["*compile_github*GitHub Actions output*"])
+    result.stdout.fnmatch_lines(["  compile_github (string):", "*GitHub Actions output: 'auto'*"])
 
 
 EVERY_FAILING_KIND = """
