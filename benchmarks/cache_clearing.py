@@ -4,7 +4,7 @@
 
 A census'd test that calls a function an earlier test compiled, and which is still in
 memory, starts with JAX's in-process caches cleared (``jax.clear_caches()``), so that what
-it compiles does not depend on the tests before it; ``--compile-clear-caches=never`` turns
+it compiles does not depend on the tests before it; ``-o compile_clear_caches=never`` turns
 that off. The cost is that functions shared between tests are traced, lowered and compiled
 (or read from the persistent cache) again in every test that uses them, and the eager
 operations a test runs are compiled again.

@@ -37,7 +37,7 @@ unchanged
 one of ten
     one test's model a layer deeper: that one row counted, nine carried.
 children
-    every row recounted (``--compile-instructions-recount``) with the CPUs the machine
+    every row recounted (``-o compile_instructions_recount=true``) with the CPUs the machine
     has (one child per CPU where the modules' estimate allows) and kept to one CPU
     (``taskset -c 0``: one child): the wall seconds saved, and whether the counts agree.
 carry

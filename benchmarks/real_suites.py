@@ -17,7 +17,7 @@ rootdir of their own, so pins land there), and measures:
    suite five ways in fresh pytest processes, interleaved so drifting load hits all ways
    (each round starting one way later):
    plugin disabled (``-p no:jaxcompile``), loaded but unused, ``--compile-census``, the census
-   clearing JAX's caches before every test (``--compile-clear-caches=always``), and
+   clearing JAX's caches before every test (``-o compile_clear_caches=always``), and
    ``--compile-census -n 2``. Pass/fail counts must equal
    the disabled run's; ratios to the disabled run of the same round are reported as medians
    with their range, for wall time and for CPU time (user + system of pytest and its

@@ -351,7 +351,7 @@ def test_a_busy_runner_with_every_failing_status_writes_its_summary(
 
 def _upgrade_and_drift(tmp_path: Path) -> SessionOutcome:
     """A session under jax 0.10.2 with a row pinned only under 0.10.1 (an upgrade block)
-    and a row that drifted on CPU seconds (judged with --compile-metric cpu)."""
+    and a row that drifted on CPU seconds (judged with compile_metric = cpu)."""
     from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 
     store = PinStore(tmp_path / "pins")

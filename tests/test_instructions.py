@@ -254,7 +254,7 @@ def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
     assert verdict["status"] == "ok" and "module unchanged: count carried" in verdict["note"]
     assert not runs.exists(), runs.read_text()
 
-    # Counted again on a busy machine (--compile-instructions-recount): within tolerance.
+    # Counted again on a busy machine (compile_instructions_recount): within tolerance.
     request.getfixturevalue("both_cores_busy")
     busy = pytester.runpytest_subprocess(
         "-p", "no:randomly", "-v", "-o", "compile_instructions_recount=true"

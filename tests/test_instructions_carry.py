@@ -170,7 +170,7 @@ def test_changed_options_are_counted_and_recount_counts_everything(
     assert record.compile_instructions == 2_000_000
     again = make_record()
     _stage(counting, again)
-    counting.count("0.10.2", None)  # --compile-instructions-recount: no carry
+    counting.count("0.10.2", None)  # compile_instructions_recount: no carry
     assert again.compile_instructions == 2_000_000 and started == ["check", "vag", "check", "vag"]
 
 

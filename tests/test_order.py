@@ -218,7 +218,7 @@ def test_eager_dispatch_is_listed_apart_in_the_summary(project: JaxProject) -> N
 def test_count_eager_counts_eager_dispatch_against_max_compiles(project: JaxProject) -> None:
     _project(project)
     result = project.run(
-        "-p", "no:randomly", "--compile-count-eager", "test_models.py::test_budget"
+        "-p", "no:randomly", "-o", "compile_count_eager=true", "test_models.py::test_budget"
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
