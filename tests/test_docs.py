@@ -1791,6 +1791,20 @@ def _comparability_key_upgrade(tmp_path: Path) -> list[str]:
     return [*row_lines(printed, "  unpinned "), "...", *printed[upgrade : upgrade + 3]]
 
 
+@sample("comparability-key-other-device")
+def _comparability_key_other_device(tmp_path: Path) -> list[str]:
+    """One hand-set name: pinned on a GPU runner, run on a CPU one (-v lists the row)."""
+    cell, gpu = (
+        "test_models.py::test_mlp",
+        {"platform": "gpu", "device_kind": "NVIDIA A100-SXM4-80GB"},
+    )
+    pinned = [row(cell, "jit", 0.022, "none", hardware="runner", hardware_detail=gpu)]
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    rows = [row(cell, "jit", 0.278, "none", hardware="runner", hardware_detail=cpu)]
+    printed = terminal(gate_outcome(tmp_path, pinned, rows), verbose=True)
+    return row_lines(printed, "  unpinned ")
+
+
 @sample("comparability-key-hardware-override")
 def _comparability_key_hardware_override(tmp_path: Path) -> list[str]:
     rows = [row("tests/test_model.py::test_mlp", "vag", 0.100, "cold", hardware="ci-pool-a")]

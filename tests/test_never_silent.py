@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, JaxProject, compile_summary
+from conftest import REPO, JaxProject, compile_summary, edit_pins
 
 MLP_TEST = """
     import jax
@@ -85,6 +85,34 @@ def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["unpinned: 1 row(s) have no pin under their key; *"])
+
+
+def test_a_pin_recorded_on_a_gpu_never_judges_a_cpu_row_under_the_same_name(
+    project: JaxProject,
+) -> None:
+    """One hand-set hardware name for a GPU runner and a CPU one: the GPU's pin is refused,
+    the row says why and is unpinned (never noisy or drifted against it)."""
+    project.conftest(cache=False)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update", "--compile-hardware=runner").assert_outcomes(passed=1)
+    edit_pins(
+        project.pins_dir,
+        "none",
+        {"test_mlp": {"platform": "gpu", "device_kind": "NVIDIA A100-SXM4-80GB"}},
+    )
+    result = project.run("--compile-hardware=runner", "-v")
+    assert result.ret == pytest.ExitCode.OK
+    verdict = project.report()["verdicts"][0]
+    assert verdict["status"] == "unpinned"
+    assert "pin" not in verdict or verdict["pin"] is None
+    result.stdout.fnmatch_lines(
+        [
+            "  unpinned   test_models.py::test_mlp [[]jit[]] *",
+            "      pin recorded on gpu NVIDIA A100-SXM4-80GB; this row ran on cpu: not compared",
+        ]
+    )
+    result = project.run("--compile-hardware=runner", "-o", "compile_require_pinned=true")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
 def test_a_new_test_file_in_a_pinned_project_is_no_runner_warning(project: JaxProject) -> None:

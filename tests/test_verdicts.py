@@ -11,7 +11,8 @@ from records_factory import make_record
 from pytest_jaxcompile.gate.judging import judge, judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, UPGRADE, nearest_pin
-from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.paired import pairing_target
+from pytest_jaxcompile.gate.pins import OWN_KEY, PinStore
 from pytest_jaxcompile.gate.stale import find_stale
 from pytest_jaxcompile.gate.status import Status, session_failed
 from pytest_jaxcompile.gate.upgrades import upgrade_reports
@@ -122,6 +123,46 @@ def test_the_nearest_pin_is_the_latest_earlier_version_then_other_hardware(
     # Other cache states and precisions are never compared.
     assert nearest_pin(make_record(cache_state="warm", hardware="x"), store) is None
     assert nearest_pin(make_record(mixed_precision=True), store) is None
+
+
+def test_only_pins_of_the_rows_platform_and_device_judge_it_nearest_first(
+    tmp_path: Path,
+) -> None:
+    """`PinStore.judging`: one hand-set name for a GPU and a CPU runner. The GPU's pins
+    judge no CPU row: not its own key's (the row says why), not an upgrade's (no upgrade
+    block), not the paired gate's target."""
+    gpu = {"platform": "gpu", "device_kind": "NVIDIA A100-SXM4-80GB"}
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    store = PinStore.load(tmp_path)
+    store.update(
+        [
+            make_record(hardware="runner", hardware_detail=gpu, compile_s=0.5),
+            make_record(hardware="runner", hardware_detail=gpu, jax_version="0.9.2", compile_s=0.5),
+            make_record(
+                cell="t.py::test_up", hardware="runner", hardware_detail=gpu, jax_version="0.9.2"
+            ),
+        ]
+    )
+    store = PinStore.load(tmp_path)
+    row = make_record(hardware="runner", hardware_detail=cpu, compile_s=2.0, fingerprint="x")
+    pins = store.judging(row)
+    assert (pins.own, pins.nearest, pins.candidates) == (None, None, ())
+    assert pins.refused is not None and pins.refused.key.framework_version == "0.10.2"
+    verdict = judge(row, store, THRESHOLDS)
+    assert (verdict.status, verdict.pin, verdict.nearest) == (Status.UNPINNED, None, None)
+    assert verdict.note == (
+        "pin recorded on gpu NVIDIA A100-SXM4-80GB; this row ran on cpu: not compared"
+    )
+    assert pairing_target(row, store) is None
+    upgraded = make_record(
+        cell="t.py::test_up", hardware="runner", hardware_detail=cpu, compile_s=9.0
+    )
+    assert upgrade_reports(judge_all([upgraded], store, THRESHOLDS)) == []
+    # The same device under the same name: its own pin first, then the upgrade's.
+    on_gpu = make_record(hardware="runner", hardware_detail=gpu, compile_s=0.5)
+    relations = [each.relation for each in store.judging(on_gpu).candidates]
+    assert relations == [OWN_KEY, UPGRADE]
+    assert judge(on_gpu, store, THRESHOLDS).status is Status.OK
 
 
 def test_an_upgrade_report_gates_on_the_median_slowdown(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pytest_jaxcompile._constants import (
 from pytest_jaxcompile._numbers import giga, percent
 from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
-from pytest_jaxcompile.gate.nearest import nearest_pin
+from pytest_jaxcompile.gate.nearest import nearest_of
 from pytest_jaxcompile.gate.notes import (
     key_change,
     same_module,
@@ -27,7 +27,7 @@ from pytest_jaxcompile.gate.notes import (
     what_changed,
 )
 from pytest_jaxcompile.gate.paired import judge_paired
-from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.pins import OTHER_SETTINGS, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
@@ -288,11 +288,11 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
     if cold is not None:
         return None, f"never warm: {cold.describe()}"
     warm_key = dataclasses.replace(record.key, cache_state="warm")
-    warm_pin = store.get(warm_key, record.cell, record.transform, record.variant)
-    if warm_pin is None and record.variant:
-        # A variant with no warm pin of its own: the default settings' tells whether the
-        # cache stopped applying because the settings changed (the key part is named).
-        warm_pin = store.get(warm_key, record.cell, record.transform)
+    # Its own warm pin; a variant with no warm pin of its own, the default settings': it
+    # tells whether the cache stopped applying because the settings changed (the key part
+    # is named). Only a pin of the row's own platform and device (`PinStore.judging`).
+    warm = store.judging(record, cache_state="warm").candidates
+    warm_pin = next((each.pin for each in warm if each.relation in (OWN_KEY, OTHER_SETTINGS)), None)
     unchanged = same_module(record.fingerprint, warm_pin.fingerprint if warm_pin else None)
     if warm_pin is None or unchanged is None:
         return None, "expected warm, but there is no warm pin to tell a changed module from a miss"
@@ -326,18 +326,25 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     key = record.key
     pin_file = store.path_for(key)
-    pin = store.get(key, record.cell, record.transform, record.variant)
+    pins = store.judging(record)
+    pin = pins.own.pin if pins.own is not None else None
     if pin is None:
-        nearest = nearest_pin(record, store)
+        nearest = nearest_of(record, pins)
         note = (
             nearest.describe()
             if nearest is not None
+            else None
+            if pins.refused is not None
             else _unpinned_note(
                 key, store.keys_pinning(record.cell, record.transform, record.variant)
             )
         )
-        if record.budget_only:
-            note = "; ".join(part for part in (_growth_only_note(record, thresholds), note) if part)
+        notes = (
+            _growth_only_note(record, thresholds) if record.budget_only else None,
+            pins.refusal(),
+            note,
+        )
+        note = "; ".join(part for part in notes if part) or None
         return Verdict(record, Status.UNPINNED, pin_file=pin_file, note=note, nearest=nearest)
     limits = limits_for(record, pin, thresholds)
     tolerance, growth = limits.tolerance, limits.max_ops_growth

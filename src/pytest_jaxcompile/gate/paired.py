@@ -34,9 +34,8 @@ from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.limits import Thresholds
-from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE, nearest_pin
 from pytest_jaxcompile.gate.notes import what_changed
-from pytest_jaxcompile.gate.pins import Pin, PinStore
+from pytest_jaxcompile.gate.pins import OTHER_HARDWARE, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.records import (
@@ -68,7 +67,7 @@ class PairingTarget:
 
 def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | str | None:
     """The pin a row is paired against: its own key's pin, else the nearest key's that
-    differs only in the hardware name (the same platform and device kind; `nearest_pin`).
+    differs only in the hardware name (the same platform and device kind; `PinStore.judging`).
 
     None: nothing to pair (no such pin, an unchanged module, a census row, a cache hit, a
     settings variant or version judged against another key); a string: why a row that
@@ -78,15 +77,11 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
         return None
     if record.unmeasured is not None or record.fingerprint is None:
         return None
-    pin = store.get(record.key, record.cell, record.transform, record.variant)
-    target = None
-    if pin is not None:
-        target = PairingTarget(record.key, store.path_for(record.key), pin, own_key=True)
-    else:
-        nearest = nearest_pin(record, store)
-        if nearest is None or nearest.relation != OTHER_HARDWARE:
-            return None  # an upgrade or a settings change is not the module's change
-        target = PairingTarget(nearest.key, store.path_for(nearest.key), nearest.pin, False)
+    nearest = next(iter(store.judging(record).candidates), None)
+    if nearest is None or nearest.relation not in (OWN_KEY, OTHER_HARDWARE):
+        return None  # an upgrade or a settings change is not the module's change
+    own = nearest.relation == OWN_KEY
+    target = PairingTarget(nearest.key, nearest.path, nearest.pin, own_key=own)
     if target.pin.fingerprint is None:
         return "its pin has no fingerprint to find its module by"
     if target.pin.fingerprint == record.fingerprint:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pytest_jaxcompile._io import atomic_write_text
 from pytest_jaxcompile.gate.pin import (
@@ -35,6 +36,13 @@ from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 __all__ = [
     "LOCK_TIMEOUT_S",
     "MEMORY_PIN_FIELDS",
+    "OTHER_HARDWARE",
+    "OTHER_SETTINGS",
+    "OTHER_VERSION",
+    "OWN_KEY",
+    "UPGRADE",
+    "Candidate",
+    "JudgingPins",
     "LimitsOf",
     "Pin",
     "PinFileError",
@@ -55,6 +63,99 @@ LOCK_TIMEOUT_S = 120.0
 
 class PinLockTimeout(Exception):
     """Another session held the pins dir's lock for longer than LOCK_TIMEOUT_S."""
+
+
+# How a pin that may judge a row relates to it, nearest first (`PinStore.judging`).
+OWN_KEY = "own key"
+OTHER_SETTINGS = "other settings"  # a variant's row: the same key's default settings' pin
+UPGRADE = "upgrade"  # the same hardware under an earlier framework version
+OTHER_VERSION = "other version"  # the same hardware under another (a later) version
+OTHER_HARDWARE = "other hardware"  # another hardware name on the same platform and device
+RELATIONS = (OWN_KEY, OTHER_SETTINGS, UPGRADE, OTHER_VERSION, OTHER_HARDWARE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A pin that may judge a row (or, in `JudgingPins.refused`, one that may not)."""
+
+    key: ComparabilityKey
+    path: Path
+    pin: Pin
+    relation: str  # one of RELATIONS
+
+
+@dataclass(frozen=True)
+class JudgingPins:
+    """The pins that may judge one row, nearest first (`PinStore.judging`), and the
+    nearest pin under the row's hardware name that was refused because it was recorded on
+    another platform or device."""
+
+    candidates: tuple[Candidate, ...]
+    device: str | None  # the row's ``platform:device kind``; None where nothing says
+    refused: Candidate | None = None
+
+    @property
+    def own(self) -> Candidate | None:
+        """The row's own key's pin, when it may judge the row."""
+        first = self.candidates[0] if self.candidates else None
+        return first if first is not None and first.relation == OWN_KEY else None
+
+    @property
+    def nearest(self) -> Candidate | None:
+        """The closest pin under another key (or the default settings'), for an unpinned
+        row's advisory comparison."""
+        return next((each for each in self.candidates if each.relation != OWN_KEY), None)
+
+    def refusal(self) -> str | None:
+        """Why the row's own pin (or its upgrade's) does not judge it, in a row's words."""
+        if self.refused is None:
+            return None
+        recorded = spoken_device(device_of_pin(self.refused.pin, self.refused.key))
+        return (
+            f"pin recorded on {recorded}; this row ran on {spoken_device(self.device)}: "
+            "not compared"
+        )
+
+
+def version_order(version: str) -> tuple[int, Any]:
+    """Sort key of a version: PEP 440 where it parses, else the text after all of those."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(version))
+    except InvalidVersion:
+        return (1, version)
+
+
+def device_of_hardware(hardware: str) -> str | None:
+    """``gpu:NVIDIA H200`` of a detected name ``gpu:NVIDIA H200 @ AMD EPYC x16``; None for a
+    name set by hand (``--compile-hardware``), which says nothing about its device."""
+    head, separator, _ = hardware.partition(" @ ")
+    return head if separator and ":" in head else None
+
+
+def device_of_row(record: CompileRecord) -> str | None:
+    """The row's ``platform:device kind``, as measured (whatever its hardware name), else as
+    its name gives it; None where neither says."""
+    detail = record.hardware_detail
+    if detail.get("platform") and detail.get("device_kind"):
+        return f"{detail['platform']}:{detail['device_kind']}"
+    return device_of_hardware(record.hardware)
+
+
+def device_of_pin(pin: Pin, key: ComparabilityKey) -> str | None:
+    """The ``platform:device kind`` a pin was made on: as it recorded them, else as its
+    key's hardware name gives them; None where neither says (a hand-set name, an earlier
+    release's pin)."""
+    return pin.device or device_of_hardware(key.hardware)
+
+
+def spoken_device(device: str | None) -> str:
+    """``gpu NVIDIA A100-SXM4-80GB``, ``cpu``: a device as a row's note says it."""
+    if device is None:
+        return "an unknown device"
+    platform, _, kind = device.partition(":")
+    return platform if kind in ("", platform) else f"{platform} {kind}"
 
 
 # The limits the gate judges a row with, given its pin (`gate.limits.limits_for`).
@@ -131,6 +232,61 @@ class PinStore:
             key
             for key, group in self._groups.items()
             if group.get(cell, transform, variant) is not None
+        )
+
+    def judging(self, record: CompileRecord, cache_state: str | None = None) -> JudgingPins:
+        """The pins that may judge this row, nearest first: the one home of the rule that
+        a pin judges only rows of its own platform and device kind, whatever the hardware
+        name. The verdict, the nearest pin, the upgrade block and the paired gate's target
+        all ask it. `cache_state`: the same question under another cache state (the warm
+        pin an expected-warm row is held to).
+
+        Nearest first: the row's own key's pin; a settings variant's row, the same key's
+        default settings' pin; the same hardware name under the latest earlier framework
+        version (an upgrade), then under other versions; then other hardware names under
+        the same version whose pins recorded the row's platform and device (so a CI runner
+        named by hand is compared with the pins made on a laptop's CPU). Precision, cache
+        state and framework always match. Under the row's own hardware name a pin that
+        recorded another platform or device is refused (`JudgingPins.refused`, which the
+        row's note names); a pin or row that says nothing of its device is taken there
+        (an earlier release's pin), never under another name.
+        """
+        key = record.key if cache_state is None else replace(record.key, cache_state=cache_state)
+        device = device_of_row(record)
+        own_version = version_order(key.framework_version)
+        ranked: list[Candidate] = []
+        refused: list[Candidate] = []
+        for other, group in self._groups.items():
+            if (other.framework, other.mixed_precision, other.cache_state) != (
+                key.framework,
+                key.mixed_precision,
+                key.cache_state,
+            ):
+                continue
+            pin = group.get(record.cell, record.transform, record.variant)
+            relation = None
+            if other == key and pin is not None:
+                relation = OWN_KEY
+            elif other == key and record.variant:
+                pin, relation = group.get(record.cell, record.transform), OTHER_SETTINGS
+            elif pin is not None and other.hardware == key.hardware:
+                earlier = version_order(other.framework_version) < own_version
+                relation = UPGRADE if earlier else OTHER_VERSION
+            elif pin is not None and other.framework_version == key.framework_version:
+                relation = OTHER_HARDWARE
+            if pin is None or relation is None:
+                continue
+            candidate = Candidate(other, group.path, pin, relation)
+            pinned_on = device_of_pin(pin, other)
+            if relation == OTHER_HARDWARE:
+                if device is not None and pinned_on == device:
+                    ranked.append(candidate)
+            elif device is not None and pinned_on is not None and pinned_on != device:
+                refused.append(candidate)
+            else:
+                ranked.append(candidate)
+        return JudgingPins(
+            tuple(nearest_first(ranked)), device, next(iter(nearest_first(refused)), None)
         )
 
     def compiles_pinned(self, key: ComparabilityKey, cell: str) -> int | None:
@@ -212,6 +368,14 @@ class PinStore:
         if group.key != key:
             raise PinFileError(path, f"[key] changed on disk to {group.key.describe()}", 1)
         return group
+
+
+def nearest_first(candidates: list[Candidate]) -> list[Candidate]:
+    """By relation (`RELATIONS`), then the latest framework version, then the key."""
+    by_version = sorted(
+        candidates, key=lambda c: (version_order(c.key.framework_version), c.key), reverse=True
+    )
+    return sorted(by_version, key=lambda candidate: RELATIONS.index(candidate.relation))
 
 
 def lock_path(directory: Path) -> Path:
