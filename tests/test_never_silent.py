@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, JaxProject, compile_summary, edit_pins
 
+from pytest_jaxcompile.gate.pins import PinStore
+
 MLP_TEST = """
     import jax
     from jaxmodels import mlp_example_args, mlp_loss
@@ -158,6 +160,39 @@ def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_mlp", "jit"): "MISS"}
+
+
+def test_a_miss_after_the_cache_settings_drifted_names_the_reason_and_its_cold_pin(
+    project: JaxProject,
+) -> None:
+    """Pinned cold and warm with min compile time 0; then the setting dropped (JAX's default
+    keeps this small module out of the cache) and the cache lost: the MISS names the
+    recorded reason, the cold pin it is shown with and that pin's file, `cache_lost` is
+    true, and no profile note that does not belong to it is added."""
+    project.conftest(cache=True, min_compile_time=0.0)
+    project.tests(MLP_TEST)
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # cold pin, cache filled
+    project.run("--compile-pin-update").assert_outcomes(passed=1)  # warm pin
+    project.conftest(cache=True, min_compile_time=None)
+    shutil.rmtree(project.cache_dir)
+    result = project.run("--compile-expect-warm", "-v")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    row = project.rows()[("test_mlp", "jit")]
+    assert (row["cache_state"], row["cache"]["reason"]) == ("cold", "below_min_compile_time")
+    (verdict,) = project.report()["verdicts"]
+    assert (verdict["status"], verdict["cache_lost"]) == ("MISS", True)
+    groups = PinStore.load(project.pins_dir).groups()
+    (cold,) = [group for group in groups if group.key.cache_state == "cold"]
+    pinned_cold, cold_file = cold.get("test_models.py::test_mlp", "jit"), cold.path.name
+    # The cold pin, in its file, as the row's header names it; not the warm pin's seconds.
+    assert verdict["pin_file"] == f"pins/{cold_file}"
+    assert pinned_cold is not None and verdict["pin_compile_s"] == pinned_cold.compile_s
+    summary = "\n".join(compile_summary(result))
+    assert f"(pins/{cold_file})" in summary
+    assert "yet it compiled cold; shown against its cold pin." in verdict["note"]
+    assert "JAX did not store it: below_min_compile_time (" in verdict["note"]
+    assert "cache dir, jax version, XLA flags" not in verdict["note"]
+    assert "module is not stored" not in summary
 
 
 SLOW_TRACE = """

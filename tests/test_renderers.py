@@ -167,7 +167,7 @@ def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path
 def test_the_key_header_names_its_own_keys_pin_file_not_the_pin_compared(
     tmp_path: Path,
 ) -> None:
-    """A cold MISS row is compared with the warm key's pin; its header is the cold key's."""
+    """A MISS row's pin file is set by the verdict; its header is always its own key's."""
     from pytest_jaxcompile.gate.pins import pin_file_name
 
     outcome = outcome_with([Status.MISS], tmp_path)

@@ -77,16 +77,15 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     warmth_note = None
     cache_lost = False
     if record.cache_state in ("cold", "none"):
-        miss, warmth_note = _expected_warm(record, store)
-        if miss is not None and thresholds.expect_warm:
-            return judge_profile(miss, thresholds)
-        if miss is not None:  # never silent: a warning, and MISS under --compile-expect-warm
+        warm_pin, warmth_note = _expected_warm(record, store)
+        if warm_pin is not None and thresholds.expect_warm:
+            # A MISS is the cache's story: no profile of where XLA spent the compile.
+            return _miss(record, store, warm_pin)
+        if warm_pin is not None:  # never silent: a warning, and MISS under expect-warm
             cache_lost = True
-            cause = key_change(record, miss.pin) if miss.pin is not None else None
-            warmth_note = "compiled cold although the module is unchanged since its warm pin: " + (
-                f"its cache key changed: {cause}"
-                if cause
-                else "the persistent cache was not restored, was evicted or stopped applying"
+            warmth_note = (
+                "compiled cold although the module is unchanged since its warm pin: "
+                + _why_not_warm(record, warm_pin)
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
@@ -281,13 +280,13 @@ def _rss_drifted(record: CompileRecord, pin: Pin, limits: Limits) -> bool:
     return measured > pinned * (1 + limits.tolerance) and measured - pinned > limits.rss_floor_mib
 
 
-def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | None, str | None]:
-    """Under --compile-expect-warm: a MISS verdict, or a note for an expected recompile
-    (a row that can never be served from the persistent cache is never a MISS)."""
+def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Pin | None, str | None]:
+    """The warm pin of a cold row whose module it shows unchanged (a MISS under
+    --compile-expect-warm), or a note for an expected recompile (a row that can never be
+    served from the persistent cache is never a MISS)."""
     cold = always_cold(record, store)
     if cold is not None:
         return None, f"never warm: {cold.describe()}"
-    warm_key = dataclasses.replace(record.key, cache_state="warm")
     # Its own warm pin; a variant with no warm pin of its own, the default settings': it
     # tells whether the cache stopped applying because the settings changed (the key part
     # is named). Only a pin of the row's own platform and device (`PinStore.judging`).
@@ -303,24 +302,52 @@ def _expected_warm(record: CompileRecord, store: PinStore) -> tuple[Verdict | No
                 f"expected recompile: {', '.join(changed)} since its warm pin, and JAX's "
                 "cache keys include these versions (the module is unchanged)"
             )
-        cause = key_change(record, warm_pin)
-        return Verdict(
-            record,
-            Status.MISS,
-            pin=warm_pin,
-            pin_file=store.path_for(warm_key),
-            note=(
-                f"expected a persistent-cache hit: the module is unchanged since its warm pin, "
-                f"yet it compiled {record.cache_state}. "
-                + (
-                    f"Its cache key changed: {cause}"
-                    if cause
-                    else "The cache was not restored, was evicted, or stopped applying (cache dir, "
-                    "jax version, XLA flags)"
-                )
-            ),
-        ), None
+        return warm_pin, None
     return None, "expected recompile: the module changed since its warm pin"
+
+
+def _miss(record: CompileRecord, store: PinStore, warm_pin: Pin) -> Verdict:
+    """An expected-warm row that compiled cold (or uncached) though its module is unchanged
+    since its warm pin: compared with the pin of its own cache state, in its file, and
+    told with what was recorded of why: the cache key part that changed, else the reason
+    JAX gave for not storing it, else the usual suspects."""
+    own = store.judging(record).own
+    pin_file = store.path_for(record.key)
+    compared = (
+        f"; shown against its {record.cache_state} pin"
+        if own is not None
+        else f"; no {record.cache_state} pin to show it against"
+    )
+    why = _why_not_warm(record, warm_pin)
+    return Verdict(
+        record,
+        Status.MISS,
+        pin=own.pin if own is not None else None,
+        pin_file=pin_file,
+        note=(
+            "expected a persistent-cache hit: the module is unchanged since its warm pin "
+            f"({warm_pin.compile_s:.3f} s), yet it compiled {record.cache_state}{compared}. "
+            f"{why[0].upper()}{why[1:]}"
+        ),
+        cache_lost=True,
+    )
+
+
+def _why_not_warm(record: CompileRecord, warm_pin: Pin) -> str:
+    """What was recorded of why an unchanged module compiled afresh: the part of JAX's
+    cache key that changed, else the reason JAX gave for not storing it, else the usual
+    suspects."""
+    cause = key_change(record, warm_pin)
+    if cause:
+        return f"its cache key changed: {cause}"
+    reason = record.cache.reason
+    if reason:
+        detail = f" ({record.cache.reason_detail})" if record.cache.reason_detail else ""
+        return f"JAX did not store it: {reason}{detail}"
+    return (
+        "the persistent cache was not restored, was evicted or stopped applying (cache dir, "
+        "jax version, XLA flags)"
+    )
 
 
 def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:

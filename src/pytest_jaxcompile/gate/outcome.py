@@ -141,8 +141,13 @@ class Outcome:
         return [verdict for verdict in self.verdicts if verdict.fails(self.thresholds)]
 
     def cache_lost(self) -> list[Verdict]:
-        """Cold rows of modules unchanged since their warm pin (MISS when expected warm)."""
-        return [verdict for verdict in self.verdicts if verdict.cache_lost]
+        """Cold rows of modules unchanged since their warm pin, not expected warm (those
+        are MISS rows, which say so themselves)."""
+        return [
+            verdict
+            for verdict in self.verdicts
+            if verdict.cache_lost and verdict.status is not Status.MISS
+        ]
 
     def mostly_unpinned(self) -> bool:
         """Most rows that have pins have them only under another key: the gate is close to

@@ -40,8 +40,11 @@ def profile_rows(
             continue  # profiled where it was measured (an xdist worker)
         verdict = judge(record, store, thresholds)
         # A row failing only for want of a pin (compile_require_pinned) has no compile
-        # change to explain.
-        failing = verdict.fails(thresholds) and verdict.status is not Status.UNPINNED
+        # change to explain, nor has a MISS (the cache's story, not the compiler's).
+        failing = verdict.fails(thresholds) and verdict.status not in (
+            Status.UNPINNED,
+            Status.MISS,
+        )
         if not (settings.profile or failing):
             continue
         new = backends[record.framework].staged_module(record)
