@@ -1007,9 +1007,9 @@ def test_the_clobbered_settings_in_settings_guard_md_are_what_the_code_prints(
 
     from records_factory import make_record
 
+    from pytest_jaxcompile._constants import XLA_FLAGS_SINCE_PROCESS_START
     from pytest_jaxcompile.backends.jax.backendstart import FlagsChange
     from pytest_jaxcompile.backends.jax.guard import (
-        PLUGIN_LOAD,
         clobber_affects_requirements,
         find_clobbers,
         startup_notes,
@@ -1018,7 +1018,10 @@ def test_the_clobbered_settings_in_settings_guard_md_are_what_the_code_prints(
 
     page, at_start = "docs/settings-guard.md", "--xla_force_host_platform_device_count=1"
     late = "--xla_dump_hlo_as_text"
-    start: dict[str, Any] = {"xla_flags": parse_xla_flags(at_start), "xla_flags_since": PLUGIN_LOAD}
+    start: dict[str, Any] = {
+        "xla_flags": parse_xla_flags(at_start),
+        "xla_flags_since": XLA_FLAGS_SINCE_PROCESS_START,
+    }
 
     def compiled(cell: str, now: str, started: str) -> Any:
         started_with = {"flags": parse_xla_flags(started), "captured_at": "backend_start"}

@@ -149,7 +149,7 @@ def test_a_conftest_that_overwrites_xla_flags_before_the_backend_starts_is_a_clo
     result.stdout.fnmatch_lines(
         [
             "settings clobbered (a required setting): XLA_FLAGS changed during the session: "
-            f"'{START_FLAGS}' at plugin load (before any conftest.py), "
+            f"'{START_FLAGS}' at process start (before any plugin), "
             "'--xla_dump_hlo_as_text' from test_models.py::test_a on (the first test that saw "
             "it) (changed by conftest.py); flags set in the environment were DISCARDED: "
             "--xla_force_host_platform_device_count; the session fails."
@@ -158,8 +158,35 @@ def test_a_conftest_that_overwrites_xla_flags_before_the_backend_starts_is_a_clo
     (clobber,) = project.report()["clobbers"]
     assert clobber["discarded"] == ["--xla_force_host_platform_device_count"]
     assert clobber["changed_by"] == "conftest.py"
-    assert clobber["since"] == "plugin load (before any conftest.py)"
+    assert clobber["since"] == "process start (before any plugin)"
     assert clobber["late"] is False and clobber["fails"] is True
+
+
+def test_a_wrapper_loaded_as_a_plugin_that_overwrites_xla_flags_is_a_clobber(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background's wrapper, loaded with ``-p`` (imported before the plugin is): the
+    baseline is the environment the process started with, so the flag it discarded is
+    named, and so is the wrapper, with no required flag asked for."""
+    monkeypatch.setenv("XLA_FLAGS", START_FLAGS)
+    project.pytester.makepyfile(wrapper=WRAPPER)
+    project.conftest(cache=False)
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    result = project.run("-p", "wrapper")
+    assert result.ret == pytest.ExitCode.OK  # no required flag: a warning
+    result.stdout.fnmatch_lines(
+        [
+            "warning: settings clobbered: XLA_FLAGS changed during the session: "
+            f"'{START_FLAGS}' at process start (before any plugin), "
+            "'--xla_dump_hlo_as_text' from test_models.py::test_a on (the first test that saw "
+            "it) (changed by a plugin loaded before pytest-jaxcompile (-p wrapper)); flags set "
+            "in the environment were DISCARDED: --xla_force_host_platform_device_count*"
+        ]
+    )
+    (clobber,) = project.report()["clobbers"]
+    assert clobber["discarded"] == ["--xla_force_host_platform_device_count"]
+    assert clobber["changed_by"] == "a plugin loaded before pytest-jaxcompile (-p wrapper)"
+    assert clobber["since"] == "process start (before any plugin)"
 
 
 LIBRARY = """
@@ -199,6 +226,38 @@ def test_flags_a_library_adds_before_the_backend_starts_are_in_force_and_no_clob
     report = project.report()
     assert report["clobbers"] == []
     assert report["settings_notes"] == [note]
+
+
+@needs_backend_hooks()
+def test_flags_set_after_the_backend_started_in_a_session_activated_late_are_not_in_force(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pins and no option: the plugin starts at collection, after conftest.py started
+    JAX's backend and then set a flag XLA never read. The flag is not called in force: the
+    plugin cannot know what XLA read, and says so."""
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    project.pytester.makeconftest(
+        """
+        import os
+        import jax.numpy as jnp
+
+        jnp.zeros(1)  # starts JAX's backend: XLA reads XLA_FLAGS now, and only now
+        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
+        """
+    )
+    project.tests(MEASURE + "\n    def test_a(jax_compile):\n        measure(jax_compile, 'jit')\n")
+    result = project.pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "jax compile times" in output  # activated at collection
+    assert "(in force)" not in output
+    result.stdout.fnmatch_lines(
+        [
+            "XLA flags set during start-up, by *: --xla_cpu_multi_thread_eigen=false (in force "
+            "only if set before JAX's backend started, which was before the plugin began "
+            "watching: what XLA read is not known)"
+        ]
+    )
 
 
 REQUIRE_BOTH = f"[pytest]\ncompile_required_xla_flags =\n    {START_FLAGS}\n    {LATE_FLAG}\n"

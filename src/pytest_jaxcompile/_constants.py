@@ -30,10 +30,16 @@ WORKER_OUTPUT_KEY = "jaxcompile"
 # What the controller tells each xdist worker: the tests with a pinned compile count.
 WORKER_INPUT_COUNTED_KEY = "jaxcompile_counted_cells"
 
-# XLA_FLAGS as the plugin found them at load, before any conftest.py (the settings guard's
-# baseline), kept where the session's machinery starts later.
+# XLA_FLAGS before anything of the session could change them (the settings guard's
+# baseline, `activation.xla_flags_baseline`), kept where the session's machinery starts
+# later: (the baseline, since when, each change seen before the watch: (where, value)).
 XLA_FLAGS_ENV = "XLA_FLAGS"
-XLA_FLAGS_AT_LOAD_KEY = pytest.StashKey["str | None"]()
+XLA_FLAGS_AT_LOAD_KEY = pytest.StashKey[
+    "tuple[str | None, str, tuple[tuple[str, str | None], ...]]"
+]()
+XLA_FLAGS_AT_REGISTRATION_KEY = pytest.StashKey["str | None"]()  # when the plugin registered
+XLA_FLAGS_SINCE_PROCESS_START = "process start (before any plugin)"
+XLA_FLAGS_SINCE_PLUGIN_LOAD = "plugin load (before any conftest.py)"
 
 # The marker (its arguments are parsed by gate/budget.py).
 MARKER_NAME = "compile_budget"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,10 @@ from pytest_jaxcompile._constants import (
     MARKER_NAME,
     WORKER_INPUT_COUNTED_KEY,
     WORKER_OUTPUT_KEY,
+    XLA_FLAGS_AT_REGISTRATION_KEY,
+    XLA_FLAGS_ENV,
+    XLA_FLAGS_SINCE_PLUGIN_LOAD,
+    XLA_FLAGS_SINCE_PROCESS_START,
 )
 from pytest_jaxcompile.options import OPTIONS, given
 
@@ -53,6 +58,73 @@ def uses(item: pytest.Item) -> bool:
     """Whether a collected test uses the plugin: the marker, or a measuring fixture."""
     fixtures = getattr(item, "fixturenames", ())
     return item.get_closest_marker(MARKER_NAME) is not None or not FIXTURES.isdisjoint(fixtures)
+
+
+def keep_xla_flags_at_registration(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Keep ``XLA_FLAGS`` as they are when the plugin registers (its module just imported,
+    the earliest moment pytest runs any of its code), to tell a change by a plugin loaded
+    after it from one by a plugin loaded before."""
+    config = pluginmanager.get_plugin("pytestconfig")
+    if isinstance(config, pytest.Config):
+        config.stash[XLA_FLAGS_AT_REGISTRATION_KEY] = os.environ.get(XLA_FLAGS_ENV)
+
+
+def xla_flags_at_process_start(config: pytest.Config) -> tuple[bool, str | None]:
+    """``XLA_FLAGS`` in the environment this process started with, which no plugin can
+    change (``/proc/self/environ``, Linux): (known, value). Unknown on another system, and
+    for a session that is not the process's own command line (pytester's in-process run,
+    an xdist worker: its process started with another's environment)."""
+    if tuple(config.invocation_params.args) != tuple(sys.argv[1:]):
+        return False, None
+    try:
+        with open("/proc/self/environ", "rb") as environ:
+            entries = environ.read().split(b"\0")
+    except OSError:
+        return False, None
+    prefix = f"{XLA_FLAGS_ENV}=".encode()
+    found = [entry[len(prefix) :] for entry in entries if entry.startswith(prefix)]
+    return True, found[0].decode(errors="replace") if found else None
+
+
+def xla_flags_baseline(
+    config: pytest.Config,
+) -> tuple[str | None, str, tuple[tuple[str, str | None], ...]]:
+    """The settings guard's ``XLA_FLAGS`` baseline, taken before any ``conftest.py`` and,
+    where it can be known, before any plugin: (the value, since when, the changes seen since
+    then, each (where, value)). A wrapper loaded as a plugin (``-p wrapper``, an entry
+    point) that overwrote the variable at import is such a change, named."""
+    now = os.environ.get(XLA_FLAGS_ENV)
+    registered = XLA_FLAGS_AT_REGISTRATION_KEY in config.stash
+    at_registration = config.stash.get(XLA_FLAGS_AT_REGISTRATION_KEY, now)
+    known, at_start = xla_flags_at_process_start(config)
+    if not known:
+        at_start, since = at_registration, XLA_FLAGS_SINCE_PLUGIN_LOAD
+    else:
+        since = XLA_FLAGS_SINCE_PROCESS_START
+    changes: list[tuple[str, str | None]] = []
+    if registered and at_registration != at_start:
+        named = _plugin_args(config)
+        before = f"a plugin loaded before pytest-jaxcompile ({named or 'an entry point'})"
+        changes.append(
+            (before + ("" if named else " or the program that started pytest"), at_registration)
+        )
+    if now != at_registration:
+        changes.append(
+            ("a plugin loaded after pytest-jaxcompile (an entry point or PYTEST_PLUGINS)", now)
+        )
+    return at_start, since, tuple(changes)
+
+
+def _plugin_args(config: pytest.Config) -> str:
+    """The ``-p NAME`` plugins of the command line (``no:`` ones left out), as given."""
+    args, names = list(config.invocation_params.args), []
+    for index, arg in enumerate(args):
+        name = args[index + 1] if arg == "-p" and index + 1 < len(args) else None
+        if arg.startswith("-p") and arg != "-p":
+            name = arg[2:].lstrip("=")
+        if name and not name.startswith("no:"):
+            names.append(f"-p {name}")
+    return ", ".join(names)
 
 
 class Activation:

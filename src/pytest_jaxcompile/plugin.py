@@ -14,7 +14,6 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, cast
 
@@ -32,23 +31,24 @@ if TYPE_CHECKING:
     from pytest_jaxcompile.backends.torch.measure import TorchCompile
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    # Called as the plugin registers, right after its import: the earliest moment it runs.
+    activation.keep_xla_flags_at_registration(pluginmanager)
     options.add_pytest_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """Keep XLA_FLAGS as they are before any conftest.py (the settings guard's baseline);
-    where the session uses the plugin, also watch for JAX's backend start (XLA_FLAGS as XLA
-    reads them) before a conftest.py can import JAX and start it; imports no JAX."""
+    """Keep XLA_FLAGS as they were before any plugin or conftest.py, where known (the
+    settings guard's baseline); where the session uses the plugin, also watch for JAX's
+    backend start (XLA_FLAGS as XLA reads them) before a conftest.py can import JAX and
+    start it; imports no JAX."""
+    baseline = activation.xla_flags_baseline(early_config)
+    early_config.stash[_constants.XLA_FLAGS_AT_LOAD_KEY] = baseline
     if activation.in_use(early_config, early_config.known_args_namespace):
         from pytest_jaxcompile.backends.jax.backendstart import watch
 
         watch(early_config)
-    else:  # the baseline alone: a session that starts later compares with it
-        early_config.stash[_constants.XLA_FLAGS_AT_LOAD_KEY] = os.environ.get(
-            _constants.XLA_FLAGS_ENV
-        )
 
 
 def pytest_configure(config: pytest.Config) -> None:

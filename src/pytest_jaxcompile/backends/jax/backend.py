@@ -132,7 +132,7 @@ class JaxSession:
             XLA_FLAGS_ENV,
             watch,
         )
-        from pytest_jaxcompile.backends.jax.guard import PLUGIN_LOAD, snapshot_settings
+        from pytest_jaxcompile.backends.jax.guard import snapshot_settings
         from pytest_jaxcompile.backends.settings import parse_xla_flags
 
         # XLA_FLAGS as XLA reads them, when JAX's backend starts (usually already watched
@@ -163,7 +163,7 @@ class JaxSession:
         self._flags_watch = config.stash.get(FLAGS_WATCH_KEY, None)
         if self._flags_watch is not None:
             self._start_settings["xla_flags"] = parse_xla_flags(self._flags_watch.at_load)
-            self._start_settings["xla_flags_since"] = PLUGIN_LOAD
+            self._start_settings["xla_flags_since"] = self._flags_watch.since
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> JaxCompile:
         from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing

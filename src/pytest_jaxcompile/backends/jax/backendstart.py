@@ -17,8 +17,9 @@ The capture is process-wide, as XLA's parse is: the first backend start counts. 
 on the hook object in JAX's own hook list, so a second session in the same process (or this
 module imported afresh) finds it instead of starting over.
 
-What the backend-start value is compared with is `FlagsWatch.at_load`: ``XLA_FLAGS`` when
-the plugin's hooks first ran, before any ``conftest.py`` was imported. The watch notes, per
+What the backend-start value is compared with is `FlagsWatch.at_load`: ``XLA_FLAGS`` as the
+process started, where that is known (``activation.xla_flags_baseline``), else when the
+plugin's hooks first ran; either way before any ``conftest.py`` was imported. The watch notes, per
 pytest session, each module (a ``conftest.py``, a plugin, a test module) or test phase after
 which the variable had a new value, so a clobber can name where it happened.
 
@@ -39,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from pytest_jaxcompile._constants import XLA_FLAGS_AT_LOAD_KEY
+from pytest_jaxcompile._constants import XLA_FLAGS_AT_LOAD_KEY, XLA_FLAGS_SINCE_PLUGIN_LOAD
 from pytest_jaxcompile._constants import XLA_FLAGS_ENV as XLA_FLAGS_ENV  # re-exported
 
 XLA_BRIDGE = "jax._src.xla_bridge"
@@ -148,14 +149,19 @@ class FlagsWatch:
     and each module or test phase after which it had changed (a pytest plugin, registered
     by `watch`; it reads the environment only)."""
 
-    def __init__(self, rootpath: Path, at_load: str | None) -> None:
+    def __init__(self, rootpath: Path, at_load: str | None, since: str = "") -> None:
         self.at_load = at_load
+        self.since = since or XLA_FLAGS_SINCE_PLUGIN_LOAD  # when `at_load` was taken
         self.changes: list[FlagsChange] = []
         self._rootpath = rootpath
         self._last = self.at_load
 
     def note(self, where: str) -> None:
-        value = os.environ.get(XLA_FLAGS_ENV)
+        """Note the variable's value now, after `where` ran."""
+        self.noted(where, os.environ.get(XLA_FLAGS_ENV))
+
+    def noted(self, where: str, value: str | None) -> None:
+        """Note that the variable had `value` after `where` ran, if that is a change."""
         if value != self._last:
             self.changes.append(FlagsChange(where, value))
             self._last = value
@@ -192,10 +198,16 @@ def watch(config: pytest.Config | None = None) -> None:
     the baseline, and watch where it changes (`FlagsWatch`, in `config.stash`).
     """
     if config is not None and FLAGS_WATCH_KEY not in config.stash:
-        # A session that started after its conftest.py files loaded kept the value from
-        # before them (plugin.py): a change since is noted, its module unknown.
-        kept = config.stash.get(XLA_FLAGS_AT_LOAD_KEY, os.environ.get(XLA_FLAGS_ENV))
-        flags_watch = FlagsWatch(config.rootpath, kept)
+        # The baseline from before any plugin where known (plugin.py), with the changes
+        # plugins made before this watch; a session that started after its conftest.py
+        # files loaded notes a change since, its module unknown.
+        now = os.environ.get(XLA_FLAGS_ENV)
+        kept, since, early = config.stash.get(
+            XLA_FLAGS_AT_LOAD_KEY, (now, XLA_FLAGS_SINCE_PLUGIN_LOAD, ())
+        )
+        flags_watch = FlagsWatch(config.rootpath, kept, since)
+        for where, value in early:
+            flags_watch.noted(where, value)
         flags_watch.note("a conftest.py or plugin, before the session started")
         config.stash[FLAGS_WATCH_KEY] = flags_watch
         config.pluginmanager.register(flags_watch, FLAGS_WATCH_PLUGIN)

@@ -156,9 +156,6 @@ def required_flags_problem(record: CompileRecord, required: Mapping[str, str | N
     return text + "; required by ini compile_required_xla_flags)"
 
 
-PLUGIN_LOAD = "plugin load (before any conftest.py)"  # where the XLA_FLAGS baseline is taken
-
-
 def find_clobbers(
     start: Mapping[str, Any],
     records: Iterable[CompileRecord],
@@ -246,12 +243,18 @@ def _flag_findings(
                 )
             else:
                 added = render_flags({k: v for k, v in in_force.items() if k not in baseline})
-                when = (
-                    "in force"
-                    if started is not None
-                    else "in force if set before JAX's backend started: this jax does not "
-                    "say when it started"
-                )
+                if started is None:
+                    when = (
+                        "in force if set before JAX's backend started: this jax does not "
+                        "say when it started"
+                    )
+                elif started[1] == CAPTURED_AT_BACKEND_START:
+                    when = "in force"
+                else:  # the value when the plugin began watching, after the start
+                    when = (
+                        "in force only if set before JAX's backend started, which was before "
+                        "the plugin began watching: what XLA read is not known"
+                    )
                 by_text = f", by {by}" if by else ""
                 notes.append(f"XLA flags set during start-up{by_text}: {added} ({when})")
         if started is not None and not seen_late and now != started[0]:
