@@ -602,3 +602,39 @@ def test_a_compile_that_raises_keeps_its_row_shown_failed_and_never_judged(
     assert "No such compile option" in summary.read_text()
     project.run("--compile-pin-update").assert_outcomes(failed=1)
     assert not list(project.pins_dir.glob("*.toml"))  # never pinned
+
+
+def test_a_function_that_raises_while_tracing_leaves_a_failed_row_with_its_seconds(
+    project: JaxProject,
+) -> None:
+    """No compile ran, yet the row is kept: failed, with the seconds tracing spent and the
+    error, and no compile time; the test fails with the function's own error; no pin."""
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import time
+        import jax, jax.numpy as jnp
+
+        def broken(x):
+            time.sleep(0.05)  # Python time while tracing, kept on the row
+            raise ValueError("shape mismatch in the model")
+
+        def test_broken(jax_compile):
+            jax_compile(broken, jnp.ones(3), transform="broken")
+        """
+    )
+    result = project.run("-v")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E * ValueError: shape mismatch in the model"])
+    (record,) = project.report()["records"]
+    assert record["transform"] == "broken" and record["outcome"] == "failed"
+    assert record["error"] == "ValueError: shape mismatch in the model"
+    assert record["compile_s"] is None and record["trace_s"] >= 0.05
+    (verdict,) = project.report()["verdicts"]
+    assert verdict["status"] == "failed"
+    assert verdict["note"].startswith(f"tracing failed after {record['trace_s']:.3f} s: ")
+    result.stdout.fnmatch_lines(
+        ["*failed * test_models.py::test_broken [[]broken[]] * [[]the tracing raised ValueError*"]
+    )
+    project.run("--compile-pin-update").assert_outcomes(failed=1)
+    assert not list(project.pins_dir.glob("*.toml"))  # never pinned

@@ -165,7 +165,8 @@ class CompileRecord:
     location: tuple[str, int] | None = None  # test file and line, for annotations
     timestamp: str = ""
     outcome: str | None = None  # the test's outcome, filled in after the call
-    # The error the compile raised ("XlaRuntimeError: ..."); such a row keeps its seconds,
+    # The error tracing, lowering or the compile raised ("XlaRuntimeError: ..."); such a row
+    # keeps its seconds (no compile_s where no compile ran),
     # is shown as failed and is never judged nor pinned (None: it compiled).
     error: str | None = None
     # The commit measured (sha, ref, head_ref, base_ref, dirty): corpus/commit.py fills it

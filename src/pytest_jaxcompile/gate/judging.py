@@ -66,8 +66,7 @@ def judged_by_budget(record: CompileRecord, thresholds: Thresholds) -> bool:
 def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
     """One row against the pin under exactly its key, and nothing else."""
     if record.error is not None:
-        seconds = "" if record.compile_s is None else f" after {record.compile_s:.3f} s"
-        return Verdict(record, Status.FAILED, note=f"compile failed{seconds}: {record.error}")
+        return Verdict(record, Status.FAILED, note=_failed_note(record))
     if record.unmeasured is not None:
         return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
     if not record.state.judged:
@@ -101,6 +100,22 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
     return dataclasses.replace(
         verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
     )
+
+
+def failed_phase(record: CompileRecord) -> tuple[str, float | None]:
+    """What raised on a failed row, and after how many seconds: the compile, else (no
+    compile time: it never ran) the lowering, else the tracing."""
+    if record.compile_s is not None:
+        return "compile", record.compile_s
+    if record.lower_s is not None:
+        return "lowering", record.lower_s
+    return "tracing", record.trace_s
+
+
+def _failed_note(record: CompileRecord) -> str:
+    phase, seconds = failed_phase(record)
+    after = "" if seconds is None else f" after {seconds:.3f} s"
+    return f"{phase} failed{after}: {record.error}"
 
 
 def instructions_pin(record: CompileRecord, store: PinStore) -> tuple[Path, Pin] | None:

@@ -36,7 +36,7 @@ class Status(str, Enum):
     MISS = "MISS"  # --compile-expect-warm: an unchanged module compiled cold; always fails
     GREW = "GREW"  # op count over the pin beyond max_ops_growth: deterministic, always fails
     DRIFT = "DRIFT"  # slower than the pin beyond tolerance and floor
-    FAILED = "failed"  # the compile raised: its seconds and error, never judged against a pin
+    FAILED = "failed"  # tracing, lowering or the compile raised: its seconds and error, unjudged
     IMPROVED = "improved"
     UNPINNED = "unpinned"
     NOISY = "noisy"  # measured above compile_max_load and within tolerance on CPU seconds

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.budget import suggested_budgets
+from pytest_jaxcompile.gate.judging import failed_phase
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.status import Status, Tone
 from pytest_jaxcompile.gate.view import (
@@ -64,7 +65,7 @@ def row_text(row: RowView) -> str:
     if row.status is Status.NOT_JUDGED:
         text += f" [{record.cache_state}]"
     elif row.status is Status.FAILED:
-        text += f" [the compile raised {record.error}]"
+        text += f" [the {failed_phase(record)[0]} raised {record.error}]"
     return text
 
 

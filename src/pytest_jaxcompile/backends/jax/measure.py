@@ -261,17 +261,28 @@ class JaxCompile:
                 raise TypeError(
                     f"jax_compile cannot jit {_named(target)} ({error}); {_EXPECTED}"
                 ) from None
-            if hasattr(jitted, "trace"):
-                start = time.perf_counter()
-                traced = jitted.trace(*args, **kwargs)
-                trace_s = time.perf_counter() - start
-                start = time.perf_counter()
-                lowered = traced.lower()
-                lower_s = time.perf_counter() - start
-            else:  # older jax: tracing is inside lower()
-                start = time.perf_counter()
-                lowered = jitted.lower(*args, **kwargs)
-                lower_s = time.perf_counter() - start
+            start = time.perf_counter()
+            try:
+                if hasattr(jitted, "trace"):
+                    start = time.perf_counter()
+                    traced = jitted.trace(*args, **kwargs)
+                    trace_s = time.perf_counter() - start
+                    start = time.perf_counter()
+                    lowered = traced.lower()
+                    lower_s = time.perf_counter() - start
+                else:  # older jax: tracing is inside lower()
+                    start = time.perf_counter()
+                    lowered = jitted.lower(*args, **kwargs)
+                    lower_s = time.perf_counter() - start
+            except Exception as error:  # a failed row with its seconds; the test fails
+                failed_s = round(time.perf_counter() - start, 6)
+                if trace_s is None and hasattr(jitted, "trace"):
+                    trace_s = failed_s
+                else:
+                    lower_s = failed_s
+                name = transform or getattr(target, "__name__", None) or _named(target)
+                self._failed_before_compile(name, error, trace_s, lower_s, mixed_precision)
+                raise
 
         trace_profile = trace_files = None
         if self._context.trace_profile and not is_lowered and hasattr(jitted, "trace"):
@@ -422,6 +433,48 @@ class JaxCompile:
             self._stager.add(record, staged, module_text)
         self._sink(record)
         return compiled
+
+    def _failed_before_compile(
+        self,
+        name: str,
+        error: Exception,
+        trace_s: float | None,
+        lower_s: float | None,
+        mixed_precision: bool | None,
+    ) -> None:
+        """The row of a call whose tracing or lowering raised: no compile ran, so no
+        compile time; the seconds it spent and the error are kept (a failed row)."""
+        settings = CacheSettings.current()
+        entries = count_cache_entries(settings.dir)
+        record = new_record(
+            self._context,
+            self._environment,
+            Measured(
+                transform=name,
+                cache_state=CacheState.UNKNOWN.value,
+                compile_s=None,
+                cache=CacheDetails(
+                    dir=settings.dir,
+                    enabled=settings.enabled,
+                    entries_before=entries,
+                    entries_after=entries,
+                    reason_detail="no compile ran: nothing to classify",
+                ),
+                host_state=host_state(None, cpu_count=self._environment.hardware.cpu_count),
+                mixed_precision=mixed_precision,
+                figures=dict(
+                    trace_s=trace_s,
+                    lower_s=lower_s,
+                    missing_metrics=["compile_s"],
+                    variant=variant_of(flags_in_force()),
+                    xla_flags=os.environ.get(XLA_FLAGS_ENV),
+                    settings=snapshot_settings(),
+                    error=f"{type(error).__name__}: {error}".strip()[:2000],
+                ),
+            ),
+        )
+        self.records.append(record)
+        self._sink(record)
 
     def _repeat(self, lowered: Any, times: int, bypass_cache: bool) -> list[tuple[float, float]]:
         """More fresh compiles of the same module, in the first one's cache state.
