@@ -155,6 +155,21 @@ def test_a_clobber_after_the_backend_started_leaves_xla_flags_alone() -> None:
     assert clobber_affects_requirements(clobber, required)
 
 
+def test_a_late_change_from_no_flags_says_so_in_words() -> None:
+    """XLA_FLAGS unset when XLA's backend started, set by a test later: the line says XLA
+    started with no flags, never with ''."""
+    start = {"xla_flags": parse_xla_flags(None)}
+    settings = {**_started_with(None), "xla_flags": parse_xla_flags(AUTOTUNE)}
+    (clobber,) = find_clobbers(start, [make_record(cell="t.py::test_b", settings=settings)])
+    assert clobber.late
+    text = clobber.describe()
+    assert "''" not in text
+    assert text.startswith(
+        "XLA_FLAGS changed after JAX's backend started: XLA started with no flags "
+        "(XLA_FLAGS unset); '--xla_gpu_autotune_level=0' from t.py::test_b on is not in force"
+    )
+
+
 def test_expect_warm_fails_an_unchanged_module_and_passes_a_changed_one(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     store.update([make_record(cache_state="warm", compile_s=0.01), make_record(compile_s=1.0)])

@@ -314,6 +314,19 @@ def test_load_per_core_is_over_the_usable_cpus_a_quota_allows(tmp_path: Path) ->
     assert host_state(cpu_count=4, load_avg=lambda: 6.0).load_per_core == 1.5
 
 
+def test_the_recorded_load_is_the_1_minute_average_of_the_three(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default reader takes the 1-minute load of the (1, 5, 15)-minute averages the
+    system gives (psutil's, as a session reads it): three distinct figures, so reading the
+    5- or 15-minute one is caught."""
+    import psutil
+
+    monkeypatch.setattr(psutil, "getloadavg", lambda: (0.5, 3.0, 7.0))
+    state = host_state(cpu_count=2)
+    assert (state.load_avg_1m, state.load_per_core) == (0.5, 0.25)
+
+
 def test_load_per_core_is_none_without_a_load_average(tmp_path: Path) -> None:
     def no_load() -> float:
         raise OSError("no load average here")

@@ -141,6 +141,13 @@ class Clobber:
             and parse_xla_flags(self.at_backend_start) != parse_xla_flags(str(self.at_compile))
         )
 
+    def _value(self, value: object) -> str:
+        """A value as the line says it; XLA_FLAGS without a flag (unset or empty) as words,
+        not as ``''``."""
+        if self.setting == "XLA_FLAGS" and value in ("", None):
+            return "no flags (XLA_FLAGS unset)"
+        return repr(value)
+
     def describe(self) -> str:
         since = (
             self.since
@@ -151,7 +158,8 @@ class Clobber:
         if self.late:
             text = (
                 f"{self.setting} changed after JAX's backend started: XLA started with "
-                f"{self.at_start!r}; {self.at_compile!r} from {self.first_cell} on{by} is "
+                f"{self._value(self.at_start)}; {self._value(self.at_compile)} from "
+                f"{self.first_cell} on{by} is "
                 "not in force: XLA read XLA_FLAGS once, when its backend started, and does "
                 "not apply this change, but JAX hashes XLA_FLAGS into every persistent-cache "
                 "key: compiles from then on miss the entries cached under the old value and "
@@ -164,13 +172,15 @@ class Clobber:
                 )
             return text
         text = (
-            f"{self.setting} changed during the session: {self.at_start!r} at {since}, "
-            f"{self.at_compile!r} from {self.first_cell} on (the first test that saw it){by}"
+            f"{self.setting} changed during the session: {self._value(self.at_start)} at "
+            f"{since}, {self._value(self.at_compile)} from {self.first_cell} on (the first "
+            f"test that saw it){by}"
         )
         if self.ignored_by_xla:
             text += (
                 f"; XLA read XLA_FLAGS once, when its backend started "
-                f"({self.at_backend_start!r}), and does not apply this change, but JAX hashes "
+                f"({self._value(self.at_backend_start)}), and does not apply this change, but "
+                "JAX hashes "
                 "XLA_FLAGS into every persistent-cache key: compiles from then on miss the "
                 "entries cached under the old value and compile cold"
             )
