@@ -229,3 +229,46 @@ def test_the_gate_runs_once_per_change() -> None:
     triggers = workflow[True]  # PyYAML reads the key `on` as True
     assert set(triggers) == {"push", "pull_request"}
     assert triggers["push"] == {"branches": ["main"]}
+
+
+def test_the_projects_ci_runs_on_every_change_what_ci_run_runs_in_jobs_of_its_own() -> None:
+    """.github/workflows/ci.yml gates pushes and pull requests: README's test command and the
+    demo in one job, each version-matrix session (noxfile.py's) in its own; read-only."""
+    ci = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text())
+    # PyYAML reads the key `on` as True.
+    assert set(ci[True]) == {"push", "pull_request"}
+    assert ci["permissions"] == {}
+    jobs = ci["jobs"]
+    for name, job in jobs.items():
+        assert job["permissions"] == {"contents": "read"}, name
+        runs = [str(step.get("run", "")) for step in job["steps"]]
+        scripts = [index for index, run in enumerate(runs) if run.startswith("bash scripts/")]
+        assert scripts and runs.index("bash .ci/tools") < min(scripts), name  # tools first
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, name
+            assert "${{" not in str(step.get("run", "")), (name, step.get("name"))
+    test_runs = [str(step.get("run", "")) for step in jobs["test"]["steps"]]
+    readme = (REPO / "README.md").read_text()
+    assert "bash scripts/test.sh   # the plugin's own checks" in readme  # README's command
+    assert test_runs.index("bash scripts/test.sh") < test_runs.index("bash scripts/demo.sh")
+    # The matrix: exactly the sessions .ci/run's scripts/matrix.sh runs, each on its Python.
+    noxfile = (REPO / "noxfile.py").read_text()
+    sessions = re.search(r"nox\.options\.sessions = \[(.*)\]", noxfile)
+    assert sessions is not None
+    expected = set(re.findall(r'"(\w+)"', sessions.group(1)))
+    included = jobs["matrix"]["strategy"]["matrix"]["include"]
+    assert {each["session"] for each in included} == expected == {"oldest", "newest"}
+    pythons = dict(re.findall(r'^(OLDEST|NEWEST)_PYTHON = "([\d.]+)"', noxfile, re.MULTILINE))
+    assert {each["session"]: each["python"] for each in included} == {
+        "oldest": pythons["OLDEST"],
+        "newest": pythons["NEWEST"],
+    }
+    (matrix_step,) = [s for s in jobs["matrix"]["steps"] if "matrix.sh" in str(s.get("run"))]
+    assert matrix_step["run"] == 'bash scripts/matrix.sh -s "$SESSION"'
+    assert matrix_step["env"] == {"SESSION": "${{ matrix.session }}"}
+    # .ci/run runs the same commands, tools first (the release's test job runs .ci/run).
+    ci_run = (REPO / ".ci" / "run").read_text().splitlines()
+    order = ["bash .ci/tools", "bash scripts/test.sh", "bash scripts/demo.sh"]
+    assert [ci_run.index(line) for line in order] == sorted(ci_run.index(line) for line in order)
+    assert "bash scripts/matrix.sh" in ci_run
