@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         _report(args.module, merged)
         return 0
 
-    from pytest_jaxcompile.backends.jax.instructions import SETTINGS, run_child
+    from pytest_jaxcompile.backends.jax.instructions import run_child
+    from pytest_jaxcompile.backends.jax.instrument import SETTINGS
 
     staged, _ = instruction_gate._stage([args.module])
     configurations: dict[str, tuple[str, ...]] = {"none": (), "all": SETTINGS}

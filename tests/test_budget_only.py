@@ -24,7 +24,8 @@ from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.gate.view import session_view
 from pytest_jaxcompile.output.github import step_summary
 from pytest_jaxcompile.output.terminal import summary_lines
-from pytest_jaxcompile.records import CompileRecord, RecordDataError, check_record_data
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
+from pytest_jaxcompile.records import CompileRecord
 
 # --------------------------------------------------------------------------- logic
 

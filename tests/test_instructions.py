@@ -23,12 +23,8 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
 from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.options import BY_NAME, OptionError, parse_value
-from pytest_jaxcompile.records import (
-    CompileRecord,
-    HostState,
-    RecordDataError,
-    check_record_data,
-)
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
+from pytest_jaxcompile.records import CompileRecord, HostState
 
 IDENTITY = "callgrind 3.19.0, jaxlib 0.10.2, x86_64 avx2+f16c, glibc 2.36, python 3.11.7"
 BUSY = HostState(cpu_count=2, load_avg_1m=8.0, load_per_core=4.0, process_cpu_s=1.0)
@@ -432,11 +428,7 @@ def test_a_count_depends_neither_on_the_modules_before_it_nor_on_a_child_beside_
     import jax
     import jax.numpy as jnp
 
-    from pytest_jaxcompile.backends.jax.instructions import (
-        InstructionStager,
-        capture,
-        run_children,
-    )
+    from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture, run_children
 
     def lowered(depth: int, width: int) -> object:
         def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
@@ -484,11 +476,7 @@ def test_a_child_past_its_timeout_leaves_rows_not_counted_and_saying_why(
 
 
 def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> None:
-    from pytest_jaxcompile.backends.jax.instructions import (
-        CPU_ONLY,
-        Captured,
-        InstructionStager,
-    )
+    from pytest_jaxcompile.backends.jax.instructions import CPU_ONLY, Captured, InstructionStager
 
     @dataclasses.dataclass
     class Device:
@@ -506,7 +494,7 @@ def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> N
 def test_valgrind_on_the_path_reports_its_version() -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed")
-    from pytest_jaxcompile.backends.jax.instructions import valgrind_version
+    from pytest_jaxcompile.backends.jax.instrument import valgrind_version
 
     expected = subprocess.run(["valgrind", "--version"], capture_output=True, text=True)
     assert valgrind_version() == expected.stdout.strip()

@@ -18,18 +18,20 @@ from records_factory import make_record
 from pytest_jaxcompile._numbers import giga, instructions_text
 from pytest_jaxcompile.backends.jax import child
 from pytest_jaxcompile.backends.jax.instructions import (
-    DETERMINISM,
     FLOOR_S,
-    HASH_SEED,
-    NO_ASLR,
     PER_OP_S,
     START_S,
-    SYSTEM_MALLOC,
     Progress,
     Staged,
+    estimate_s,
+)
+from pytest_jaxcompile.backends.jax.instrument import (
+    DETERMINISM,
+    HASH_SEED,
+    NO_ASLR,
+    SYSTEM_MALLOC,
     child_command,
     child_environment,
-    estimate_s,
 )
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.judging import judge

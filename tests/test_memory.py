@@ -20,7 +20,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.status import Status, row_fails
 from pytest_jaxcompile.gate.view import figures
-from pytest_jaxcompile.records import RecordDataError, check_record_data
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
 
 THRESHOLDS = Thresholds(tolerance=0.5, floor_s=0.25, rss_floor_mib=100.0)
 PINNED = dict(

@@ -31,7 +31,7 @@ from pytest_jaxcompile.output.json_report import (
     load_report,
     write_report,
 )
-from pytest_jaxcompile.records import RecordDataError, check_record_data
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
 
 # Every bad number: Python values, and as the entries' texts spell them.
 BAD_VALUES = [math.nan, math.inf, -math.inf, -1, float("1e999"), True, False, "1", 10**400]

@@ -32,7 +32,8 @@ from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.sequential import LOOKS, judge_look, judge_pairs
 from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.gate.view import row_view
-from pytest_jaxcompile.records import CompileRecord, check_record_data
+from pytest_jaxcompile.record_checks import check_record_data
+from pytest_jaxcompile.records import CompileRecord
 
 CPU = {"platform": "cpu", "device_kind": "cpu"}
 THRESHOLDS = Thresholds(paired_tolerance=0.05, floor_s=0.01, paired_floor_s=0.01)

@@ -32,12 +32,8 @@ from pytest_jaxcompile.output.github import step_summary
 from pytest_jaxcompile.output.json_report import build_report
 from pytest_jaxcompile.output.junit import junit_properties
 from pytest_jaxcompile.output.terminal import summary_lines
-from pytest_jaxcompile.records import (
-    CacheState,
-    CompileRecord,
-    RecordDataError,
-    check_record_data,
-)
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
+from pytest_jaxcompile.records import CacheState, CompileRecord
 
 NO_CACHE_LOOKUPS = {
     "inductor_fx_local_cache_hit_count": 0,

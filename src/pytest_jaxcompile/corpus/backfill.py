@@ -37,7 +37,8 @@ from typing import Any
 
 from pytest_jaxcompile._io import atomic_write_text, read_text, relative
 from pytest_jaxcompile.corpus.store import LINES_SUFFIXES, CorpusError, corpus_files
-from pytest_jaxcompile.records import RECORD_KIND, REPORT_KIND, field_value
+from pytest_jaxcompile.record_checks import field_value
+from pytest_jaxcompile.records import RECORD_KIND, REPORT_KIND
 
 TAG_MARKER = re.compile(r"(?:^|[-_])(?P<state>cold|warm)\d*(?:[-_]retry\d*)?$", re.IGNORECASE)
 DEFAULT_TAG_FIELD = "tag"

@@ -31,6 +31,12 @@ import pytest
 
 from pytest_jaxcompile._io import InputError, atomic_write_text
 from pytest_jaxcompile._numbers import NumberError, finite_number
+from pytest_jaxcompile.record_checks import (
+    RecordDataError,
+    check_key_data,
+    check_record_data,
+    field_value,
+)
 from pytest_jaxcompile.records import (
     LEDGER_KIND,
     RECORD_KIND,
@@ -38,10 +44,6 @@ from pytest_jaxcompile.records import (
     CallLedger,
     ComparabilityKey,
     CompileRecord,
-    RecordDataError,
-    check_key_data,
-    check_record_data,
-    field_value,
 )
 
 LINES_SUFFIXES = (".jsonl", ".ndjson")  # streamed line by line

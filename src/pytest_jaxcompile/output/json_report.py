@@ -36,15 +36,8 @@ from pytest_jaxcompile.gate.pins import MEMORY_PIN_FIELDS, Pin
 from pytest_jaxcompile.gate.view import BlockKind, RowView, TraceRollup, TraceShare, session_view
 from pytest_jaxcompile.options import THRESHOLD_OPTIONS, OptionError, parse_value
 from pytest_jaxcompile.output import fail_session, outcome_of, summary_section
-from pytest_jaxcompile.records import (
-    RECORD_KIND,
-    REPORT_KIND,
-    CallLedger,
-    CompileRecord,
-    RecordDataError,
-    check_ledger_data,
-    check_record_data,
-)
+from pytest_jaxcompile.record_checks import RecordDataError, check_ledger_data, check_record_data
+from pytest_jaxcompile.records import RECORD_KIND, REPORT_KIND, CallLedger, CompileRecord
 from pytest_jaxcompile.records import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 
 Records = tuple[list[CompileRecord], list[CallLedger]]  # a session's rows, in report order

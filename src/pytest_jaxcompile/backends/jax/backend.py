@@ -140,7 +140,7 @@ class JaxSession:
         # its value now).
         watch()
         if self._instructions_timeout_s is not None:
-            from pytest_jaxcompile.backends.jax.instructions import (
+            from pytest_jaxcompile.backends.jax.instrument import (
                 InstrumentError,
                 installed_valgrind,
             )
