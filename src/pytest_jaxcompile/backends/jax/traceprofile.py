@@ -3,7 +3,7 @@
 Tracing is pure Python and never cached, so it is the floor of a warm compile. The
 profile runs on an extra trace (after the measured one), so it never inflates trace_s.
 A row keeps the share of its trace time per group (`trace_profile`) and the files that
-took the most (`trace_files`); the session's rollup of both is `gate/view.py`'s
+took the most (`trace_files`); the session's rollup of both is `gate/view/spend.py`'s
 `trace_rollup`.
 
 PYTEST_DONT_REWRITE

@@ -1,0 +1,191 @@
+"""The verdict as every output shows it: a ready view of each row and of the session.
+
+`session_view(outcome)` is built once from the gate's `Outcome`; the terminal, the GitHub
+step summary, annotations and pull-request comment, the JSON report, JUnit, ``check``,
+``merge`` and the dashboard only format it. Here live what a status means, what to do about
+it, which figures a verdict compared (the metric, its unit, the ratio from those same
+figures, the limit), whether a row fails, the re-pin command, and the session's blocks in
+one order. Wording that belongs to one output (a terminal's ``-v``, "the session fails"
+against a comment's "this run fails") lives with that output.
+
+Its parts live in this package's modules, one per concept: `figures` (the metrics and the
+figures a verdict compared), `meaning` (what a status means, what to do), `repin` (the
+re-pin command), `rows` (a row as shown, and the folds), `blocks` (the session's blocks),
+`spend` (compile seconds, the trace profile). This module builds the session's view and
+names what the outputs use.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_jaxcompile.gate.grouping import by_key
+from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.pins import pin_file_name
+from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.gate.view.blocks import (
+    Block,
+    BlockKind,
+    busy_pin_text,
+    coverage_text,
+    instructions_blocks,
+    session_blocks,
+)
+from pytest_jaxcompile.gate.view.figures import METRICS, Figures, Metric, compared_metric, figures
+from pytest_jaxcompile.gate.view.meaning import BUDGET_NOT_PINNED, advice
+from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.rows import (
+    FOLDED,
+    Fold,
+    RowView,
+    fold,
+    folded,
+    row_view,
+    split_folds,
+)
+from pytest_jaxcompile.gate.view.spend import (
+    TRACE_GROUPS,
+    TraceRollup,
+    TraceShare,
+    compile_seconds_per_test,
+    spend_lines,
+    trace_rollup,
+)
+from pytest_jaxcompile.records import ComparabilityKey
+
+__all__ = [
+    "BUDGET_NOT_PINNED",
+    "FOLDED",
+    "METRICS",
+    "TRACE_GROUPS",
+    "Block",
+    "BlockKind",
+    "Figures",
+    "Fold",
+    "GroupView",
+    "Metric",
+    "RowView",
+    "SessionView",
+    "TraceRollup",
+    "TraceShare",
+    "advice",
+    "busy_pin_text",
+    "compared_metric",
+    "compile_seconds_per_test",
+    "coverage_text",
+    "figures",
+    "fold",
+    "folded",
+    "group_pin_file",
+    "instructions_blocks",
+    "repin_command",
+    "row_view",
+    "session_view",
+    "spend_lines",
+    "split_folds",
+    "trace_rollup",
+]
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """The rows of one comparability key, most severe first, and where its pins live."""
+
+    key: ComparabilityKey
+    pin_file: Path | None
+    rows: tuple[RowView, ...]
+
+    @property
+    def budget_rows(self) -> int:
+        """Rows judged by their compile_budget only: a pin update does not pin them."""
+        return sum(1 for row in self.rows if row.status is Status.BUDGET)
+
+    @property
+    def pinned_rows(self) -> int:
+        """In a pin update: the rows pinned (all but the budget rows)."""
+        return len(self.rows) - self.budget_rows
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """The session as every output shows it."""
+
+    outcome: Outcome
+    groups: tuple[GroupView, ...]  # keys holding the most severe rows first
+    blocks: tuple[Block, ...]  # in BlockKind order; STATUS blocks in the Status order
+    failed: bool
+    trace: TraceRollup | None = None  # where tracing time went (compile_trace_profile)
+
+    @property
+    def rows(self) -> list[RowView]:
+        """Every row, in the view's order: by group, most severe first within it."""
+        return [row for group in self.groups for row in group.rows]
+
+    def failing(self) -> list[RowView]:
+        return [row for row in self.rows if row.fails]
+
+    def counts(self) -> list[tuple[Status, int]]:
+        """(status, rows) for every status present, in the Status order."""
+        found = Counter(row.status for row in self.rows)
+        return [(status, found[status]) for status in Status if found[status]]
+
+    def counts_text(self) -> str:
+        """``1 DRIFT, 2 ok``: the rows per status, in the Status order."""
+        return ", ".join(f"{n} {status.value}" for status, n in self.counts())
+
+    @property
+    def headline(self) -> str:
+        """``FAIL (1 DRIFT)``, ``pass``, ``pins updated`` or ``pins NOT updated``."""
+        outcome = self.outcome
+        if outcome.pin_error is not None:
+            return "pins NOT updated"
+        if outcome.pin_update:
+            return "pins updated"
+        if self.failed:
+            failing = Counter(row.status for row in self.failing())
+            parts = [f"{failing[status]} {status.value}" for status in Status if failing[status]]
+            return "FAIL (" + ", ".join(parts) + ")" if parts else "FAIL"
+        return "pass"
+
+    def blocks_of(self, *kinds: BlockKind) -> list[Block]:
+        return [block for block in self.blocks if block.kind in kinds]
+
+    def failure_blocks(self) -> list[Block]:
+        """The blocks that make the session fail (a failing status, upgrade, clobber, ...)."""
+        return [block for block in self.blocks if block.fails]
+
+
+def group_pin_file(
+    outcome: Outcome, key: ComparabilityKey, verdicts: Sequence[Verdict]
+) -> Path | None:
+    """The pin file of the group's own key, where any of its rows was judged against pins.
+
+    Never a verdict's own pin file: a MISS row (cold) is compared with its warm pin, and an
+    instruction count with a pin of any key, yet the group is the cold key's.
+    """
+    if all(verdict.pin_file is None for verdict in verdicts):
+        return None
+    found = outcome.pin_files.get(key)
+    return found if found is not None else outcome.pins_dir / pin_file_name(key)
+
+
+def session_view(outcome: Outcome) -> SessionView:
+    """The view of a concluded session (or of merged reports, or of a records corpus)."""
+    groups = []
+    for key, verdicts in by_key(outcome.verdicts):
+        pin_file = group_pin_file(outcome, key, verdicts)
+        rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
+        groups.append(GroupView(key, pin_file, rows))
+    groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
+    return SessionView(
+        outcome,
+        tuple(groups),
+        tuple(session_blocks(outcome, [row for group in groups for row in group.rows])),
+        outcome.failed,
+        trace_rollup(verdict.record for verdict in outcome.verdicts),
+    )

@@ -1,0 +1,352 @@
+"""The session's blocks: what it says besides its rows (pin errors, pins updated, clobbers,
+warnings, upgrades, stale pins, one block per status), in the order every output shows them.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from pytest_jaxcompile._io import relative
+from pytest_jaxcompile._numbers import instructions_text, percent
+from pytest_jaxcompile.gate.always_cold import always_cold_text
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.outcome import Outcome
+from pytest_jaxcompile.gate.paired import pairing_cost
+from pytest_jaxcompile.gate.status import Status, Tone, row_fails
+from pytest_jaxcompile.gate.upgrades import UpgradeReport
+from pytest_jaxcompile.gate.view.meaning import advice, meaning
+from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.rows import RowView
+
+
+class BlockKind(str, Enum):
+    """The session's blocks, in the order every output shows them."""
+
+    PIN_ERROR = "pin error"
+    PINS_UPDATED = "pins updated"
+    LOST = "lost rows"
+    CLOBBER = "clobber"
+    SETTINGS = "settings"  # settings the session set that are in force: no clobber
+    PAIRED = "paired"  # --compile-paired: what the pairing cost
+    WARNING = "warning"
+    ALWAYS_COLD = "always cold"
+    UPGRADE = "upgrade"
+    COMPILE_COUNT = "compile count"
+    STALE = "stale pins"
+    STATUS = "status"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One thing the session says besides its rows: a sentence, its details, what to do.
+
+    `text` has no consequence and no final stop: each output adds its own wording for
+    `fails` (the terminal's "the session fails", a comment's "this run fails") and for
+    `advisory` (reported only).
+    """
+
+    kind: BlockKind
+    tone: Tone
+    text: str
+    fails: bool = False
+    advisory: bool = False  # a time verdict reported only (compile_time_advisory)
+    details: tuple[str, ...] = ()
+    advice: str | None = None
+    command: str | None = None
+    status: Status | None = None  # STATUS blocks
+    rows: tuple[RowView, ...] = ()  # STATUS blocks: the rows of that status
+    paths: tuple[str, ...] = ()  # PINS_UPDATED: the files written; STALE: per detail line
+
+
+def _status_block(status: Status, rows: list[RowView], thresholds: Thresholds) -> Block:
+    verdicts = [row.verdict for row in rows]
+    means = meaning(status, verdicts, thresholds)
+    what = advice(status, (row.cell for row in rows))
+    return Block(
+        BlockKind.STATUS,
+        status.tone,
+        f"{status.value}: {len(rows)} row(s) {means}",
+        fails=row_fails(status, thresholds),
+        advisory=status in (Status.DRIFT, Status.IMPROVED)
+        and thresholds.time_advisory
+        and not row_fails(status, thresholds),
+        advice=None if what is None else what[0],
+        command=None if what is None else what[1],
+        status=status,
+        rows=tuple(rows),
+    )
+
+
+def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
+    median = upgrade.median_ratio
+    text = (
+        f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
+        f"{len(upgrade.verdicts)} row(s) compared with their {upgrade.old} pins"
+    )
+    if median is not None:
+        text += f", median {median:.2f}x"
+    limit = thresholds.max_upgrade_slowdown
+    fails = upgrade.fails(thresholds)
+    if fails and limit is not None:
+        text += f"; slower than the allowed +{percent(limit)}"
+    elif limit is not None:
+        text += f"; within the allowed +{percent(limit)}"
+    else:
+        text += " (report only; compile_max_upgrade_slowdown makes it a gate)"
+    details = []
+    worst = [v for v in upgrade.worst() if v.nearest is not None and v.nearest.ratio]
+    if worst:
+        details.append(
+            "slowest: "
+            + ", ".join(
+                f"{v.record.name} {v.nearest.ratio:.2f}x"
+                for v in worst
+                if v.nearest is not None and v.nearest.ratio
+            )
+        )
+    return Block(
+        BlockKind.UPGRADE,
+        Tone.BAD if fails else Tone.WARN,
+        text,
+        fails=fails,
+        details=tuple(details),
+        advice=f"Pin {upgrade.new} when it is the baseline:",
+        command=repin_command(v.record.cell for v in upgrade.verdicts),
+    )
+
+
+def coverage_text(outcome: Outcome) -> str | None:
+    """The mostly-unpinned warning, naming its causes as counted (`Outcome.coverage`);
+    None unless most rows that have pins have them only under another key."""
+    if not outcome.mostly_unpinned():
+        return None
+    counted = outcome.coverage
+    causes = []
+    if counted.new_runner:
+        causes.append(f"{counted.new_runner} pinned only under other hardware (new runner)")
+    if counted.upgrade:
+        causes.append(f"{counted.upgrade} pinned only under another jax version (upgrade)")
+    if counted.new_tests:
+        causes.append(f"{counted.new_tests} not pinned under any key (new tests)")
+    if counted.other:
+        causes.append(f"{counted.other} pinned only under another precision or cache state")
+    unpinned = outcome.with_status(Status.UNPINNED)
+    compared = sum(1 for v in unpinned if v.nearest is not None)
+    return (
+        f"{len(unpinned)} of {counted.judged} row(s) have no pin under their key: "
+        + "; ".join(causes)
+        + ". The gate judges almost nothing"
+        + (f" ({compared} compared with their nearest pin)" if compared else "")
+        + ". Pin this runner class and jax version (on CI: the re-pin workflow, "
+        "docs/github-actions.md), or set compile_require_pinned to fail such sessions"
+    )
+
+
+def _warning_blocks(outcome: Outcome) -> list[Block]:
+    """What makes the gate close to silent, said loudly: a lost cache, missing pins."""
+    blocks = []
+    lost = outcome.cache_lost()
+    if lost:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(lost)} row(s) compiled cold although their module is unchanged since its "
+                "warm pin: the persistent cache was not restored, was evicted or stopped applying "
+                "(compile_expect_warm makes this a MISS that fails)",
+            )
+        )
+    coverage = coverage_text(outcome)
+    if coverage is not None:
+        blocks.append(Block(BlockKind.WARNING, Tone.WARN, coverage))
+    unpaired = [verdict for verdict in outcome.verdicts if verdict.record.paired_note]
+    if unpaired:  # asked for, and not done: never only in a collapsed row's note
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(unpaired)} changed row(s) not paired (--compile-paired); "
+                "their seconds were judged alone",
+                details=tuple(
+                    f"{verdict.record.name}: {verdict.record.paired_note}" for verdict in unpaired
+                ),
+            )
+        )
+    return blocks
+
+
+def _modules_stored(outcome: Outcome) -> str:
+    """``; pinned modules (--compile-paired, --compile-profile): 2 stored, 1 removed in
+    pins/modules`` after a pin update that stored modules; empty otherwise."""
+    if outcome.modules_dir is None:
+        return ""
+    where = relative(outcome.modules_dir, outcome.rootdir)
+    stored, removed = len(outcome.modules_written), len(outcome.modules_removed)
+    changes = [f"{stored} stored"] if stored else []
+    changes += [f"{removed} removed"] if removed else []
+    return (
+        "; pinned modules (--compile-paired, --compile-profile): "
+        f"{', '.join(changes) or 'unchanged'} in {where}"
+    )
+
+
+def instructions_blocks(outcome: Outcome) -> list[Block]:
+    """--compile-instructions: every row not counted, with its reason (failing the session
+    under --compile-instructions-required); the counts no pin of their instrument holds,
+    with the command that pins them."""
+    blocks = []
+    uncounted = outcome.instructions_uncounted()
+    if uncounted:
+        fails = outcome.uncounted_fails
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.BAD if fails else Tone.WARN,
+                f"{len(uncounted)} row(s) not counted under valgrind"
+                + (
+                    " (--compile-instructions-required)"
+                    if fails
+                    else " (their seconds are still judged)"
+                ),
+                details=tuple(f"{record.name}: {why}" for record, why in uncounted),
+                fails=fails,
+            )
+        )
+    unpinned = outcome.instructions_unpinned
+    if unpinned and not outcome.pin_update:
+        blocks.append(
+            Block(
+                BlockKind.WARNING,
+                Tone.WARN,
+                f"{len(unpinned)} row(s) counted with no pinned count of this instrument",
+                details=tuple(
+                    f"{record.name}: "
+                    + instructions_text(
+                        record.compile_instructions, record.compile_instructions_floor
+                    )
+                    for record in unpinned
+                    if record.compile_instructions is not None
+                ),
+                advice="Pin them with:",
+                command=repin_command(record.cell for record in unpinned),
+            )
+        )
+    return blocks
+
+
+def busy_pin_text(outcome: Outcome) -> str | None:
+    """A pin update whose rows were measured above compile_max_load, said: their pinned
+    wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
+    max_load = outcome.thresholds.max_load
+    if not outcome.pin_update or max_load is None:
+        return None
+    loads = [
+        load
+        for verdict in outcome.verdicts
+        if (load := verdict.record.host_state.load_per_core) is not None and load > max_load
+    ]
+    if not loads:
+        return None
+    return (
+        f"{len(loads)} row(s) pinned at a load above compile_max_load = {max_load:g} (up to "
+        f"{max(loads):.2f} per core): their pinned wall seconds include time spent waiting "
+        "for a core; pin on a quiet machine where you can"
+    )
+
+
+def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
+    """The session's blocks in `BlockKind` order; `rows` in the view's order."""
+    root = outcome.rootdir
+    blocks: list[Block] = []
+    if outcome.pin_error is not None:
+        blocks.append(
+            Block(
+                BlockKind.PIN_ERROR, Tone.BAD, f"pins NOT updated: {outcome.pin_error}", fails=True
+            )
+        )
+    elif outcome.pin_update:
+        written = tuple(relative(path, root) for path in outcome.pins_written)
+        kept = (
+            f" ({outcome.pins_kept} pin(s) kept as they were: every figure within a third of "
+            "its tolerance)"
+            if outcome.pins_kept
+            else ""
+        )
+        blocks.append(
+            Block(
+                BlockKind.PINS_UPDATED,
+                Tone.GOOD,
+                (
+                    f"pins updated: {', '.join(written)}"
+                    if written
+                    else "pins updated: nothing changed"
+                )
+                + kept
+                + _modules_stored(outcome),
+                paths=written,
+            )
+        )
+    blocks += [
+        Block(BlockKind.LOST, Tone.BAD, f"compile rows missing: {lost}") for lost in outcome.lost
+    ]
+    blocks += [
+        Block(
+            BlockKind.CLOBBER,
+            Tone.BAD if clobber.fails else Tone.WARN,
+            f"settings clobbered{' (a required setting)' if clobber.fails else ''}: "
+            f"{clobber.describe()}",
+            fails=clobber.fails,
+        )
+        for clobber in outcome.clobbers
+    ]
+    blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
+    judging = not outcome.pin_update
+    cost = pairing_cost(verdict.record for verdict in outcome.verdicts) if judging else None
+    if cost is not None:
+        blocks.append(Block(BlockKind.PAIRED, Tone.PLAIN, cost.describe()))
+    if judging:
+        blocks += _warning_blocks(outcome)
+    blocks += instructions_blocks(outcome)
+    busy = busy_pin_text(outcome)
+    if busy is not None:
+        blocks.append(Block(BlockKind.WARNING, Tone.WARN, busy))
+    always_cold = always_cold_text(outcome.always_cold)
+    if always_cold is not None:  # also in a pin update: why some rows stay cold pins
+        blocks.append(
+            Block(
+                BlockKind.ALWAYS_COLD,
+                Tone.WARN,
+                always_cold,
+                details=tuple(row.brief() for row in outcome.always_cold),
+            )
+        )
+    if judging:
+        blocks += [_upgrade_block(upgrade, outcome.thresholds) for upgrade in outcome.upgrades]
+        blocks += [
+            Block(BlockKind.COMPILE_COUNT, Tone.WARN, change.headline(), details=change.recompiles)
+            for change in outcome.compile_count_changes
+        ]
+    if outcome.stale:
+        files = Counter(relative(stale.pin_file, root) for stale in outcome.stale)
+        blocks.append(
+            Block(
+                BlockKind.STALE,
+                Tone.WARN,
+                f"stale pins: {len(outcome.stale)} pinned transform(s) of tests that ran but "
+                f"measured nothing, in {len(files)} pin file(s) (delete them from the pin file "
+                "if the transform is gone):",
+                details=tuple(stale.name for stale in outcome.stale),
+                paths=tuple(relative(stale.pin_file, root) for stale in outcome.stale),
+            )
+        )
+    if judging:
+        for status in Status:
+            of_status = [row for row in rows if row.status is status]
+            if of_status and status not in (Status.OK, Status.NOT_JUDGED):
+                blocks.append(_status_block(status, of_status, outcome.thresholds))
+    return blocks

@@ -1,0 +1,144 @@
+"""What a status means for its rows, and what to do about it (the sentence before the
+re-pin command).
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pytest_jaxcompile._constants import (
+    INSTRUCTIONS_PHASE,
+    METRIC_CPU,
+    PAIRED_PHASE,
+)
+from pytest_jaxcompile._numbers import percent
+from pytest_jaxcompile.gate.judging import RSS_PHASE
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.gate.view.repin import repin_command
+
+# --------------------------------------------------------------------------- statuses
+
+_MEANING: dict[Status, tuple[str, str]] = {  # (one row, several rows)
+    Status.MISS: (
+        "compiled cold although its module is unchanged since its warm pin",
+        "compiled cold although their module is unchanged since its warm pin",
+    ),
+    Status.GREW: (
+        "compiled a module that grew beyond its limit",
+        "compiled a module that grew beyond its limit",
+    ),
+    Status.DRIFT: (
+        "compiled slower than its pin by more than the tolerance and by more than {floor:g} s",
+        "compiled slower than their pin by more than the tolerance and by more than {floor:g} s",
+    ),
+    Status.IMPROVED: ("compiled faster than its pin", "compiled faster than their pin"),
+    Status.UNPINNED: ("has no pin under its key", "have no pin under their key"),
+    Status.NOISY: (
+        "was measured above {max_load:g} load per core{cpu}; its wall seconds are "
+        "not judged (strict judges them)",
+        "were measured above {max_load:g} load per core{cpu}; their wall seconds "
+        "are not judged (strict judges them)",
+    ),
+    Status.FAILED: (
+        "failed to compile (its seconds and error kept; never judged against a pin)",
+        "failed to compile (their seconds and errors kept; never judged against a pin)",
+    ),
+    Status.NOT_JUDGED: (
+        "is not judged (an in-memory cache hit, or a cache state the evidence did not decide)",
+        "are not judged (in-memory cache hits, or a cache state the evidence did not decide)",
+    ),
+    Status.BUDGET: (
+        "is judged by its compile_budget only (its test asked for no seconds): never "
+        "compared with a pin, never pinned",
+        "are judged by their compile_budget only (their tests asked for no seconds): never "
+        "compared with a pin, never pinned",
+    ),
+    Status.OK: ("is within tolerance", "are within tolerance"),
+}
+# Unpinned rows of budget-only tests whose budget sets a growth limit: pinned for it only.
+_GROWTH_ONLY = (
+    " (for its compile_budget's growth limits only: its seconds are not judged)",
+    " ({count} for their compile_budget's growth limits only: their seconds are not judged)",
+)
+# In a pin update: what happened to a key's budget rows.
+BUDGET_NOT_PINNED = "row(s) judged by their compile_budget only: not pinned"
+_MEANING_DETAIL = {
+    Status.MISS: ": the cache was not restored, was evicted or stopped applying",
+    Status.GREW: " (op count, compiled temp bytes or flops)",
+}
+# A DRIFT on the process's memory during the compile (the verdict's phase is RSS_PHASE).
+_RSS_DRIFT = (
+    "grew the process's memory during the compile by more than the tolerance and {rss_floor:g} MiB"
+)
+# A DRIFT on the compile's instructions (the verdict's phase is INSTRUCTIONS_PHASE).
+_INSTRUCTIONS_DRIFT = (
+    "compiled with more instructions than their pin by more than "
+    "{instructions:.2%}, whatever the load"
+)
+# A DRIFT the pairs decided (the verdict's phase is PAIRED_PHASE).
+_PAIRED_DRIFT = (
+    "compiled slower than their pin's module compiled beside them on this machine, by more "
+    "than {paired} with confidence"
+)
+# DRIFTs on a figure other than time: the phase of their verdict, what they mean.
+_OTHER_DRIFTS = {
+    RSS_PHASE: _RSS_DRIFT,
+    INSTRUCTIONS_PHASE: _INSTRUCTIONS_DRIFT,
+    PAIRED_PHASE: _PAIRED_DRIFT,
+}
+_ADVICE: dict[Status, str] = {
+    Status.GREW: "If the growth is intended, re-pin and commit the pin files:",
+    Status.DRIFT: "If the change is intended, re-pin and commit the pin files:",
+    Status.IMPROVED: "Re-pin to lock the improvement in:",
+    Status.UNPINNED: "Pin them with:",
+}
+
+
+def meaning(
+    status: Status, verdicts: Sequence[Verdict], thresholds: Thresholds, plural: bool = True
+) -> str:
+    one, many = _MEANING[status]
+    meanings = [(many if plural else one) + _MEANING_DETAIL.get(status, "")]
+    growth_only = sum(1 for verdict in verdicts if verdict.record.budget_only)
+    if status is Status.UNPINNED and growth_only:  # asked for a pin, not for seconds
+        meanings = [meanings[0] + _GROWTH_ONLY[plural].format(count=growth_only)]
+    if status is Status.DRIFT:  # named by the kinds of drift its rows have
+        phases = {verdict.phase for verdict in verdicts}
+        meanings = meanings if phases - set(_OTHER_DRIFTS) else []
+        meanings += [text for phase, text in _OTHER_DRIFTS.items() if phase in phases]
+    return ", or ".join(meanings).format(
+        floor=thresholds.floor_s,
+        max_load=thresholds.max_load or 0,
+        rss_floor=thresholds.rss_floor_mib,
+        cpu=_noisy_cpu(verdicts, plural),
+        instructions=thresholds.instructions_tolerance,
+        paired=percent(thresholds.paired_tolerance),
+    )
+
+
+def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool) -> str:
+    """What a noisy row's CPU seconds said: claimed only for rows judged on them."""
+    on_cpu = sum(1 for verdict in verdicts if verdict.metric == METRIC_CPU)
+    if on_cpu == len(verdicts):
+        return " and stayed within tolerance on CPU seconds"
+    if not on_cpu:
+        return (
+            " without CPU seconds to judge"
+            if plural
+            else " without CPU seconds to judge (its row or its pin has none)"
+        )
+    return (
+        f" ({on_cpu} stayed within tolerance on CPU seconds, "
+        f"{len(verdicts) - on_cpu} have no CPU seconds to judge)"
+    )
+
+
+def advice(status: Status, cells: Iterable[str]) -> tuple[str, str] | None:
+    """What to do about rows of this status: (the sentence, the command), or None."""
+    sentence = _ADVICE.get(status)
+    if sentence is None:
+        return None
+    return sentence, repin_command(cells)
