@@ -228,7 +228,7 @@ def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxPro
     )
     assert ledger["compiles"] == 1
     result.stdout.fnmatch_lines(
-        ["*test_step: wall * s = compile * s (*%) + execute_and_python_s * s [[]trace *"]
+        ["*test_step", "      wall * s = compile * s (*%) + running and Python * s; phases trace *"]
     )
 
 

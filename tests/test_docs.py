@@ -789,8 +789,10 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
             ),
         ),
     )
-    assert_shown(
-        page, "and `eager_modules` (compiles per JAX function name), and in the", terminal(eager)
+    assert_shown(  # the ledger beside its test under -v
+        page,
+        "and `eager_modules` (compiles per JAX function name), and in the",
+        terminal(eager, verbose=True),
     )
 
     alias = "optax/_src/alias_test.py::AliasTest::test_optimization"
@@ -807,7 +809,7 @@ def test_the_census_outputs_in_census_md_are_what_the_code_prints(tmp_path: Path
         session_s=105.0,
         ledgers=(ledger(f"{alias}45", 2.310, 2.771, (0.400, 0.310, 1.600), 6),),
     )
-    assert_shown(page, "with its ledger:", terminal(session, durations=2))
+    assert_shown(page, "with its ledger:", terminal(session, durations=2, verbose=True))
 
     shapes = "test_models.py::test_shapes"
     pinned = [row(shapes, "jit(f)", 0.02)]

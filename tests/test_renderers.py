@@ -209,12 +209,20 @@ def test_eager_dispatch_that_the_clearing_makes_costly_names_why_it_cleared(
     outcome.session_s = 8.0
 
     def hint() -> list[str]:
-        return [
-            text for text, _ in summary_lines(outcome, verbose=False) if "caches cleared" in text
-        ]
+        """The hint, its lines (wrapped past 200 characters) joined again."""
+        texts = [text for text, _ in summary_lines(outcome, verbose=False)]
+        found = [i for i, text in enumerate(texts) if "caches cleared" in text]
+        joined = []
+        for start in found:
+            end = start + 1
+            while end < len(texts) and texts[end].startswith("    "):
+                end += 1
+            assert all(len(text) <= 200 for text in texts[start:end])
+            joined.append(" ".join(text.strip() for text in texts[start:end]))
+        return joined
 
     assert hint() == [
-        "  15% of the session in 3 census'd test(s) that started with JAX's in-process "
+        "15% of the session in 3 census'd test(s) that started with JAX's in-process "
         "caches cleared and compiled their eager operations again, 2 of them because "
         "train_step (models) is still in memory "
         "(docs/census.md#each-test-compiles-what-it-uses)"

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import JaxProject
 from records_factory import make_record
 
+from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+from pytest_jaxcompile.gate.dropping import dropped_figures
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
-from pytest_jaxcompile.gate.pins import Pin, PinStore, kept_figures, within_repin_margin
+from pytest_jaxcompile.gate.modules import ModuleStore
+from pytest_jaxcompile.gate.pins import (
+    Pin,
+    PinStore,
+    kept_figures,
+    read_pin_file,
+    within_repin_margin,
+)
+from pytest_jaxcompile.gate.view import repin_command
 
 CELL = "tests/test_models.py::test_mlp"
 
@@ -130,3 +143,189 @@ def test_pinning_an_unchanged_project_twice_changes_no_pin_file_byte(
             "a third of its tolerance)"
         ]
     )
+
+
+# ------------------------------------------------------ a re-pin keeps every kind of figure
+
+CPU = {"platform": "cpu", "device_kind": "cpu"}
+
+
+def _stored_module(modules: ModuleStore, text: str) -> str:
+    fingerprint = fingerprint_of(text)
+    modules.write(fingerprint, StagedModule(text, b"options", 1, "cpu"))
+    return fingerprint
+
+
+def test_a_repin_that_would_drop_a_count_or_a_stored_module_names_the_option(
+    tmp_path: Path,
+) -> None:
+    modules = ModuleStore(tmp_path / "modules")
+    old = _stored_module(modules, "module @jit_f {}\n")
+    counted = {"compile_instructions": 5_000_000, "compile_instructions_identity": "id"}
+    PinStore.load(tmp_path).update([make_record(fingerprint=old, hardware_detail=CPU, **counted)])
+    store = PinStore.load(tmp_path)
+    changed = make_record(fingerprint="sha256:" + "1" * 64, hardware_detail=CPU)
+
+    (count, module) = dropped_figures([changed], store, modules=modules)
+    assert (count.option, module.option) == ("--compile-instructions", "--compile-paired")
+    assert count.names == (changed.name,) == module.names
+    assert count.text().endswith("; re-pin with --compile-instructions")
+    # A session that stores modules drops none; one that counted drops no count.
+    assert dropped_figures([changed], store, modules=None) == [count]
+    recounted = dataclasses.replace(changed, compile_instructions=6_000_000)
+    assert dropped_figures([recounted], store, modules=None) == []
+    # An unchanged module keeps its pinned count (carried) and its stored module.
+    assert (
+        dropped_figures([make_record(fingerprint=old, hardware_detail=CPU)], store, modules=modules)
+        == []
+    )
+
+
+def test_the_repin_command_repeats_the_sessions_options_before_the_tests() -> None:
+    command = repin_command(
+        ["tests/a.py::test_x"], ("--compile-paired", "--compile-hardware=ci runner")
+    )
+    assert command == (
+        "pytest --compile-pin-update --compile-paired '--compile-hardware=ci runner' "
+        "tests/a.py::test_x"
+    )
+    assert (
+        repin_command(["t.py::a"], ("--compile-paired", "--compile-paired")).count(
+            "--compile-paired"
+        )
+        == 1
+    )
+
+
+def _printed_repin(output: str, sentence: str) -> list[str]:
+    """The re-pin command printed after `sentence`, as a shell would split it, less
+    ``pytest``."""
+    (line,) = [line for line in output.splitlines() if line.startswith(sentence)]
+    words = shlex.split(line.removeprefix(sentence))
+    assert words[:2] == ["pytest", "--compile-pin-update"], line
+    return words[1:]
+
+
+PAIRED_MODEL = """
+    import os
+    import jax
+    import jax.numpy as jnp
+
+    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
+
+    def loss(ws, x):
+        for i, w in enumerate(ws):
+            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
+        return jnp.sum(x)
+
+    def test_model(jax_compile):
+        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
+        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
+"""
+PAIRED = ("--compile-paired", "--compile-paired-pairs", "6", "--compile-floor", "0.01")
+INTENDED = "If the change is intended, re-pin and commit the pin files: "
+
+
+def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(PAIRED_MODEL)
+    assert (
+        project.run("--compile-pin-update", "--compile-paired", "--compile-hardware", "laptop").ret
+        == 0
+    )
+
+    # Another hardware name, no pin of its own: paired with the laptop's module.
+    monkeypatch.setenv("MODEL_DEPTH", "12")
+    drift = project.run(*PAIRED, "--compile-hardware", "ci-runner")
+    assert drift.ret == pytest.ExitCode.TESTS_FAILED
+    (verdict,) = project.report()["verdicts"]
+    assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
+    printed = _printed_repin(drift.stdout.str(), INTENDED)
+    assert "--compile-paired" in printed and "--compile-hardware=ci-runner" in printed
+
+    # The same re-pin without --compile-paired would leave pins the next session cannot
+    # pair with: refused, naming the option, nothing written.
+    refused = project.run("--compile-pin-update", "--compile-hardware", "ci-runner")
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED
+    refused.stdout.fnmatch_lines(
+        [
+            "pins NOT updated: 1 row(s) would lose their pin's stored module "
+            "(test_models.py::test_model [[]grad[]]); re-pin with --compile-paired. "
+            "Nothing was written",
+            "Re-pin with: pytest --compile-pin-update --compile-hardware=ci-runner "
+            "--compile-paired test_models.py::test_model",
+        ]
+    )
+    assert not list(project.pins_dir.glob("ci-runner*"))
+
+    assert project.run(*printed).ret == pytest.ExitCode.OK  # as printed
+    (ci_pins,) = project.pins_dir.glob("ci-runner*")
+
+    monkeypatch.setenv("MODEL_DEPTH", "24")
+    again = project.run(*PAIRED, "--compile-hardware", "ci-runner")
+    assert again.ret == pytest.ExitCode.TESTS_FAILED
+    (verdict,) = project.report()["verdicts"]
+    assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
+    assert f"paired with pins/{ci_pins.name}" in verdict["note"]  # its own key's pin now
+
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
+)
+COUNTED_MLP = """
+    import os
+    import jax
+    import jax.numpy as jnp
+
+    def test_mlp(jax_compile):
+        depth = int(os.environ["MLP_DEPTH"])
+
+        def loss(ws, x):
+            for w in ws:
+                x = jnp.tanh(x @ w)
+            return jnp.sum(x)
+
+        ws = [jnp.ones((32, 32)) for _ in range(depth)]
+        jax_compile(jax.grad(loss), ws, jnp.ones((4, 32)), transform="grad")
+"""
+
+
+def _pinned_count(project: JaxProject) -> int | None:
+    (path,) = project.pins_dir.glob("*.toml")
+    (pin,) = read_pin_file(path).pins.values()
+    return pin.compile_instructions
+
+
+@needs_valgrind
+def test_a_counted_row_repinned_by_the_printed_command_keeps_its_count(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(COUNTED_MLP)
+    project.pytester.makeini("[pytest]\ncompile_floor = 600\n")  # seconds never fail here
+    monkeypatch.setenv("MLP_DEPTH", "20")
+    assert project.run("--compile-pin-update").ret == 0
+    assert _pinned_count(project) is None
+
+    # Counted, with no pinned count: the command that pins it counts again.
+    counted = project.run("--compile-instructions")
+    printed = _printed_repin(counted.stdout.str(), "Pin them with: ")
+    assert "--compile-instructions" in printed
+    assert project.run(*printed).ret == 0
+    first = _pinned_count(project)
+    assert first is not None and first > 1_000_000
+
+    monkeypatch.setenv("MLP_DEPTH", "22")
+    grown = project.run("--compile-instructions")
+    assert grown.ret == pytest.ExitCode.TESTS_FAILED
+    printed = _printed_repin(grown.stdout.str(), INTENDED)
+    refused = project.run("--compile-pin-update")  # not counting: it would drop the count
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED
+    assert "re-pin with --compile-instructions. Nothing was written" in refused.stdout.str()
+    assert _pinned_count(project) == first
+    assert project.run(*printed).ret == 0  # as printed
+    second = _pinned_count(project)
+    assert second is not None and second > first

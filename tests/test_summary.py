@@ -79,3 +79,84 @@ def test_a_warm_session_of_fast_compiles_claims_no_cache_saving(project: JaxProj
     assert "saved" not in compile_summary(warm)[0]
     overlays = [ledger["overlays"] for ledger in project.report()["ledgers"]]
     assert all(o["cache_retrieval_s"] > 0 and "cache_saved_s" not in o for o in overlays)
+
+
+TEAM_SUITE = """
+    import os
+
+    import jax
+    import jax.numpy as jnp
+    import pytest
+
+    DEPTH = int(os.environ.get("MODEL_DEPTH", "2"))
+
+    def loss(ws, x):
+        for i, w in enumerate(ws):
+            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
+        return jnp.sum(x)
+
+    def test_model(jax_compile):
+        ws = [jnp.ones((16, 16)) * 0.01 for _ in range(DEPTH)]
+        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((4, 16)), transform="grad")
+        jax_compile(jax.jit(loss), ws, jnp.ones((4, 16)))
+
+    @pytest.mark.compile_budget(max_compiles=20)
+    def test_step():
+        jax.jit(lambda x: jnp.cumsum(jnp.tanh(x)) * DEPTH)(jnp.ones(DEPTH + 3))
+"""
+LONGEST_LINE = 200  # of a failing session's default summary, but a command to copy
+
+
+def test_a_failing_sessions_default_summary_is_short_lines_in_plain_words(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.conftest(cache=False)
+    project.tests(TEAM_SUITE)
+    assert project.run("--compile-pin-update", "--compile-census").ret == 0
+    # Far faster pins than any compile: both rows DRIFT, their modules grown.
+    for field in ("compile_s", "compile_cpu_s"):
+        project.set_pin_field(field, 0.000001)
+    monkeypatch.setenv("MODEL_DEPTH", "12")
+    failing = project.run("--compile-census", "--compile-floor=0")
+    assert failing.ret == pytest.ExitCode.TESTS_FAILED
+    lines = compile_summary(failing)
+    too_long = [
+        line
+        for line in lines
+        if len(line) > LONGEST_LINE and "pytest --compile-pin-update" not in line
+    ]
+    assert not too_long, too_long
+    text = "\n".join(lines)
+    assert "DRIFT      test_models.py::test_model [grad]" in text
+    assert "module grew: " in text  # the cause, in one short line ...
+    assert "stablehlo." not in text  # ... without the op histogram
+    assert "execute_and_python_s" not in text and "cache_retrieval_s" not in text
+    assert "wall " not in text  # the census ledgers: -v
+    assert text.count(".toml") == 1  # the pin file once, on its group's line
+    assert lines[-1].startswith("If the change is intended, re-pin and commit the pin files: ")
+
+    verbose = compile_summary(project.run("--compile-census", "--compile-floor=0", "-v"))
+    shown = "\n".join(verbose)
+    assert "stablehlo." in shown  # the op histogram, under -v
+    assert "running and Python" in shown and "; phases trace " in shown
+    assert "execute_and_python_s" not in shown
+
+
+def test_a_notes_short_line_keeps_what_a_reader_acts_on() -> None:
+    from pytest_jaxcompile.gate.view.causes import BRIEF_CHARS, brief, note_parts
+
+    paired = (
+        "DRIFT paired with pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml (laptop | jax "
+        "0.10.2 | full precision | none): 10 pairs, cpu 0.231 s -> 0.692 s, 3.01x (95.1% "
+        "interval 2.99x-3.03x, tolerance 3%), cost 10.4 s"
+    )
+    grew = "module grew: 62 -> 97 ops (+56%): stablehlo.reshape +12, stablehlo.slice +10"
+    passes = "grew most of XLA's HLO passes: fusion 0.3 ms -> 9.0 ms"
+    note = f"{paired}; {grew}; {passes}"
+    assert note_parts(note) == (paired, grew, passes)
+    assert brief(note) == (
+        "10 pairs beside laptop's pinned module: 95.1% interval 2.99x-3.03x; "
+        "module grew: 62 -> 97 ops (+56%)"
+    )
+    assert len(brief(note) or "") <= BRIEF_CHARS
+    assert brief(passes) is None and brief(None) is None

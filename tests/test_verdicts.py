@@ -442,3 +442,58 @@ def test_repin_command_collapses_to_files_then_directories_then_one_directory() 
     assert repin_command(many) == "pytest --compile-pin-update tests"
     top = [f"test_{i}.py::test" for i in range(22)]  # 22 files at the root: the root
     assert repin_command(top) == "pytest --compile-pin-update ."
+
+
+def test_a_noisy_row_the_floor_kept_from_drift_names_the_floor(tmp_path: Path) -> None:
+    from pytest_jaxcompile.gate.view import row_view
+
+    store = PinStore.load(tmp_path)
+    store.update([make_record(compile_s=0.2, compile_cpu_s=0.1)])
+    store = PinStore.load(tmp_path)
+    # 3x its pin's CPU seconds, 0.2 s more: the floor (0.25 s) decided, not the tolerance.
+    floored = judge(
+        make_record(compile_s=0.9, compile_cpu_s=0.3, host_state=BUSY), store, THRESHOLDS
+    )
+    assert floored.status is Status.NOISY
+    assert (
+        floored.note is not None
+        and "judged on CPU seconds, within the 0.25 s floor" in floored.note
+    )
+    assert "stayed within the 0.25 s floor on CPU seconds" in row_view(floored, THRESHOLDS).meaning
+    # Within the tolerance itself: said as before.
+    within = judge(
+        make_record(compile_s=0.9, compile_cpu_s=0.12, host_state=BUSY), store, THRESHOLDS
+    )
+    assert within.note is not None and "judged on CPU seconds, within tolerance" in within.note
+    assert "stayed within tolerance on CPU seconds" in row_view(within, THRESHOLDS).meaning
+
+
+def test_rows_the_paired_gate_stands_for_are_no_reason_to_say_it_judges_almost_nothing(
+    tmp_path: Path,
+) -> None:
+    from pytest_jaxcompile.gate.outcome import Outcome, coverage
+    from pytest_jaxcompile.gate.view import coverage_text
+
+    cpu = {"platform": "cpu", "device_kind": "cpu"}
+    store = PinStore.load(tmp_path)
+    store.update(
+        [make_record(cell=f"t.py::test_{n}", hardware="laptop", hardware_detail=cpu) for n in "abc"]
+    )
+    store = PinStore.load(tmp_path)
+    # A CI runner's rows, their modules those the laptop pinned (the same fingerprint).
+    rows = [
+        make_record(cell=f"t.py::test_{n}", hardware="ci-runner", hardware_detail=cpu)
+        for n in "abc"
+    ]
+    outcome = Outcome(rootdir=tmp_path, pins_dir=tmp_path, thresholds=THRESHOLDS, pin_update=False)
+    outcome.verdicts = judge_all(rows, store, THRESHOLDS)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    text = coverage_text(outcome)
+    assert text is not None and "The gate judges almost nothing" in text  # seconds alone
+    outcome.paired = True  # a changed module would have been paired with the laptop's
+    assert coverage_text(outcome) is None
+    # Changed modules the pairs did not judge (not paired): the warning stands.
+    changed = [dataclasses.replace(row, fingerprint="sha256:new") for row in rows[:2]]
+    outcome.verdicts = judge_all([*changed, rows[2]], store, THRESHOLDS)
+    outcome.coverage = coverage(outcome.verdicts, store)
+    assert coverage_text(outcome) is not None

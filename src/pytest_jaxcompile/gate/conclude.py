@@ -15,8 +15,10 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
+from pytest_jaxcompile.gate.dropping import dropped_figures
 from pytest_jaxcompile.gate.judging import instructions_pin, judge_all, judged_by_budget
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
+from pytest_jaxcompile.gate.modules import ModuleStore
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage
 from pytest_jaxcompile.gate.pins import PinFileError, PinLockTimeout, PinStore
 from pytest_jaxcompile.gate.stale import compile_count_changes, find_stale
@@ -32,6 +34,9 @@ class GateSettings:
     thresholds: Thresholds
     pin_update: bool
     instructions_required: bool = False  # --compile-instructions-required: uncounted fails
+    # A pin update that stores no modules: where pinned modules are kept, so that it
+    # refuses to leave a paired row's pin without one (None: it stores them, or none kept)
+    unstored_modules_dir: Path | None = None
 
 
 def ordered(records: Iterable[CompileRecord]) -> list[CompileRecord]:
@@ -77,13 +82,23 @@ def conclude(
         outcome.stale += find_stale(store, ran, measured, hardware, version, censused)
     # Before a pin update: its new pins would hide the key that changed since the last.
     outcome.always_cold = find_always_cold(rows, store)
+    # A budget-only row that no growth limit judges is judged by its budget alone: its pin
+    # would hold figures no one judges.
+    to_pin = [row for row in rows if not judged_by_budget(row, settings.thresholds)]
     if settings.pin_update:
+        modules_dir = settings.unstored_modules_dir
+        outcome.dropped = dropped_figures(
+            to_pin, store, modules=None if modules_dir is None else ModuleStore(modules_dir)
+        )
+        if outcome.dropped:
+            outcome.pin_error = (
+                "; ".join(dropped.text() for dropped in outcome.dropped) + ". Nothing was written"
+            )
+    if settings.pin_update and not outcome.dropped:
         compiles = {ledger.cell: ledger.compiles for ledger in outcome.ledgers}
         try:
             update = store.repin(
-                # A budget-only row that no growth limit judges is judged by its budget
-                # alone: its pin would hold figures no one judges.
-                [row for row in rows if not judged_by_budget(row, settings.thresholds)],
+                to_pin,
                 compiles,
                 lambda record, pin: limits_for(record, pin, settings.thresholds),
             )

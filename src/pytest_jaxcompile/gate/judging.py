@@ -425,6 +425,15 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     )
 
 
+def floor_decided(record: CompileRecord, pin: Pin, tolerance: float, metric: str) -> bool:
+    """Whether the row's seconds are beyond the tolerance of its pin's, so that only the
+    floor kept it from DRIFT or improved."""
+    measured, pinned = compared_seconds(record, pin, metric)
+    if measured is None or pinned is None:
+        return False
+    return measured > pinned * (1 + tolerance) or measured < pinned / (1 + tolerance)
+
+
 def _time_status(
     record: CompileRecord,
     pin: Pin,
@@ -547,8 +556,13 @@ def _judge_noisy(
     status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU)
     if status is Status.OK:
         status = Status.NOISY
+        within = (
+            f"within the {limits.floor_s:g} s floor"
+            if floor_decided(record, pin, tolerance, METRIC_CPU)
+            else "within tolerance"
+        )
         note: str | None = (
-            f"{where}: judged on CPU seconds, within tolerance; wall seconds not judged "
+            f"{where}: judged on CPU seconds, {within}; wall seconds not judged "
             "(--compile-strict judges them)"
         )
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import AlwaysCold
+from pytest_jaxcompile.gate.dropping import Dropped
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
@@ -91,6 +92,12 @@ class Outcome:
     instructions_required: bool = False
     pins_kept: int = 0  # re-pinned pins left as they were (every figure within a third)
     pin_error: str | None = None  # the pin update could not be written
+    # A pin update refused: the kinds of figure it would have dropped (pin_error says so)
+    dropped: list[Dropped] = field(default_factory=list)
+    # The command-line options the printed re-pin command repeats: the session's gates and
+    # where and under which key its pins live (the session's own words, from pytest's)
+    repin_arguments: tuple[str, ...] = ()
+    paired: bool = False  # --compile-paired: changed rows were paired with their pins' modules
     failed: bool = False
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran
     environments: list[Identity] = field(default_factory=list)

@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 
 import pytest
@@ -33,7 +34,7 @@ from pytest_jaxcompile.gate.view import (
     split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
-from pytest_jaxcompile.records import RESIDUAL_NAME, CallLedger
+from pytest_jaxcompile.records import CallLedger
 
 Markup = dict[str, bool]
 Line = tuple[str, Markup]
@@ -79,6 +80,9 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
             header += f"  ({where})" if group.pin_file.exists() else f"  (no pin file yet: {where})"
         lines.append((header, {"bold": True}))
         if view.outcome.pin_update:  # compared with the pins just written: nothing to say
+            if view.outcome.pin_error is not None:
+                lines.append((f"  not pinned {len(group.rows)} row(s)", {}))
+                continue
             if group.pinned_rows or not group.budget_rows:
                 lines.append((f"  pinned     {group.pinned_rows} row(s)", {}))
             if group.budget_rows:
@@ -89,7 +93,10 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
         shown, folds = split_folds(listed) if not verbose else (listed, [])
         for row in shown:
             lines.append(("  " + row_text(row), markup(row.status)))
-            lines.extend(("      " + cause, {}) for cause in row.causes)
+            if verbose:  # every part of the note, one per line
+                lines.extend(("      " + detail, {}) for detail in row.details)
+            elif row.cause is not None:
+                lines.append(("      " + row.cause, {}))
         for fold in folds:
             lines.extend((text, markup(fold.status)) for text in fold_lines(fold))
         if hidden:
@@ -117,10 +124,33 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
     lines.extend(verdict_lines(view, verbose))
     lines.extend(trace_profile_lines(view))
-    lines.extend((text, {}) for text in duration_lines(outcome, durations))
+    lines.extend((text, {}) for text in duration_lines(outcome, durations, verbose))
     lines.extend(_eager_lines(outcome))
-    lines.extend(closing_lines(view, verbose))
-    return lines
+    wrapped = [short for line in lines for short in wrap(line)]
+    return wrapped + closing_lines(view, verbose)
+
+
+LINE_CHARS = 200  # the longest line the summary prints, but a command to copy
+WRAP_CHARS = 160  # where a longer one is wrapped
+
+
+def wrap(line: Line) -> list[Line]:
+    """A line longer than `LINE_CHARS` as several of `WRAP_CHARS` at most, at words, each
+    further one indented two more than the first; never a command to copy (printed whole,
+    by `block_lines`)."""
+    text, marks = line
+    if len(text) <= LINE_CHARS:
+        return [line]
+    indent = " " * (len(text) - len(text.lstrip(" ")))
+    parts = textwrap.wrap(
+        text.lstrip(" "),
+        WRAP_CHARS,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return [(part, marks) for part in parts]
 
 
 def trace_profile_lines(view: SessionView) -> list[Line]:
@@ -149,14 +179,15 @@ def trace_profile_lines(view: SessionView) -> list[Line]:
 
 
 def ledger_line(ledger: CallLedger) -> str:
-    """``wall = compile + residual``, with the phases and overlays beside, never summed."""
+    """A census'd test's wall seconds as compile and the rest, the compile's phases, and
+    figures measured inside them (beside, never added); in plain words."""
     if ledger.wall_s is None or ledger.execute_and_python_s is None:
         head = f"compile {ledger.compile_s:.3f} s (wall not measured)"
     else:
         fraction = f" ({ledger.compile_fraction:.0%})" if ledger.compile_fraction else ""
         head = (
-            f"wall {ledger.wall_s:.3f} s = compile {ledger.compile_s:.3f} s{fraction}"
-            f" + {RESIDUAL_NAME} {ledger.execute_and_python_s:.3f} s"
+            f"wall {ledger.wall_s:.3f} s = compile {ledger.compile_s:.3f} s{fraction} + "
+            f"running and Python {ledger.execute_and_python_s:.3f} s"
         )
     figures = (
         ("trace", ledger.trace_s),
@@ -164,21 +195,29 @@ def ledger_line(ledger: CallLedger) -> str:
         ("backend", ledger.backend_compile_s),
         ("other", ledger.compile_other_s),
     )
-    phases = ", ".join(f"{label} {value:.3f}" for label, value in figures if value is not None)
-    overlays = "".join(f", {name} {value:.3f}" for name, value in ledger.overlays.items())
+    phases = ", ".join(f"{label} {value:.3f} s" for label, value in figures if value is not None)
+    inside = ", ".join(f"{_plain(name)} {value:.3f} s" for name, value in ledger.overlays.items())
     eager = (
         f"; eager dispatch {ledger.eager_compiles} ({ledger.eager_compile_s:.3f} s)"
         if ledger.eager_compiles
         else ""
     )
     return (
-        f"{head} [{phases}{overlays}]; {ledger.compiles} compile(s), "
-        f"{ledger.persistent_cache_hits} from the persistent cache{eager}"
+        f"{head}; phases {phases}"
+        + (f" (beside them, not added: {inside})" if inside else "")
+        + f"; {ledger.compiles} compile(s), {ledger.persistent_cache_hits} from the persistent "
+        f"cache{eager}"
     )
 
 
-def duration_lines(outcome: Outcome, count: int) -> list[str]:
-    """The `count` most expensive compiles and tests (all with 0), like pytest --durations."""
+def _plain(name: str) -> str:
+    """A figure's field name in words: ``cache_retrieval_s`` -> ``cache retrieval``."""
+    return name.removesuffix("_s").replace("_", " ")
+
+
+def duration_lines(outcome: Outcome, count: int, verbose: bool = False) -> list[str]:
+    """The `count` most expensive compiles and tests (all with 0), like pytest --durations;
+    `verbose`: each census'd test's ledger beside it."""
     if not outcome.verdicts:
         return []
     limit = None if count == 0 else count
@@ -194,7 +233,9 @@ def duration_lines(outcome: Outcome, count: int) -> list[str]:
     lines.append(f"{len(tests)} test(s) with the most compile time:")
     for cell, seconds in tests:
         ledger = ledgers.get(cell)
-        lines.append(f"  {seconds:8.3f} s  {cell}" + (f": {ledger_line(ledger)}" if ledger else ""))
+        lines.append(f"  {seconds:8.3f} s  {cell}")
+        if ledger is not None and verbose:
+            lines.append(f"      {ledger_line(ledger)}")
     if limit is not None and len(per_test) > limit:
         lines.append(f"  ... {len(per_test) - limit} more (--compile-durations=0 lists all)")
     return lines
@@ -259,6 +300,15 @@ def sentence(block: Block) -> str:
 
 
 def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
+    lines = [short for line in _block_text(block, verbose) for short in wrap(line)]
+    if block.command is not None:
+        indent = "  " if block.kind is BlockKind.UPGRADE else ""
+        lines.append((f"{indent}{block.advice} {block.command}", MARKUP[block.tone]))
+    return lines
+
+
+def _block_text(block: Block, verbose: bool) -> list[Line]:
+    """A block's sentence and details (not its command)."""
     marks = MARKUP[block.tone]
     lines: list[Line] = [(sentence(block), marks)]
     if block.kind in (BlockKind.STALE, BlockKind.ALWAYS_COLD):
@@ -277,9 +327,6 @@ def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
         lines += [(f"    {detail}", {}) for detail in block.details]
     else:
         lines += [(f"  {detail}", marks) for detail in block.details]
-    if block.command is not None:
-        indent = "  " if block.kind is BlockKind.UPGRADE else ""
-        lines.append((f"{indent}{block.advice} {block.command}", marks))
     return lines
 
 

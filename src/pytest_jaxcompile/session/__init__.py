@@ -45,7 +45,11 @@ from pytest_jaxcompile.session.census import (
     measure_context,
     requirement_problems,
 )
-from pytest_jaxcompile.session.conclusion import conclude_session, measured_identities
+from pytest_jaxcompile.session.conclusion import (
+    conclude_session,
+    measured_identities,
+    repin_arguments,
+)
 from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
 from pytest_jaxcompile.session.profile import profile_rows
 from pytest_jaxcompile.session.rows import SessionRows
@@ -240,6 +244,7 @@ class SessionCollector:
                     {**self.workers.modules, **modules}, self.store, self.settings
                 )
             outcome.modules_dir = self.settings.module_store_dir
+        outcome.repin_arguments = repin_arguments(self.config)
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -14,14 +14,47 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
+
 from pytest_jaxcompile.backends import BackendSession
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.options import OPTIONS
 from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import Workers
+
+# The options a re-pin repeats, as the session was given them on the command line: the gates
+# whose figures a pin keeps (a stored module, an instruction count), what decides a pin's key
+# and rows, and where pins are written. The ini file and the environment apply again anyway.
+REPIN_OPTIONS = (
+    "compile_paired",
+    "compile_profile",
+    "compile_instructions",
+    "compile_instructions_timeout",
+    "compile_census",
+    "compile_repeat",
+    "compile_hardware",
+    "compile_mixed_precision",
+    "compile_pins_dir",
+    "compile_modules_dir",
+)
+
+
+def repin_arguments(config: pytest.Config) -> tuple[str, ...]:
+    """The printed re-pin command's options: each of `REPIN_OPTIONS` given on pytest's
+    command line, as given (a path as typed, relative to where pytest ran)."""
+    arguments = []
+    for option in OPTIONS:
+        if option.name not in REPIN_OPTIONS or not option.on_command_line:
+            continue
+        value = getattr(config.option, option.name, None)
+        if value is None or value == "" or value is False:
+            continue
+        arguments.append(option.flag if option.kind == "flag" else f"{option.flag}={value}")
+    return tuple(arguments)
 
 
 def measured_identities(
@@ -89,12 +122,16 @@ def conclude_session(
             settings.thresholds,
             settings.pin_update,
             settings.instructions and settings.instructions_required,
+            unstored_modules_dir=(
+                None if settings.paired or settings.profile else settings.module_store_dir
+            ),
         ),
         rootdir=rootdir,
         ledgers=rows.ledgers.values(),
         clobbers=clobbers(rows, backends, settings),
     )
     outcome.settings_notes = settings_notes(rows, backends)
+    outcome.paired = settings.paired
     outcome.lost = list(workers.lost)
     outcome.session_s = time.perf_counter() - started
     outcome.workers = max(len(workers.merged), 1)

@@ -179,7 +179,10 @@ def session_view(outcome: Outcome) -> SessionView:
     groups = []
     for key, verdicts in by_key(outcome.verdicts):
         pin_file = group_pin_file(outcome, key, verdicts)
-        rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
+        rows = tuple(
+            row_view(v, outcome.thresholds, outcome.pin_update, outcome.repin_arguments)
+            for v in verdicts
+        )
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
     return SessionView(

@@ -14,10 +14,12 @@ from enum import Enum
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import instructions_text, percent
 from pytest_jaxcompile.gate.always_cold import always_cold_text
+from pytest_jaxcompile.gate.dropping import COUNT_OPTION
 from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import pairing_cost
-from pytest_jaxcompile.gate.status import Status, Tone, row_fails
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
 from pytest_jaxcompile.gate.view.repin import repin_command
@@ -63,10 +65,12 @@ class Block:
     paths: tuple[str, ...] = ()  # PINS_UPDATED: the files written; STALE: per detail line
 
 
-def _status_block(status: Status, rows: list[RowView], thresholds: Thresholds) -> Block:
+def _status_block(
+    status: Status, rows: list[RowView], thresholds: Thresholds, arguments: tuple[str, ...]
+) -> Block:
     verdicts = [row.verdict for row in rows]
     means = meaning(status, verdicts, thresholds)
-    what = advice(status, (row.cell for row in rows))
+    what = advice(status, (row.cell for row in rows), arguments)
     return Block(
         BlockKind.STATUS,
         status.tone,
@@ -82,7 +86,9 @@ def _status_block(status: Status, rows: list[RowView], thresholds: Thresholds) -
     )
 
 
-def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
+def _upgrade_block(
+    upgrade: UpgradeReport, thresholds: Thresholds, arguments: tuple[str, ...]
+) -> Block:
     median = upgrade.median_ratio
     text = (
         f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
@@ -116,7 +122,7 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds) -> Block:
         fails=fails,
         details=tuple(details),
         advice=f"Pin {upgrade.new} when it is the baseline:",
-        command=repin_command(v.record.cell for v in upgrade.verdicts),
+        command=repin_command((v.record.cell for v in upgrade.verdicts), arguments),
     )
 
 
@@ -126,6 +132,11 @@ def coverage_text(outcome: Outcome) -> str | None:
     if not outcome.mostly_unpinned():
         return None
     counted = outcome.coverage
+    if outcome.paired:  # the changed rows were judged by their pairs; the others unchanged
+        unpinned = outcome.with_status(Status.UNPINNED)
+        covered = sum(1 for verdict in unpinned if paired_covers(verdict))
+        if 2 * (counted.unpinned_elsewhere - covered) <= counted.judged - counted.new_tests:
+            return None
     causes = []
     if counted.new_runner:
         causes.append(f"{counted.new_runner} pinned only under other hardware (new runner)")
@@ -144,6 +155,18 @@ def coverage_text(outcome: Outcome) -> str | None:
         + (f" ({compared} compared with their nearest pin)" if compared else "")
         + ". Pin this runner class and jax version (on CI: the re-pin workflow, "
         "docs/github-actions.md), or set compile_require_pinned to fail such sessions"
+    )
+
+
+def paired_covers(verdict: Verdict) -> bool:
+    """An unpinned row the paired gate stands for (--compile-paired): its module is its
+    nearest pin's on the same kind of device, so a change would have been paired with it."""
+    nearest = verdict.nearest
+    return (
+        nearest is not None
+        and nearest.relation == OTHER_HARDWARE
+        and verdict.record.fingerprint is not None
+        and verdict.record.fingerprint == nearest.pin.fingerprint
     )
 
 
@@ -233,29 +256,39 @@ def instructions_blocks(outcome: Outcome) -> list[Block]:
                     if record.compile_instructions is not None
                 ),
                 advice="Pin them with:",
-                command=repin_command(record.cell for record in unpinned),
+                # counted: the re-pin counts them again, or it would pin no count
+                command=repin_command(
+                    (record.cell for record in unpinned),
+                    (*outcome.repin_arguments, COUNT_OPTION),
+                ),
             )
         )
     return blocks
 
 
 def busy_pin_text(outcome: Outcome) -> str | None:
-    """A pin update whose rows were measured above compile_max_load, said: their pinned
-    wall seconds hold the time spent waiting for a core, and later quiet runs read faster."""
+    """A pin update that pinned seconds measured above compile_max_load, said once: those
+    pins hold time spent waiting for a core, and later quiet runs read faster. Only pins
+    that now hold this session's seconds count (not those kept as they were, nor a refused
+    update's)."""
     max_load = outcome.thresholds.max_load
-    if not outcome.pin_update or max_load is None:
+    if not outcome.pin_update or max_load is None or outcome.pin_error is not None:
         return None
     loads = [
         load
         for verdict in outcome.verdicts
-        if (load := verdict.record.host_state.load_per_core) is not None and load > max_load
+        if (load := verdict.record.host_state.load_per_core) is not None
+        and load > max_load
+        and verdict.pin is not None
+        and verdict.record.compile_s is not None
+        and verdict.pin.compile_s == verdict.record.compile_s  # this session's seconds
     ]
     if not loads:
         return None
     return (
-        f"{len(loads)} row(s) pinned at a load above compile_max_load = {max_load:g} (up to "
-        f"{max(loads):.2f} per core): their pinned wall seconds include time spent waiting "
-        "for a core; pin on a quiet machine where you can"
+        f"{len(loads)} pin(s) hold seconds measured at a load above compile_max_load = "
+        f"{max_load:g} (up to {max(loads):.2f} per core), time spent waiting for a core "
+        "included; a re-pin on a quieter machine tightens them"
     )
 
 
@@ -264,9 +297,17 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
     root = outcome.rootdir
     blocks: list[Block] = []
     if outcome.pin_error is not None:
+        # Refused for a figure it would drop: the same re-pin, with the options that keep it
+        keep = [dropped.option for dropped in outcome.dropped]
+        cells = [cell for dropped in outcome.dropped for cell in dropped.cells]
         blocks.append(
             Block(
-                BlockKind.PIN_ERROR, Tone.BAD, f"pins NOT updated: {outcome.pin_error}", fails=True
+                BlockKind.PIN_ERROR,
+                Tone.BAD,
+                f"pins NOT updated: {outcome.pin_error}",
+                fails=True,
+                advice="Re-pin with:" if keep else None,
+                command=repin_command(cells, (*outcome.repin_arguments, *keep)) if keep else None,
             )
         )
     elif outcome.pin_update:
@@ -326,7 +367,10 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
             )
         )
     if judging:
-        blocks += [_upgrade_block(upgrade, outcome.thresholds) for upgrade in outcome.upgrades]
+        blocks += [
+            _upgrade_block(upgrade, outcome.thresholds, outcome.repin_arguments)
+            for upgrade in outcome.upgrades
+        ]
         blocks += [
             Block(BlockKind.COMPILE_COUNT, Tone.WARN, change.headline(), details=change.recompiles)
             for change in outcome.compile_count_changes
@@ -348,5 +392,7 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
         for status in Status:
             of_status = [row for row in rows if row.status is status]
             if of_status and status not in (Status.OK, Status.NOT_JUDGED):
-                blocks.append(_status_block(status, of_status, outcome.thresholds))
+                blocks.append(
+                    _status_block(status, of_status, outcome.thresholds, outcome.repin_arguments)
+                )
     return blocks

@@ -14,8 +14,8 @@ from pytest_jaxcompile._constants import (
     PAIRED_PHASE,
 )
 from pytest_jaxcompile._numbers import percent
-from pytest_jaxcompile.gate.judging import RSS_PHASE
-from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.judging import RSS_PHASE, floor_decided
+from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.view.repin import repin_command
 
@@ -113,32 +113,58 @@ def meaning(
         floor=thresholds.floor_s,
         max_load=thresholds.max_load or 0,
         rss_floor=thresholds.rss_floor_mib,
-        cpu=_noisy_cpu(verdicts, plural),
+        cpu=_noisy_cpu(verdicts, plural, thresholds),
         instructions=thresholds.instructions_tolerance,
         paired=percent(thresholds.paired_tolerance),
     )
 
 
-def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool) -> str:
-    """What a noisy row's CPU seconds said: claimed only for rows judged on them."""
-    on_cpu = sum(1 for verdict in verdicts if verdict.metric == METRIC_CPU)
-    if on_cpu == len(verdicts):
-        return " and stayed within tolerance on CPU seconds"
+def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool, thresholds: Thresholds) -> str:
+    """What a noisy row's CPU seconds said: claimed only for rows judged on them, and the
+    floor named where it, not the tolerance, kept them from DRIFT."""
+    on_cpu = [verdict for verdict in verdicts if verdict.metric == METRIC_CPU]
+    floored = [verdict for verdict in on_cpu if _floor_decided(verdict, thresholds)]
+    floors = sorted({limits_for(v.record, v.pin, thresholds).floor_s for v in floored})
+    floor = f"the {' / '.join(f'{value:g}' for value in floors)} s floor"
+    within = len(on_cpu) - len(floored)
+    if on_cpu and len(on_cpu) == len(verdicts):
+        if not floored:
+            return " and stayed within tolerance on CPU seconds"
+        if not within:
+            return f" and stayed within {floor} on CPU seconds"
+        return (
+            f" and stayed on CPU seconds within tolerance ({within}) or within {floor} "
+            f"({len(floored)})"
+        )
     if not on_cpu:
         return (
             " without CPU seconds to judge"
             if plural
             else " without CPU seconds to judge (its row or its pin has none)"
         )
-    return (
-        f" ({on_cpu} stayed within tolerance on CPU seconds, "
-        f"{len(verdicts) - on_cpu} have no CPU seconds to judge)"
+    judged = f"{within} stayed within tolerance on CPU seconds" if within else ""
+    judged += ", " if within and floored else ""
+    judged += f"{len(floored)} within {floor} on CPU seconds" if floored else ""
+    return f" ({judged}, {len(verdicts) - len(on_cpu)} have no CPU seconds to judge)"
+
+
+def _floor_decided(verdict: Verdict, thresholds: Thresholds) -> bool:
+    if verdict.pin is None:
+        return False
+    tolerance = (
+        verdict.tolerance
+        if verdict.tolerance is not None
+        else limits_for(verdict.record, verdict.pin, thresholds).tolerance
     )
+    return floor_decided(verdict.record, verdict.pin, tolerance, METRIC_CPU)
 
 
-def advice(status: Status, cells: Iterable[str]) -> tuple[str, str] | None:
-    """What to do about rows of this status: (the sentence, the command), or None."""
+def advice(
+    status: Status, cells: Iterable[str], arguments: Iterable[str] = ()
+) -> tuple[str, str] | None:
+    """What to do about rows of this status: (the sentence, the command), or None;
+    `arguments`: the session's re-pin options."""
     sentence = _ADVICE.get(status)
     if sentence is None:
         return None
-    return sentence, repin_command(cells)
+    return sentence, repin_command(cells, arguments)

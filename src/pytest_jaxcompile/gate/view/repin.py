@@ -11,8 +11,9 @@ from collections.abc import Iterable
 MAX_CELLS_IN_COMMAND = 3
 
 
-def repin_command(cells: Iterable[str]) -> str:
-    """``pytest --compile-pin-update ...``: the tests; their files when there are many; the
+def repin_command(cells: Iterable[str], arguments: Iterable[str] = ()) -> str:
+    """``pytest --compile-pin-update ...``: the session's re-pin `arguments` (its gates, as
+    given: `Outcome.repin_arguments`), then the tests; their files when there are many; the
     files' directories when there are many files; their common directory at most."""
     unique = sorted(set(cells))
     if len(unique) > MAX_CELLS_IN_COMMAND:
@@ -21,7 +22,8 @@ def repin_command(cells: Iterable[str]) -> str:
         unique = sorted({posixpath.dirname(path) or "." for path in unique})
     if len(unique) > MAX_CELLS_IN_COMMAND:
         unique = [posixpath.commonpath(unique) or "."]
-    quoted = " ".join(_shell_word(cell) for cell in unique)
+    options = list(dict.fromkeys(arguments))
+    quoted = " ".join(_shell_word(word) for word in [*options, *unique])
     return f"pytest --compile-pin-update {quoted}".rstrip()
 
 

@@ -15,6 +15,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
+from pytest_jaxcompile.gate.view.causes import brief, note_parts
 from pytest_jaxcompile.gate.view.figures import Figures, figures
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
@@ -29,9 +30,14 @@ class RowView:
     figures: Figures
     causes: tuple[str, ...]  # what explains the verdict (the gate's note), one per line
     meaning: str  # what the status says about this row: "compiled slower than its pin ..."
+    # The note's short line (`causes.brief`: at most 160 characters, no histogram or
+    # profile) and its parts, one per line: the default summary shows the first, -v these
+    cause: str | None = None
+    details: tuple[str, ...] = ()
     # Where inside XLA the compile spent its time (the compile profile; also in `causes`,
     # as part of the note): for outputs that show no notes, the dashboard's tables.
     profile: str | None = None
+    repin_arguments: tuple[str, ...] = ()  # the session's, for the row's re-pin command
 
     @property
     def status(self) -> Status:
@@ -85,17 +91,25 @@ class RowView:
         return self.status.value
 
     def advice(self) -> tuple[str, str] | None:
-        return advice(self.status, [self.cell])
+        return advice(self.status, [self.cell], self.repin_arguments)
 
 
-def row_view(verdict: Verdict, thresholds: Thresholds, pin_update: bool = False) -> RowView:
+def row_view(
+    verdict: Verdict,
+    thresholds: Thresholds,
+    pin_update: bool = False,
+    repin_arguments: tuple[str, ...] = (),
+) -> RowView:
     return RowView(
         verdict,
         fails=not pin_update and row_fails(verdict.status, thresholds),
         figures=figures(verdict, thresholds),
         causes=(verdict.note,) if verdict.note else (),
+        cause=brief(verdict.note),
+        details=note_parts(verdict.note),
         meaning=meaning(verdict.status, [verdict], thresholds, plural=False),
         profile=profile_note(verdict, thresholds),
+        repin_arguments=repin_arguments,
     )
 
 

@@ -1,0 +1,89 @@
+"""A verdict's note as a team reads it: one short line of cause, and its parts for ``-v``.
+
+The gate's note is its parts joined by ``; `` (what changed in the module, the pairs, the
+load, the compile profile). `brief` keeps, of each part, what a reader acts on (``module
+grew: 62 -> 97 ops (+56%)``, not the op histogram; the pairs' interval, not their file), and
+drops what only a closer look needs (the passes that grew most): those stay in the parts,
+shown one per line under ``-v``, in the JSON report and in the step summary.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+import re
+
+BRIEF_CHARS = 160  # the most a row's line of cause holds
+NOTE_SEPARATOR = "; "
+
+# A change of the module with its op histogram after ": " (notes.what_changed).
+_MODULE_CHANGE = re.compile(r"^(module (?:grew|shrank|changed)[^(]*\([^)]*\))(?:: .*)?$")
+# The pairs' note (gate.paired.PairedComparison.describe): who with, then the figures.
+_PAIRED = re.compile(
+    r"^(?P<status>DRIFT )?paired with \S+ \((?P<key>[^)]*)\): (?P<pairs>\d+) pairs, .*?"
+    r"\((?P<confidence>[\d.]+%) (?:sequential )?interval (?P<interval>[\d.]+x-[\d.]+x)"
+)
+# An instruction count's verdict, with its instrument's identity after the tolerance.
+_INSTRUCTIONS = re.compile(r"^(.*compile instructions .*?\([^;)]*, tolerance [\d.]+%); [^)]*\)")
+_UNCHANGED = "module unchanged since pinning: look at "
+# Parts a reader needs only on a closer look: the compile profile's passes and phases.
+_DETAIL_ONLY = (
+    "grew most of XLA's HLO passes",
+    "shrank most of XLA's HLO passes",
+    "longest of XLA's HLO passes",
+    "phases",
+    "all HLO passes",
+)
+
+
+def note_parts(note: str | None) -> tuple[str, ...]:
+    """The note's parts, split at ``; `` outside parentheses."""
+    if not note:
+        return ()
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(note):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and note.startswith(NOTE_SEPARATOR, index):
+            parts.append(note[start:index])
+            start = index + len(NOTE_SEPARATOR)
+    parts.append(note[start:])
+    return tuple(part for part in parts if part)
+
+
+def brief_part(part: str) -> str | None:
+    """What of one part the short line keeps; None: the part is a detail (``-v``)."""
+    if part.startswith(_DETAIL_ONLY):
+        return None
+    if part.startswith(_UNCHANGED):  # where to look is the reader's next step, under -v
+        return _UNCHANGED.split(":", 1)[0]
+    counted = _INSTRUCTIONS.match(part)
+    if counted:
+        return counted.group(1) + ")"
+    module = _MODULE_CHANGE.match(part)
+    if module:
+        return module.group(1)
+    paired = _PAIRED.match(part)
+    if paired:
+        key = paired.group("key").split(" | ", 1)[0]
+        return (
+            f"{paired.group('pairs')} pairs beside {key}'s pinned module: "
+            f"{paired.group('confidence')} interval {paired.group('interval')}"
+        )
+    return part
+
+
+def brief(note: str | None) -> str | None:
+    """One line of cause: the parts' briefs that fit in `BRIEF_CHARS`, in order; the first
+    one whole even where it alone is longer (an output wraps it rather than lose its end,
+    which names what changed)."""
+    kept: list[str] = []
+    for part in note_parts(note):
+        short = brief_part(part)
+        if short is None:
+            continue
+        if not kept or len(NOTE_SEPARATOR.join([*kept, short])) <= BRIEF_CHARS:
+            kept.append(short)
+    return NOTE_SEPARATOR.join(kept) or None
