@@ -6,6 +6,7 @@ README.md and docs/, rebuilt from the records and pins it shows and compared lin
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -2273,3 +2274,26 @@ def _profile_unstored(tmp_path: Path) -> list[str]:
     note = profile_note(judge(record, PinStore.load(tmp_path), thresholds), thresholds)
     assert note is not None
     return [note]
+
+
+@sample("pins-repin-refused")
+def _pins_repin_refused(tmp_path: Path) -> list[str]:
+    """A CI runner's re-pin without --compile-paired, after its row was paired with the
+    laptop's stored module: refused, the command that keeps it printed."""
+    from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.modules import ModuleStore
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    cell, cpu = "tests/test_lib.py::test_integrate", {"platform": "cpu", "device_kind": "cpu"}
+    text = "module @jit_integrate {}\n"
+    modules = ModuleStore(tmp_path / "pins" / "modules")
+    modules.write(fingerprint_of(text), StagedModule(text, b"options", 1, "cpu"))
+    laptop = row(cell, "grad", 0.3, hardware="laptop", hardware_detail=cpu)
+    pins = pin(tmp_path, [dataclasses.replace(laptop, fingerprint=fingerprint_of(text))])
+    changed = row(cell, "grad", 0.5, hardware="ci-runner", hardware_detail=cpu)
+    settings = GateSettings(Thresholds(), pin_update=True, unstored_modules_dir=modules.directory)
+    outcome = conclude([changed], [cell], [], PinStore.load(pins), settings, rootdir=tmp_path)
+    outcome.repin_arguments = ("--compile-hardware=ci-runner",)
+    return [line for line in terminal(outcome) if "NOT updated" in line or "Re-pin" in line]
