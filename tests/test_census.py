@@ -215,7 +215,7 @@ def test_a_second_thread_reading_key_parts_gets_the_key_logger_at_debug() -> Non
 def test_ledger_parts_add_up_to_the_wall_with_the_residual_named(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(IMPLICIT_TEST)
-    result = project.run()
+    result = project.run("-v")  # the ledger beside its test
     result.assert_outcomes(passed=1)
     (ledger,) = project.report()["ledgers"]
     assert ledger["compile_s"] + ledger["execute_and_python_s"] == pytest.approx(

@@ -280,8 +280,9 @@ def busy_pin_text(outcome: Outcome) -> str | None:
         if (load := verdict.record.host_state.load_per_core) is not None
         and load > max_load
         and verdict.pin is not None
-        and verdict.record.compile_s is not None
-        and verdict.pin.compile_s == verdict.record.compile_s  # this session's seconds
+        and verdict.record.timestamp is not None
+        # written from this row (a pin kept as it was keeps its own time of pinning)
+        and verdict.pin.pinned_at == verdict.record.timestamp
     ]
     if not loads:
         return None
