@@ -222,7 +222,7 @@ PAIRED_MODEL = """
         ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
         jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
 """
-PAIRED = ("--compile-paired", "--compile-paired-pairs", "6", "--compile-floor", "0.01")
+PAIRED = ("--compile-paired", "--compile-paired-max-pairs", "12")
 INTENDED = "If the change is intended, re-pin and commit the pin files: "
 
 
@@ -306,7 +306,7 @@ def test_a_counted_row_repinned_by_the_printed_command_keeps_its_count(
     project.conftest(cache=False)
     project.tests(COUNTED_MLP)
     project.pytester.makeini("[pytest]\ncompile_floor = 600\n")  # seconds never fail here
-    monkeypatch.setenv("MLP_DEPTH", "20")
+    monkeypatch.setenv("MLP_DEPTH", "4")
     assert project.run("--compile-pin-update").ret == 0
     assert _pinned_count(project) is None
 
@@ -316,9 +316,9 @@ def test_a_counted_row_repinned_by_the_printed_command_keeps_its_count(
     assert "--compile-instructions" in printed
     assert project.run(*printed).ret == 0
     first = _pinned_count(project)
-    assert first is not None and first > 1_000_000
+    assert first is not None and first > 0
 
-    monkeypatch.setenv("MLP_DEPTH", "22")
+    monkeypatch.setenv("MLP_DEPTH", "8")  # about twice the instructions: DRIFT
     grown = project.run("--compile-instructions")
     assert grown.ret == pytest.ExitCode.TESTS_FAILED
     printed = _printed_repin(grown.stdout.str(), INTENDED)
