@@ -181,7 +181,7 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
     # are logged by newer ones only (not jaxlib 0.4.30), and then on both sides.
     # (of the compile's seconds, or of the fresh compile made to profile it where a phase
     # of that one is longer than the row's own compile: never parts larger than the whole)
-    assert "; phases of the " in out and "code generation and LLVM " in out
+    assert "      phases of the " in out and "code generation and LLVM " in out
     new, base = row["profile"]["new"], row["profile"]["base"]
     assert new[PROFILE_PHASE_CODEGEN] > base[PROFILE_PHASE_CODEGEN]
     for phase in (PROFILE_PHASE_HLO, PROFILE_PHASE_LLVM):
