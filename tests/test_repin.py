@@ -222,7 +222,7 @@ PAIRED_MODEL = """
         ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
         jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
 """
-PAIRED = ("--compile-paired", "--compile-paired-max-pairs", "12")
+PAIRED = ("--compile-paired", "-o", "compile_paired_max_pairs=12")
 INTENDED = "If the change is intended, re-pin and commit the pin files: "
 
 
@@ -238,12 +238,13 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
 
     # Another hardware name, no pin of its own: paired with the laptop's module.
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    drift = project.run(*PAIRED, "--compile-hardware", "ci-runner")
+    drift = project.run(*PAIRED, "--compile-hardware", "ci-runner", "-o", "compile_pins_dir=pins")
     assert drift.ret == pytest.ExitCode.TESTS_FAILED
     (verdict,) = project.report()["verdicts"]
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
     printed = _printed_repin(drift.stdout.str(), INTENDED)
     assert "--compile-paired" in printed and "--compile-hardware=ci-runner" in printed
+    assert "--override-ini=compile_pins_dir=pins" in printed  # an ini key given with -o
 
     # The same re-pin without --compile-paired would leave pins the next session cannot
     # pair with: refused, naming the option, nothing written.

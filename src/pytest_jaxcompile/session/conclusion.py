@@ -45,7 +45,8 @@ REPIN_OPTIONS = (
 
 def repin_arguments(config: pytest.Config) -> tuple[str, ...]:
     """The printed re-pin command's options: each of `REPIN_OPTIONS` given on pytest's
-    command line, as given (a path as typed, relative to where pytest ran)."""
+    command line, as given: a flag (a path as typed, relative to where pytest ran), or an
+    ini key set with ``-o`` (``--override-ini=compile_x=VALUE``, one word)."""
     arguments = []
     for option in OPTIONS:
         if option.name not in REPIN_OPTIONS or not option.on_command_line:
@@ -54,6 +55,9 @@ def repin_arguments(config: pytest.Config) -> tuple[str, ...]:
         if value is None or value == "" or value is False:
             continue
         arguments.append(option.flag if option.kind == "flag" else f"{option.flag}={value}")
+    for override in getattr(config.option, "override_ini", None) or ():
+        if str(override).split("=", 1)[0].strip() in REPIN_OPTIONS:
+            arguments.append(f"--override-ini={override}")
     return tuple(arguments)
 
 
