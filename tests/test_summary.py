@@ -160,3 +160,17 @@ def test_a_notes_short_line_keeps_what_a_reader_acts_on() -> None:
     )
     assert len(brief(note) or "") <= BRIEF_CHARS
     assert brief(passes) is None and brief(None) is None
+
+
+def test_a_misss_short_line_names_the_cache_keys_part_that_changed() -> None:
+    from pytest_jaxcompile.gate.view.causes import brief
+
+    note = (
+        "expected a persistent-cache hit: the module is unchanged since its warm pin (0.004 s), "
+        "yet it compiled cold; shown against its cold pin. Its cache key changed: the XLA flags "
+        "part (+--xla_cpu_multi_thread_eigen=false)"
+    )
+    assert brief(note) == (
+        "compiled cold, its module unchanged since its warm pin (0.004 s); cache key changed: "
+        "the XLA flags part (+--xla_cpu_multi_thread_eigen=false)"
+    )

@@ -26,6 +26,12 @@ _PAIRED = re.compile(
 # An instruction count's verdict, with its instrument's identity after the tolerance.
 _INSTRUCTIONS = re.compile(r"^(.*compile instructions .*?\([^;)]*, tolerance [\d.]+%); [^)]*\)")
 _UNCHANGED = "module unchanged since pinning: look at "
+# An expected-warm MISS, and the cache key's part that changed (gate/judging.py).
+_MISS = re.compile(
+    r"^expected a persistent-cache hit: the module is unchanged since its warm pin"
+    r"( \([^)]*\))?, yet it compiled cold$"
+)
+_KEY_CHANGED = "Its cache key changed: "
 # Parts a reader needs only on a closer look: the compile profile's passes and phases.
 _DETAIL_ONLY = (
     "grew most of XLA's HLO passes",
@@ -57,6 +63,11 @@ def brief_part(part: str) -> str | None:
     """What of one part the short line keeps; None: the part is a detail (``-v``)."""
     if part.startswith(_DETAIL_ONLY):
         return None
+    miss = _MISS.match(part)
+    if miss:
+        return f"compiled cold, its module unchanged since its warm pin{miss.group(1) or ''}"
+    if _KEY_CHANGED in part:  # which part of the cache key: what a reader fixes
+        return "cache key changed: " + part.split(_KEY_CHANGED, 1)[1]
     if part.startswith(_UNCHANGED):  # where to look is the reader's next step, under -v
         return _UNCHANGED.split(":", 1)[0]
     counted = _INSTRUCTIONS.match(part)
