@@ -29,7 +29,7 @@ from pytest_jaxcompile.gate.notes import (
 from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import OTHER_SETTINGS, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.profile import judge_profile
-from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds
+from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds, floor_decided
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
@@ -425,15 +425,6 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
     )
 
 
-def floor_decided(record: CompileRecord, pin: Pin, tolerance: float, metric: str) -> bool:
-    """Whether the row's seconds are beyond the tolerance of its pin's, so that only the
-    floor kept it from DRIFT or improved."""
-    measured, pinned = compared_seconds(record, pin, metric)
-    if measured is None or pinned is None:
-        return False
-    return measured > pinned * (1 + tolerance) or measured < pinned / (1 + tolerance)
-
-
 def _time_status(
     record: CompileRecord,
     pin: Pin,
@@ -556,11 +547,8 @@ def _judge_noisy(
     status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU)
     if status is Status.OK:
         status = Status.NOISY
-        within = (
-            f"within the {limits.floor_s:g} s floor"
-            if floor_decided(record, pin, tolerance, METRIC_CPU)
-            else "within tolerance"
-        )
+        floored = floor_decided(record, pin, tolerance, METRIC_CPU)
+        within = f"within the {limits.floor_s:g} s floor" if floored else "within tolerance"
         note: str | None = (
             f"{where}: judged on CPU seconds, {within}; wall seconds not judged "
             "(--compile-strict judges them)"

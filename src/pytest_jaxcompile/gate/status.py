@@ -130,3 +130,12 @@ def compared_seconds(
 
 def session_failed(verdicts: Iterable[Verdict], thresholds: Thresholds) -> bool:
     return any(verdict.fails(thresholds) for verdict in verdicts)
+
+
+def floor_decided(record: CompileRecord, pin: Pin, tolerance: float, metric: str) -> bool:
+    """Whether the row's seconds are beyond the tolerance of its pin's, so that only the
+    floor kept it from DRIFT or improved."""
+    measured, pinned = compared_seconds(record, pin, metric)
+    if measured is None or pinned is None:
+        return False
+    return measured > pinned * (1 + tolerance) or measured < pinned / (1 + tolerance)

@@ -14,9 +14,9 @@ from pytest_jaxcompile._constants import (
     PAIRED_PHASE,
 )
 from pytest_jaxcompile._numbers import percent
-from pytest_jaxcompile.gate.judging import RSS_PHASE, floor_decided
+from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
-from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.gate.status import Status, Verdict, floor_decided
 from pytest_jaxcompile.gate.view.repin import repin_command
 
 # --------------------------------------------------------------------------- statuses
