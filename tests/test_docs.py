@@ -2129,6 +2129,7 @@ def _paired_drift(tmp_path: Path) -> list[str]:
     )
     _, drifted = sessions(tmp_path, ([laptop], True), ([deeper], False))
     drifted.session_s = 14.2
+    drifted.repin_arguments = ("--compile-paired",)  # as the session printing it was run
     assert drifted.failed
     return ["$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired", *terminal(drifted)]
 
@@ -2224,6 +2225,7 @@ def _paired_budget(tmp_path: Path) -> list[str]:
     ]
     _, judged = sessions(tmp_path, (pinned, True), (measured, False))
     judged.session_s = 95.0
+    judged.repin_arguments = ("--compile-paired",)
     return [
         "$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired -o compile_paired_budget=60",
         *terminal(judged),

@@ -250,6 +250,27 @@ def test_a_changed_row_is_paired_with_its_own_keys_pin(tmp_path: Path) -> None:
     assert pairing_target(warm, store) is None
 
 
+def test_a_warm_re_pin_on_this_runner_is_the_cold_rows_base_not_another_machines_pin(
+    tmp_path: Path,
+) -> None:
+    """After a DRIFT the persistent cache holds the new module, so the printed re-pin pins
+    it warm: the runner's cold rows are then paired with that module, not with the
+    laptop's older cold pin (which would call the accepted change DRIFT again)."""
+    _store_with_pin(tmp_path, hardware="laptop", cache_state="cold")
+    store = _store_with_pin(
+        tmp_path, hardware="ci-runner", cache_state="warm", fingerprint="sha256:accepted"
+    )
+    again = make_record(
+        fingerprint="sha256:accepted", hardware="ci-runner", cache_state="cold", hardware_detail=CPU
+    )
+    assert pairing_target(again, store) is None  # the module the runner's re-pin stored
+    changed = dataclasses.replace(again, fingerprint="sha256:next")
+    target = pairing_target(changed, store)
+    assert isinstance(target, PairingTarget) and target.own_key
+    assert (target.key.hardware, target.key.cache_state) == ("ci-runner", "warm")
+    assert target.pin.fingerprint == "sha256:accepted"
+
+
 def test_a_row_without_a_pin_is_paired_with_the_nearest_key_on_its_device(tmp_path: Path) -> None:
     store = _store_with_pin(tmp_path, hardware="laptop")
     runner = make_record(fingerprint="sha256:new", hardware="ci-runner", hardware_detail=CPU)
@@ -341,7 +362,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # Another runner, with no pin of its own: judged beside the laptop's module, here.
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "ci-runner")
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("--compile-paired")
+    bigger = project.run("--compile-paired", "-v")  # -v: the whole note, part by part
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     out = bigger.stdout.str()
     assert "DRIFT      test_models.py::test_model [grad]" in out
@@ -382,7 +403,8 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     assert lost.ret == 0
     out = lost.stdout.str()
     assert "1 changed row(s) not paired (--compile-paired)" in out
-    assert "its pin's module is not stored (pins/modules/sha256-" in out
+    words = " ".join(out.split())  # the terminal wraps long lines
+    assert "its pin's module is not stored (pins/modules/sha256-" in words
     (verdict,) = project.report()["verdicts"]
     assert verdict["status"] == "unpinned"
 

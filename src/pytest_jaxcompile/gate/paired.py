@@ -46,6 +46,8 @@ from pytest_jaxcompile.records import (
 
 SEQUENTIAL_CONFIDENCE = 1 - 2 * ONE_SIDED_ERROR  # the rule's interval, over all its looks
 PAIRED_STATES = ("cold", "none")  # rows whose compile was a real one, like the pairs'
+# Pins under a row's own hardware name whose module may be its pairs' base, nearest first.
+PINNED_MODULE_STATES = ("cold", "none", "warm", "memory")
 # Verdicts the pairs decide: the compile's seconds (not trace or lowering, which the pairs
 # do not measure; not a deterministic verdict: MISS, GREW, an instruction count).
 _DECIDED_BY_PAIRS = (Status.DRIFT, Status.IMPROVED, Status.OK, Status.NOISY, Status.UNPINNED)
@@ -66,8 +68,15 @@ class PairingTarget:
 
 
 def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | str | None:
-    """The pin a row is paired against: its own key's pin, else the nearest key's that
-    differs only in the hardware name (the same platform and device kind; `PinStore.judging`).
+    """The pin a row is paired against: the row's own hardware name's pin, else the
+    nearest key's that differs only in the hardware name (the same platform and device
+    kind; `PinStore.judging`).
+
+    Under its own hardware name a pin of another cache state serves too (its own cache
+    state's first): the pairs compile both modules afresh, so the module a warm re-pin
+    stored is as good a base as a cold pin's. A re-pin made while the persistent cache
+    held the new module (as it does right after a DRIFT) thus becomes the cold rows' base,
+    not the other machine's older pin.
 
     None: nothing to pair (no such pin, an unchanged module, a census row, a cache hit, a
     settings variant or version judged against another key); a string: why a row that
@@ -78,6 +87,12 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
     if record.unmeasured is not None or record.fingerprint is None:
         return None
     nearest = next(iter(store.judging(record).candidates), None)
+    if nearest is None or nearest.relation != OWN_KEY:
+        for state in PINNED_MODULE_STATES:
+            pinned = next(iter(store.judging(record, cache_state=state).candidates), None)
+            if state != record.cache_state and pinned is not None and pinned.relation == OWN_KEY:
+                nearest = pinned
+                break
     if nearest is None or nearest.relation not in (OWN_KEY, OTHER_HARDWARE):
         return None  # an upgrade or a settings change is not the module's change
     own = nearest.relation == OWN_KEY
