@@ -78,6 +78,16 @@ def _expose_pyenv_pythons(*versions: str) -> None:
 _expose_pyenv_pythons(OLDEST_PYTHON, NEWEST_PYTHON)
 
 
+# Test files the version matrix leaves to scripts/test.sh (see `_run_tests`).
+VERSION_FREE_TESTS = (
+    "test_instructions.py",
+    "test_instructions_progress.py",
+    "test_dashboard_browser.py",
+    "test_sequential.py",
+    "test_paired_report.py",
+)
+
+
 def _run_tests(session: nox.Session) -> None:
     session.run(
         "python",
@@ -101,6 +111,10 @@ def _run_tests(session: nox.Session) -> None:
         "-n",
         workers,
         "--ignore=tests/test_package.py",
+        # Counted once, in scripts/test.sh: the instruction gate's tests under valgrind (its
+        # children take minutes), the browser test and the pure statistics and report tests
+        # depend on no jax or Python version.
+        *(f"--ignore=tests/{name}" for name in VERSION_FREE_TESTS),
         *session.posargs,
     )
 

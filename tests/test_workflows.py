@@ -271,4 +271,4 @@ def test_the_projects_ci_runs_on_every_change_what_ci_run_runs_in_jobs_of_its_ow
     ci_run = (REPO / ".ci" / "run").read_text().splitlines()
     order = ["bash .ci/tools", "bash scripts/test.sh", "bash scripts/demo.sh"]
     assert [ci_run.index(line) for line in order] == sorted(ci_run.index(line) for line in order)
-    assert "bash scripts/matrix.sh" in ci_run
+    assert '  bash scripts/matrix.sh -s "$session"' in ci_run  # each session, as the jobs do
