@@ -198,4 +198,7 @@ def test_check_judges_a_history_as_the_plugin_would_its_last_session(
     page = cli(project.path, "report", "records", "--floor", "10", "--html", "page.html")
     assert page.returncode == 0, page.stderr
     html = (project.path / "page.html").read_text()
-    assert "Nothing: no failing row, every pin measured" in html
+    # Nothing changed, nothing needs attention, and every pin was measured (no stale pins).
+    assert "No row of the history was DRIFT, MISS or GREW against the pins." in html
+    assert '<p class="all-clear">Nothing: no failing row' in html
+    assert 'id="stale-pins"' not in html
