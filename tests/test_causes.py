@@ -32,10 +32,11 @@ def test_a_grown_model_names_the_operations_that_grew_and_keeps_its_text(
     monkeypatch.setenv("JAXMODELS_DEPTH", "40")
     artifacts = project.path / "modules"
     result = project.run(
-        "-o", "compile_max_ops_growth=0.1", "-o", f"compile_artifacts_dir={artifacts}"
+        "-o", "compile_max_ops_growth=0.1", "-o", f"compile_artifacts_dir={artifacts}", "-v"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_mlp", "jit"): "GREW", ("test_unchanged", "double"): "ok"}
+    # The op histogram is a detail: shown under -v, on the change's own line.
     result.stdout.fnmatch_lines(["      module grew: * ops (*, limit +10%): *stablehlo.tanh +36*"])
     verdict = next(v for v in project.report()["verdicts"] if v["transform"] == "jit")
     assert "stablehlo.tanh +36" in verdict["op_changes"]
@@ -60,14 +61,35 @@ def test_a_miss_names_the_cache_key_part_and_the_flag_that_changed(
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts()[("test_mlp", "jit")] == "MISS"
+    # The row's short line names the key's part that changed: what a reader fixes.
     result.stdout.fnmatch_lines(
-        ["*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"]
+        [
+            "      compiled cold, its module unchanged since its warm pin (* s); cache key "
+            "changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"
+        ]
     )
     # The MISS row is compared with its warm pin, but listed under its own (cold) key,
     # whose header names the cold key's pin file, never the warm one's.
     (header,) = [line for line in result.stdout.lines if line.startswith("cpu:") and "|" in line]
     assert header.split("  (")[0].endswith("| cold")
     assert "--cold--" in header and "--warm--" not in header, header
+
+
+def test_a_misss_short_line_keeps_the_key_part_past_the_line_budget() -> None:
+    """Without a cold pin the note runs longer; the key's changed parts are still named."""
+    from pytest_jaxcompile.gate.view.causes import BRIEF_CHARS, brief
+
+    changed = "the XLA flags part (+--xla_cpu_multi_thread_eigen=false), the compile_options part"
+    note = (
+        "expected a persistent-cache hit: the module is unchanged since its warm pin (0.018 s), "
+        f"yet it compiled cold; no cold pin to show it against. Its cache key changed: {changed}"
+    )
+    short = brief(note) or ""
+    assert short == (
+        "compiled cold, its module unchanged since its warm pin (0.018 s); cache key changed: "
+        f"{changed}"
+    )
+    assert len(short) > BRIEF_CHARS  # kept although over the budget
 
 
 OPTIONS_TEST = """
@@ -206,6 +228,10 @@ def test_a_census_miss_names_the_flag_and_a_flag_is_not_a_changed_module(
     result = project.run("--compile-expect-warm")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_step", "jit(<lambda>)"): "MISS"}
+    # The row's short line names the key's part that changed: what a reader fixes.
     result.stdout.fnmatch_lines(
-        ["*Its cache key changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"]
+        [
+            "      compiled cold, its module unchanged since its warm pin (* s); cache key "
+            "changed: the XLA flags part (+--xla_cpu_multi_thread_eigen=false)*"
+        ]
     )

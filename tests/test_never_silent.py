@@ -52,7 +52,9 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
             "  unpinned   test_models.py::test_mlp [[]jit[]] *",
             "      nearest pin runner-a | jax * | full precision | none: * s (*x)",
             "unpinned: 1 row(s) have no pin under their key; the session fails.",
-            "Pin them with: pytest --compile-pin-update test_models.py::test_mlp",
+            # The re-pin command keeps the hand-set hardware name, so it pins this key.
+            "Pin them with: pytest --compile-pin-update --compile-hardware=runner-b "
+            "test_models.py::test_mlp",
         ]
     )
 
@@ -77,8 +79,9 @@ def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
             "  unpinned   test_models.py::test_mlp [[]jit[]] *",
             f"      nearest pin {local} | jax * | full precision | none: * s (*x)",
             "warning: 1 of 1 row(s) have no pin under their key: 1 pinned only under other "
-            "hardware (new runner). * Pin this runner class and jax version (on CI: the re-pin "
-            "workflow, *",
+            "hardware (new runner). *",
+            # The long warning is wrapped; its advice on the next line.
+            "  *Pin this runner class and jax version (on CI: the re-pin workflow, *",
         ]
     )
 
@@ -110,8 +113,11 @@ def test_a_pin_recorded_on_a_gpu_never_judges_a_cpu_row_under_the_same_name(
     result.stdout.fnmatch_lines(
         [
             "  unpinned   test_models.py::test_mlp [[]jit[]] *",
-            "      pin recorded on gpu NVIDIA A100-SXM4-80GB; this row ran on cpu: not compared",
-        ]
+            # Under -v the note's parts, one a line.
+            "      pin recorded on gpu NVIDIA A100-SXM4-80GB",
+            "      this row ran on cpu: not compared",
+        ],
+        consecutive=True,
     )
     result = project.run("--compile-hardware=runner", "-o", "compile_require_pinned=true")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -151,8 +157,10 @@ def test_a_lost_cache_warns_by_default_and_fails_when_expected_warm(
     result.stdout.fnmatch_lines(
         [
             "warning: 1 row(s) compiled cold although their module is unchanged since its warm "
-            "pin: *compile_expect_warm makes this a MISS that fails*",
-        ]
+            "pin: *",
+            "  (compile_expect_warm makes this a MISS that fails).",  # the wrapped line's end
+        ],
+        consecutive=True,
     )
     assert project.report()["verdicts"][0]["cache_lost"] is True
 

@@ -32,6 +32,7 @@ _MISS = re.compile(
     r"( \([^)]*\))?, yet it compiled cold$"
 )
 _KEY_CHANGED = "Its cache key changed: "
+_KEY_CHANGED_BRIEF = "cache key changed: "
 # Parts a reader needs only on a closer look: the compile profile's passes and phases.
 _DETAIL_ONLY = (
     "grew most of XLA's HLO passes",
@@ -67,7 +68,7 @@ def brief_part(part: str) -> str | None:
     if miss:
         return f"compiled cold, its module unchanged since its warm pin{miss.group(1) or ''}"
     if _KEY_CHANGED in part:  # which part of the cache key: what a reader fixes
-        return "cache key changed: " + part.split(_KEY_CHANGED, 1)[1]
+        return _KEY_CHANGED_BRIEF + part.split(_KEY_CHANGED, 1)[1]
     if part.startswith(_UNCHANGED):  # where to look is the reader's next step, under -v
         return _UNCHANGED.split(":", 1)[0]
     counted = _INSTRUCTIONS.match(part)
@@ -89,12 +90,14 @@ def brief_part(part: str) -> str | None:
 def brief(note: str | None) -> str | None:
     """One line of cause: the parts' briefs that fit in `BRIEF_CHARS`, in order; the first
     one whole even where it alone is longer (an output wraps it rather than lose its end,
-    which names what changed)."""
+    which names what changed), and a MISS's changed cache key part whatever the length (it
+    is what the reader fixes)."""
     kept: list[str] = []
     for part in note_parts(note):
         short = brief_part(part)
         if short is None:
             continue
-        if not kept or len(NOTE_SEPARATOR.join([*kept, short])) <= BRIEF_CHARS:
+        fits = len(NOTE_SEPARATOR.join([*kept, short])) <= BRIEF_CHARS
+        if not kept or fits or short.startswith(_KEY_CHANGED_BRIEF):
             kept.append(short)
     return NOTE_SEPARATOR.join(kept) or None
