@@ -9,9 +9,17 @@ from conftest import JaxProject
 from jax_behaviour import jax_persists_host_callbacks, needs_backend_hooks
 
 from pytest_jaxcompile.backends.jax.measure import is_cache_entry
+from pytest_jaxcompile.output.terminal import wrap
 
 SETTINGS_GUARD_DOC = Path(__file__).resolve().parent.parent / "docs" / "settings-guard.md"
 START_FLAGS = "--xla_force_host_platform_device_count=1"
+
+
+def printed(line: str) -> list[str]:
+    """`line` as the summary prints it: a long one wrapped over several, at places that move
+    with the length of the temporary paths it names."""
+    return [text for text, _ in wrap((line, {}))]
+
 
 MEASURE = """
     import jax
@@ -62,7 +70,7 @@ def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_for
     result.assert_outcomes(passed=3)  # the required flag is in force: XLA started with it
     assert result.ret == pytest.ExitCode.OK  # the clobber is a warning
     result.stdout.fnmatch_lines(
-        [
+        printed(
             "warning: settings clobbered: XLA_FLAGS changed after JAX's backend started: XLA "
             f"started with '{START_FLAGS}'; '--xla_dump_hlo_as_text' from "
             "test_models.py::test_b on (changed by test_models.py::test_b (call)) is not in "
@@ -71,7 +79,8 @@ def test_xla_flags_overwritten_after_the_backend_started_are_reported_not_in_for
             "from then on miss the entries cached under the old value and compile cold; flags "
             "removed from the environment: --xla_force_host_platform_device_count (XLA still "
             "compiles with the flags it started with)"
-        ]
+        ),
+        consecutive=True,
     )
     rows = project.rows()
     at_start = {
@@ -122,11 +131,18 @@ def test_xla_flags_clobbered_before_the_backend_started_fail_a_required_flag(
             "*transform 'jit' compiled without the required XLA flag(s) "
             "--xla_force_host_platform_device_count=1 (JAX's backend started without it: "
             "XLA_FLAGS then was '--xla_dump_hlo_as_text'; required by ini "
-            "compile_required_xla_flags)",
-            "settings clobbered (a required setting): XLA_FLAGS changed "
-            "*; flags set in the environment were DISCARDED: "
-            "--xla_force_host_platform_device_count*; the session fails.",
+            "compile_required_xla_flags)"
         ]
+    )
+    result.stdout.fnmatch_lines(
+        printed(
+            "settings clobbered (a required setting): XLA_FLAGS changed during the session: "
+            f"'{START_FLAGS}' at process start (before any plugin), "
+            "'--xla_dump_hlo_as_text' from test_models.py::test_b on (the first test that saw "
+            "it) (changed by test_models.py::test_b (setup)); flags set in the environment were "
+            "DISCARDED: --xla_force_host_platform_device_count; the session fails."
+        ),
+        consecutive=True,
     )
 
 
@@ -147,13 +163,14 @@ def test_a_conftest_that_overwrites_xla_flags_before_the_backend_starts_is_a_clo
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        [
+        printed(
             "settings clobbered (a required setting): XLA_FLAGS changed during the session: "
             f"'{START_FLAGS}' at process start (before any plugin), "
             "'--xla_dump_hlo_as_text' from test_models.py::test_a on (the first test that saw "
             "it) (changed by conftest.py); flags set in the environment were DISCARDED: "
             "--xla_force_host_platform_device_count; the session fails."
-        ]
+        ),
+        consecutive=True,
     )
     (clobber,) = project.report()["clobbers"]
     assert clobber["discarded"] == ["--xla_force_host_platform_device_count"]
@@ -175,13 +192,14 @@ def test_a_wrapper_loaded_as_a_plugin_that_overwrites_xla_flags_is_a_clobber(
     result = project.run("-p", "wrapper")
     assert result.ret == pytest.ExitCode.OK  # no required flag: a warning
     result.stdout.fnmatch_lines(
-        [
+        printed(
             "warning: settings clobbered: XLA_FLAGS changed during the session: "
             f"'{START_FLAGS}' at process start (before any plugin), "
             "'--xla_dump_hlo_as_text' from test_models.py::test_a on (the first test that saw "
             "it) (changed by a plugin loaded before pytest-jaxcompile (-p wrapper)); flags set "
-            "in the environment were DISCARDED: --xla_force_host_platform_device_count*"
-        ]
+            "in the environment were DISCARDED: --xla_force_host_platform_device_count"
+        ),
+        consecutive=True,
     )
     (clobber,) = project.report()["clobbers"]
     assert clobber["discarded"] == ["--xla_force_host_platform_device_count"]
@@ -252,11 +270,13 @@ def test_flags_set_after_the_backend_started_in_a_session_activated_late_are_not
     assert "jax compile times" in output  # activated at collection
     assert "(in force)" not in output
     result.stdout.fnmatch_lines(
-        [
-            "XLA flags set during start-up, by *: --xla_cpu_multi_thread_eigen=false (in force "
-            "only if set before JAX's backend started, which was before the plugin began "
-            "watching: what XLA read is not known)"
-        ]
+        printed(
+            "XLA flags set during start-up, by a conftest.py or plugin, before the session "
+            "started: --xla_cpu_multi_thread_eigen=false (in force only if set before JAX's "
+            "backend started, which was before the plugin began watching: what XLA read is not "
+            "known)"
+        ),
+        consecutive=True,
     )
 
 
@@ -429,8 +449,8 @@ def test_expect_warm_fails_an_unchanged_cold_module_and_passes_a_changed_one(
     result.stdout.fnmatch_lines(
         [
             "  MISS       test_models.py::test_a [[]jit[]]*",
-            "      expected a persistent-cache hit: the module is unchanged since its warm pin*",
-            "MISS: 1 row(s) compiled cold*",
+            "      compiled cold, its module unchanged since its warm pin (*)",
+            "MISS: 1 row(s) compiled cold although their module is unchanged since its warm pin*",
         ]
     )
 
@@ -494,7 +514,9 @@ def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required
     )
     result = project.run()
     assert result.ret == pytest.ExitCode.OK  # without a cache requirement: a warning
-    result.stdout.fnmatch_lines([f"warning: settings clobbered: {described}*"])
+    result.stdout.fnmatch_lines(
+        printed(f"warning: settings clobbered: {described}"), consecutive=True
+    )
     if (change, configured) == ("disabled", "conftest"):
         assert f"warning: settings clobbered: {described}\n" in SETTINGS_GUARD_DOC.read_text()
     (clobber,) = project.report()["clobbers"]
@@ -509,7 +531,8 @@ def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required
     result = project.run()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
-        [f"settings clobbered (a required setting): {described}; the session fails."]
+        printed(f"settings clobbered (a required setting): {described}; the session fails."),
+        consecutive=True,
     )
     (clobber,) = project.report()["clobbers"]
     assert (clobber["setting"], clobber["first_cell"], clobber["fails"]) == (
