@@ -24,7 +24,6 @@ from pytest_jaxcompile.gate.sequential import (
     judge_look,
     judge_pairs,
     looks_up_to,
-    next_look,
     walsh_averages,
 )
 
@@ -67,7 +66,6 @@ def test_the_looks_are_the_documented_schedule_up_to_the_most_pairs() -> None:
     assert LOOKS == PAIRED_LOOKS == (6, 8, 10, 12, 16, 20, 30, 45, 60)
     assert len(RANKS) == len(LOOKS) and LOOKS[-1] == DEFAULT_MAX_PAIRS
     assert looks_up_to(12) == [(6, 1), (8, 1), (10, 3), (12, 7)]
-    assert next_look(6, 60) == 8 and next_look(60, 60) is None and next_look(8, 10) == 10
     # Each look alone is at least as sure as a 95 % interval: the error is spread over them.
     assert all(interval_confidence(n, rank) >= 0.95 for n, rank in zip(LOOKS, RANKS, strict=True))
 

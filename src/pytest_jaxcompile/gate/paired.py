@@ -30,13 +30,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
+from pytest_jaxcompile._constants import PAIRED_PHASE
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import what_changed
 from pytest_jaxcompile.gate.pins import OTHER_HARDWARE, OWN_KEY, Pin, PinStore
-from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs
+from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs, judged_seconds
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
@@ -125,31 +125,29 @@ class PairedComparison:
     def of(cls, record: CompileRecord, thresholds: Thresholds) -> PairedComparison | None:
         """The comparison of a row's pairs; None when it was not paired (or made fewer
         pairs than the first look)."""
-        sides = (
-            (METRIC_CPU, record.paired_base_cpu_s, record.paired_new_cpu_s),
-            (METRIC_WALL, record.paired_base_wall_s, record.paired_new_wall_s),
+        judged = judged_seconds(
+            (record.paired_base_cpu_s, record.paired_new_cpu_s),
+            (record.paired_base_wall_s, record.paired_new_wall_s),
         )
-        for metric, base, new in sides:
-            if base and new and len(base) == len(new) and min(base) > 0 and min(new) > 0:
-                look = judge_pairs(
-                    base, new, thresholds.paired_tolerance, thresholds.paired_floor_s
-                )
-                if look is None:
-                    return None
-                return cls(
-                    metric=metric,
-                    base_s=look.base_s,
-                    new_s=look.new_s,
-                    ratio=look.ratio,
-                    low=look.low,
-                    high=look.high,
-                    pairs=look.pairs,
-                    made=len(base),
-                    status=None if look.status is None else Status(look.status),
-                    cost_s=record.paired_cost_s,
-                    against=record.paired_against or "its pin",
-                )
-        return None
+        if judged is None:
+            return None
+        metric, base, new = judged
+        look = judge_pairs(base, new, thresholds.paired_tolerance, thresholds.paired_floor_s)
+        if look is None:
+            return None
+        return cls(
+            metric=metric,
+            base_s=look.base_s,
+            new_s=look.new_s,
+            ratio=look.ratio,
+            low=look.low,
+            high=look.high,
+            pairs=look.pairs,
+            made=len(base),
+            status=None if look.status is None else Status(look.status),
+            cost_s=record.paired_cost_s,
+            against=record.paired_against or "its pin",
+        )
 
     def pairs_to_decide(self, tolerance: float) -> int | None:
         """About how many pairs in all would decide it (the interval narrows as one over

@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_jaxcompile._constants import PAIRED_LOOKS
+from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_LOOKS
 
 # The looks: after this many pairs a row may be decided. Fewer than 6 pairs cannot give a
 # signed-rank decision at this error at all (6 pairs all on one side: 1 in 64).
@@ -110,6 +110,20 @@ def judge_look(
     )
 
 
+Seconds = Sequence[float] | None
+
+
+def judged_seconds(
+    cpu: tuple[Seconds, Seconds], wall: tuple[Seconds, Seconds]
+) -> tuple[str, Sequence[float], Sequence[float]] | None:
+    """The clock the pairs are judged on, and its (base, new) seconds: CPU seconds where both
+    sides have every one measured (above 0), else wall seconds; None where neither has."""
+    for clock, (base, new) in ((METRIC_CPU, cpu), (METRIC_WALL, wall)):
+        if base and new and len(base) == len(new) and min(base) > 0 and min(new) > 0:
+            return clock, base, new
+    return None
+
+
 def judge_pairs(
     base: Sequence[float],
     new: Sequence[float],
@@ -148,8 +162,3 @@ def _signed_rank_tails(pairs: int) -> list[float]:
         running += count
         tails.append(running / outcomes)
     return tails
-
-
-def next_look(pairs: int, max_pairs: int) -> int | None:
-    """The look after `pairs` pairs within `max_pairs`, or None: no look left."""
-    return next((look for look, _ in looks_up_to(max_pairs) if look > pairs), None)

@@ -35,7 +35,7 @@ from typing import Any
 
 from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result, warm_up
 from pytest_jaxcompile.backends.jax.instructions_child import Compiler
-from pytest_jaxcompile.gate.sequential import judge_look
+from pytest_jaxcompile.gate.sequential import judge_look, judged_seconds
 
 SIDES = ("base", "new")
 PROFILE_MARK = "@@jaxcompile-profile"  # brackets a profiled compile's lines on stderr
@@ -115,11 +115,14 @@ def pair_entry(
 def _decided(
     samples: dict[str, list[tuple[float, float]]], rank: int, manifest: dict[str, Any]
 ) -> bool:
-    """Whether this look decides the pairs, on the seconds the gate judges: CPU seconds
-    where every one was measured (above 0), else wall seconds (`PairedComparison.of`)."""
+    """Whether this look decides the pairs, on the seconds the gate judges them by
+    (`judged_seconds`, as `PairedComparison.of` reads them)."""
     cpu = [[cpu for _, cpu in samples[side]] for side in SIDES]
     wall = [[wall for wall, _ in samples[side]] for side in SIDES]
-    base, new = cpu if min(cpu[0]) > 0 and min(cpu[1]) > 0 else wall
+    judged = judged_seconds((cpu[0], cpu[1]), (wall[0], wall[1]))
+    if judged is None:
+        return False
+    _, base, new = judged
     look = judge_look(base, new, rank, float(manifest["tolerance"]), float(manifest["floor_s"]))
     return look.status is not None
 
