@@ -2104,29 +2104,49 @@ PAIRED_BASE_S = [0.229, 0.233, 0.228, 0.241, 0.230, 0.226]  # decided at the fir
 PAIRED_NEW_S = [0.689, 0.702, 0.681, 0.733, 0.690, 0.688]
 
 
+CPU_DEVICE = {"platform": "cpu", "device_kind": "cpu"}
+PAIRED_AGAINST = (
+    "pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
+    "(laptop | jax 0.10.2 | full precision | none)"
+)
+
+
+def _runner_row(
+    cell: str,
+    seconds: float,
+    fingerprint: str,
+    base: list[float] | None = None,
+    new: list[float] | None = None,
+    cost_s: float | None = None,
+    **fields: Any,
+) -> CompileRecord:
+    """A changed row measured on `ci-runner`, paired against the laptop's pin (`base` and
+    `new`: both sides' seconds, CPU and wall alike; none where it was not paired)."""
+    return row(
+        cell,
+        "grad",
+        seconds,
+        "none",
+        hardware="ci-runner",
+        hardware_detail=CPU_DEVICE,
+        fingerprint=fingerprint,
+        paired_base_cpu_s=base,
+        paired_new_cpu_s=new,
+        paired_base_wall_s=base,
+        paired_new_wall_s=new,
+        paired_against=PAIRED_AGAINST,
+        paired_cost_s=cost_s,
+        **fields,
+    )
+
+
 @sample("paired-drift")
 def _paired_drift(tmp_path: Path) -> list[str]:
     """The row pinned on the laptop, then measured on a runner named `ci-runner` with a
     model three times as deep, paired against the laptop's module (figures of a real run,
     tests/test_paired.py's model)."""
-    cpu = {"platform": "cpu", "device_kind": "cpu"}
-    laptop = row(PAIRED_CELL, "grad", 0.231, "none", hardware="laptop", hardware_detail=cpu)
-    deeper = row(
-        PAIRED_CELL,
-        "grad",
-        0.702,
-        "none",
-        hardware="ci-runner",
-        hardware_detail=cpu,
-        fingerprint="sha256:deeper",
-        paired_base_cpu_s=PAIRED_BASE_S,
-        paired_new_cpu_s=PAIRED_NEW_S,
-        paired_base_wall_s=PAIRED_BASE_S,
-        paired_new_wall_s=PAIRED_NEW_S,
-        paired_against="pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
-        "(laptop | jax 0.10.2 | full precision | none)",
-        paired_cost_s=5.6,
-    )
+    laptop = row(PAIRED_CELL, "grad", 0.231, "none", hardware="laptop", hardware_detail=CPU_DEVICE)
+    deeper = _runner_row(PAIRED_CELL, 0.702, "sha256:deeper", PAIRED_BASE_S, PAIRED_NEW_S, 5.6)
     _, drifted = sessions(tmp_path, ([laptop], True), ([deeper], False))
     drifted.session_s = 14.2
     drifted.repin_arguments = ("--compile-paired",)  # as the session printing it was run
@@ -2165,60 +2185,31 @@ def _paired_budget(tmp_path: Path) -> list[str]:
     """The paired-drift sample's runner with two more changed rows and a budget of 60 s:
     the likeliest regression (three times its pin's seconds) was paired first and decided;
     the budget ran out during the second row's look and before the third."""
-    cpu = {"platform": "cpu", "device_kind": "cpu"}
-    against = (
-        "pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml "
-        "(laptop | jax 0.10.2 | full precision | none)"
-    )
     pinned = [
-        row(cell, "grad", seconds, "none", hardware="laptop", hardware_detail=cpu)
-        for cell, seconds in ((PAIRED_CELL, 0.231), (PAIRED_CELL + "_wide", 4.1))
+        row(cell, "grad", seconds, "none", hardware="laptop", hardware_detail=CPU_DEVICE)
+        for cell, seconds in (
+            (PAIRED_CELL, 0.231),
+            (PAIRED_CELL + "_wide", 4.1),
+            (PAIRED_CELL + "_deep", 5.2),
+        )
     ]
-    pinned.append(
-        row(PAIRED_CELL + "_deep", "grad", 5.2, "none", hardware="laptop", hardware_detail=cpu)
-    )
+    wide_base, wide_new = [4.1, 4.3, 4.0, 4.2, 4.4, 4.1], [4.2, 4.5, 4.1, 4.4, 4.3, 4.2]
     measured = [
-        row(
-            PAIRED_CELL,
-            "grad",
-            0.702,
-            "none",
-            hardware="ci-runner",
-            hardware_detail=cpu,
-            fingerprint="sha256:deeper",
-            paired_base_cpu_s=PAIRED_BASE_S,
-            paired_new_cpu_s=PAIRED_NEW_S,
-            paired_base_wall_s=PAIRED_BASE_S,
-            paired_new_wall_s=PAIRED_NEW_S,
-            paired_against=against,
-            paired_cost_s=5.6,
-        ),
-        row(
+        _runner_row(PAIRED_CELL, 0.702, "sha256:deeper", PAIRED_BASE_S, PAIRED_NEW_S, 5.6),
+        _runner_row(
             PAIRED_CELL + "_wide",
-            "grad",
             4.3,
-            "none",
-            hardware="ci-runner",
-            hardware_detail=cpu,
-            fingerprint="sha256:wider",
-            paired_base_cpu_s=[4.1, 4.3, 4.0, 4.2, 4.4, 4.1],
-            paired_new_cpu_s=[4.2, 4.5, 4.1, 4.4, 4.3, 4.2],
-            paired_base_wall_s=[4.1, 4.3, 4.0, 4.2, 4.4, 4.1],
-            paired_new_wall_s=[4.2, 4.5, 4.1, 4.4, 4.3, 4.2],
-            paired_against=against,
-            paired_cost_s=51.0,
+            "sha256:wider",
+            wide_base,
+            wide_new,
+            51.0,
             paired_note="not decided: the pairing budget (compile_paired_budget) ran out "
             "after 6 pairs",
         ),
-        row(
+        _runner_row(
             PAIRED_CELL + "_deep",
-            "grad",
             5.3,
-            "none",
-            hardware="ci-runner",
-            hardware_detail=cpu,
-            fingerprint="sha256:deep",
-            paired_against=against,
+            "sha256:deep",
             paired_note="not paired: the pairing budget (compile_paired_budget) ran out "
             "before this row",
         ),
