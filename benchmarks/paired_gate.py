@@ -13,8 +13,9 @@ per block); and, where herculens is installed (real_suites.py's lensing venv), t
 gradient of the strong-lensing chi-square of `benchmarks/suites/lensing_test.py`, a real
 scientific model, at its size and at a galaxy cluster's (18 member masses), and the curvature
 its second-derivative test compiles. On an idle 2-core machine rich68, the cluster lens and the
-curvature compile in 4.5-5.7 s, rich44, rich40w256 and the lensing model in about 2 s (twice that
-with both cores busy). For each base module its variants are lowered beside it:
+curvature compile in 4.5-5.7 s, rich44, rich40w256 and the lensing model in 2-5 s (the
+machine's speed varied from day to day; twice that with both cores busy). For each base
+module its variants are lowered beside it:
 
 equal
     the same computation lowered again under another function name: a new fingerprint,
@@ -428,13 +429,15 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             records = session(group, args, busy)
             for key, record in records.items():
+                # How the row was paired travels with it: the warm-up study printed below
+                # and `--report` read the same fields.
+                record["warm_up_each"] = args.warm_up_each
+                record["fixed_pairs"] = args.fixed_pairs or None
                 results.setdefault(key, []).append((busy, record))
             if args.json is not None:
                 with args.json.open("a") as stream:
                     for (base, variant), record in records.items():
                         row = {**record, "base": base, "variant": variant, "busy": busy}
-                        row["warm_up_each"] = args.warm_up_each
-                        row["fixed_pairs"] = args.fixed_pairs or None
                         row["plain_s"] = plain[(base, variant)]
                         row["base_plain_s"] = plain[(base, "base")]
                         stream.write(json.dumps(row) + "\n")
@@ -509,7 +512,11 @@ def _print_table(
     used_by_kind: dict[str, list[int]] = {"equal": [], "changed": []}
     outcomes: dict[str, list[str]] = {"equal": [], "changed": []}
     recorded_compiles: list[int] = []
-    for (base, variant), runs in results.items():
+    bases = list(dict.fromkeys(base for base, _ in results))  # in the order first recorded
+    in_order = sorted(
+        results.items(), key=lambda item: (bases.index(item[0][0]), _size(item[0][1]))
+    )
+    for (base, variant), runs in in_order:
         cells = []
         for busy in (False, True):
             statuses = [row["status"] for was_busy, row, _ in runs if was_busy == busy]
@@ -566,6 +573,11 @@ def _print_table(
         )
 
 
+def _size(variant: str) -> float:
+    """A variant's place in its module's rows: equal first, then by the change's size."""
+    return 0.0 if variant == "equal" else float(variant.strip("+%"))
+
+
 def _median(values: list[int]) -> int:
     return values[(len(values) - 1) // 2] if values else 0
 
@@ -591,14 +603,18 @@ def _print_warm_up_study(
     print(
         "\nwarm-up study: each side's first timed compile over the median of its others, and "
         "the first pair's ratio over the median ratio of the others (mean over sessions, "
-        "range)\n| module | variant | warm-up each | sessions | base's first | new's first | "
-        "first pair's ratio |"
+        "and their range where there are several)\n| module | variant | warm-up each | "
+        "sessions | base's first | new's first | first pair's ratio |"
     )
     print("|---|---|---|---|---|---|---|")
     groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
     for (base, variant), record in rows:
         groups.setdefault((base, variant, bool(record.get("warm_up_each"))), []).append(record)
-    for (base, variant, each), records in sorted(groups.items()):
+    bases = list(dict.fromkeys(base for base, _, _ in groups))  # in the order first recorded
+    in_order = sorted(
+        groups.items(), key=lambda item: (bases.index(item[0][0]), _size(item[0][1]), item[0][2])
+    )
+    for (base, variant, each), records in in_order:
         firsts: dict[str, list[float]] = {"base": [], "new": [], "ratio": []}
         for record in records:
             base_s, new_s = record["paired_base_cpu_s"], record["paired_new_cpu_s"]
@@ -607,7 +623,8 @@ def _print_warm_up_study(
             ratios = [n / b for b, n in zip(base_s, new_s, strict=True)]
             firsts["ratio"].append(ratios[0] / statistics.median(ratios[1:]))
         cells = [
-            f"{statistics.mean(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+            f"{statistics.mean(values):.3f}"
+            + (f" ({min(values):.3f}-{max(values):.3f})" if len(values) > 1 else "")
             for values in firsts.values()
         ]
         print(

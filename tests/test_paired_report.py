@@ -21,6 +21,8 @@ SCRIPT = REPO / "benchmarks" / "paired_gate.py"
 RESULTS = REPO / "benchmarks" / "results" / "paired_large.jsonl"
 RESULTS_FILES = sorted((REPO / "benchmarks" / "results").glob("paired_*.jsonl"))
 LARGE_TABLE_INTRO = "Every recorded session, replayed through the sequential rule"
+WARM_UP_STUDY_PRINTED = "warm-up study:"
+WARM_UP_STUDY_INTRO = "The warm-up study"
 
 
 def committed_row(variant: str) -> dict[str, Any]:
@@ -39,29 +41,42 @@ def report(*paths: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_replayed_paired_table_in_benchmarks_md_is_what_the_report_prints() -> None:
+@pytest.mark.parametrize(
+    ("printed_after", "page_intro"),
+    [
+        ("", LARGE_TABLE_INTRO),
+        (WARM_UP_STUDY_PRINTED, WARM_UP_STUDY_INTRO),
+    ],
+    ids=["sequential-rule", "warm-up-study"],
+)
+def test_the_paired_tables_in_benchmarks_md_are_what_the_report_prints(
+    printed_after: str, page_intro: str
+) -> None:
     """The recorded sessions replayed through the sequential rule, at the default floor:
-    the table and the figures under it (false DRIFTs, changes caught, pairs used). Sessions
-    appended to the results files fail this until the page is brought up to date, which
-    `JAXCOMPILE_REGENERATE_DOCS=1` (as for tests/test_docs.py's samples) does in place."""
+    the table and the figures under it (false DRIFTs, changes caught, pairs used); and the
+    warm-up study of the `--fixed-pairs` sessions. Sessions appended to the results files
+    fail this until the page is brought up to date, which `JAXCOMPILE_REGENERATE_DOCS=1`
+    (as for tests/test_docs.py's samples) does in place."""
     result = report(*RESULTS_FILES)
 
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines(keepends=True)
-    printed = "".join(out[slice(*_table_span(out, 0, "--report's output"))])
+    start_out = next((i for i, line in enumerate(out) if line.startswith(printed_after)), None)
+    assert start_out is not None, f"--report printed no line starting {printed_after!r}"
+    printed = "".join(out[slice(*_table_span(out, start_out, "--report's output"))])
     page = REPO / "docs" / "benchmarks.md"
     lines = page.read_text().splitlines(keepends=True)
-    after = next((i for i, line in enumerate(lines) if line.startswith(LARGE_TABLE_INTRO)), None)
+    after = next((i for i, line in enumerate(lines) if line.startswith(page_intro)), None)
     assert after is not None, (
-        f"{page.name} has no line starting {LARGE_TABLE_INTRO!r}: if the bullet before the "
-        "large paired table was reworded, update LARGE_TABLE_INTRO to match"
+        f"{page.name} has no line starting {page_intro!r}: if the text before the "
+        "table was reworded, update the test's intro to match"
     )
     start, end = _table_span(lines, after, page.name)
     shown = "".join(lines[start:end])
     if shown != printed and regenerating_docs():
         atomic_write_text(page, "".join(lines[:start]) + printed + "".join(lines[end:]))
         shown = printed
-    assert shown == printed, f"{page.name} shows, after {LARGE_TABLE_INTRO!r}:\n{shown}\n" + (
+    assert shown == printed, f"{page.name} shows, after {page_intro!r}:\n{shown}\n" + (
         f"where the report prints (JAXCOMPILE_REGENERATE_DOCS=1 rewrites it):\n{printed}"
     )
 
