@@ -202,7 +202,9 @@ class PairingPlan:
     tolerance: float
     floor_s: float
     deadline: float | None = None
-    warm_up_each: bool = False  # compile each module once untimed before its pairs
+    # Compile each module once untimed before its pairs: off, as the warm-up study found a
+    # module's first compile after the child's throwaway one unbiased (docs/benchmarks.md).
+    warm_up_each: bool = False
 
     def manifest(self) -> dict[str, object]:
         """The plan as the child's manifest holds it."""
