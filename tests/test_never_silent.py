@@ -15,6 +15,7 @@ import pytest
 from conftest import REPO, JaxProject, compile_summary, edit_pins
 
 from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.view.blocks import NOTHING_MEASURED
 
 MLP_TEST = """
     import jax
@@ -296,3 +297,29 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     expected = pytest.ExitCode.TESTS_FAILED if gated_ratio > 1 else pytest.ExitCode.OK
     assert gated.ret == expected
     assert sys.version_info >= (3, 10)
+
+
+def test_a_pin_update_that_measured_no_compile_says_so(project: JaxProject) -> None:
+    """A suite that jits without the fixture, census off: `--compile-pin-update` pins
+    nothing, and says so rather than ending silently (which reads as pinned)."""
+    project.conftest(cache=False)
+    project.tests(
+        """
+        import jax
+        from jaxmodels import mlp_example_args, mlp_loss
+
+        def test_mlp():
+            assert jax.jit(mlp_loss)(*mlp_example_args()) > 0
+        """
+    )
+    result = project.run("--compile-pin-update")
+    assert result.ret == pytest.ExitCode.OK
+    assert NOTHING_MEASURED in compile_summary(result)
+    # docs/pins.md quotes the line (wrapped; in backticks)
+    assert f"`{NOTHING_MEASURED}`" in " ".join((REPO / "docs" / "pins.md").read_text().split())
+    assert not (project.path / "pins").exists()
+    assert project.report()["pin_update"] is True
+
+    result = project.run("--compile-pin-update", "--compile-census")
+    assert NOTHING_MEASURED not in compile_summary(result)
+    assert list((project.path / "pins").glob("*.toml"))

@@ -168,11 +168,23 @@ class Outcome:
             and 2 * counted.unpinned_elsewhere > pinnable
         )
 
+    @property
+    def pinned_nothing(self) -> bool:
+        """A pin update that measured no compile: it wrote nothing, and must say so (a
+        silent one reads as done)."""
+        return (
+            self.pin_update
+            and self.pin_error is None
+            and not self.verdicts
+            and not self.pins_written
+        )
+
     def has_news(self) -> bool:
         """Whether there is anything to show: a session that measured nothing, found no
-        stale pin and wrote no pin adds no summary anywhere."""
+        stale pin and wrote no pin adds no summary anywhere, unless it was asked to pin."""
         return bool(
-            self.verdicts
+            self.pin_update
+            or self.verdicts
             or self.stale
             or self.pins_written
             or self.lost

@@ -145,7 +145,7 @@ class SessionView:
         if outcome.pin_error is not None:
             return "pins NOT updated"
         if outcome.pin_update:
-            return "pins updated"
+            return "pins NOT updated" if outcome.pinned_nothing else "pins updated"
         if self.failed:
             failing = Counter(row.status for row in self.failing())
             parts = [f"{failing[status]} {status.value}" for status in Status if failing[status]]

@@ -293,6 +293,12 @@ def busy_pin_text(outcome: Outcome) -> str | None:
     )
 
 
+NOTHING_MEASURED = (
+    "pins NOT updated: no compile was measured (measure with the jax_compile fixture, "
+    "or every compile a test triggers with --compile-census)"
+)
+
+
 def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
     """The session's blocks in `BlockKind` order; `rows` in the view's order."""
     root = outcome.rootdir
@@ -311,6 +317,8 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
                 command=repin_command(cells, (*outcome.repin_arguments, *keep)) if keep else None,
             )
         )
+    elif outcome.pinned_nothing:
+        blocks.append(Block(BlockKind.PINS_UPDATED, Tone.WARN, NOTHING_MEASURED))
     elif outcome.pin_update:
         written = tuple(relative(path, root) for path in outcome.pins_written)
         kept = (
