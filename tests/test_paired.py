@@ -23,6 +23,7 @@ from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
 from pytest_jaxcompile.gate.paired import (
+    CENSUS_NOT_PAIRED,
     PairedComparison,
     PairingTarget,
     pairing_cost,
@@ -244,8 +245,11 @@ def test_a_changed_row_is_paired_with_its_own_keys_pin(tmp_path: Path) -> None:
     target = pairing_target(make_record(fingerprint="sha256:new", hardware_detail=CPU), store)
     assert isinstance(target, PairingTarget) and target.own_key
     assert pairing_target(make_record(fingerprint="sha256:old"), store) is None  # unchanged
+    # A census row holds no module: changed, it says why it is not paired (never silent)
     census = make_record(fingerprint="sha256:new", source="census")
-    assert pairing_target(census, store) is None
+    assert pairing_target(census, store) == CENSUS_NOT_PAIRED
+    unchanged_census = make_record(fingerprint="sha256:old", source="census")
+    assert pairing_target(unchanged_census, store) is None
     warm = make_record(fingerprint="sha256:new", cache_state="warm")
     assert pairing_target(warm, store) is None
 

@@ -45,6 +45,11 @@ from pytest_jaxcompile.records import (
 )
 
 SEQUENTIAL_CONFIDENCE = 1 - 2 * ONE_SIDED_ERROR  # the rule's interval, over all its looks
+# The census listens to JAX's events and holds no compile's module (docs/paired.md)
+CENSUS_NOT_PAIRED = (
+    "a census row (the census holds no module to pair; measure it with the jax_compile "
+    "fixture to pair it)"
+)
 PAIRED_STATES = ("cold", "none")  # rows whose compile was a real one, like the pairs'
 # Pins under a row's own hardware name whose module may be its pairs' base, nearest first.
 PINNED_MODULE_STATES = ("cold", "none", "warm", "memory")
@@ -78,11 +83,11 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
     held the new module (as it does right after a DRIFT) thus becomes the cold rows' base,
     not the other machine's older pin.
 
-    None: nothing to pair (no such pin, an unchanged module, a census row, a cache hit, a
-    settings variant or version judged against another key); a string: why a row that
-    changed cannot be paired.
+    None: nothing to pair (no such pin, an unchanged module, a cache hit, a settings
+    variant or version judged against another key); a string: why a row that changed
+    cannot be paired (a census row among them: the census holds no module to pair).
     """
-    if record.source == CENSUS_SOURCE or record.cache_state not in PAIRED_STATES:
+    if record.cache_state not in PAIRED_STATES:
         return None
     if record.unmeasured is not None or record.fingerprint is None:
         return None
@@ -97,10 +102,12 @@ def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | st
         return None  # an upgrade or a settings change is not the module's change
     own = nearest.relation == OWN_KEY
     target = PairingTarget(nearest.key, nearest.path, nearest.pin, own_key=own)
-    if target.pin.fingerprint is None:
-        return "its pin has no fingerprint to find its module by"
     if target.pin.fingerprint == record.fingerprint:
         return None  # the same module: nothing changed that pairing could measure
+    if record.source == CENSUS_SOURCE:
+        return CENSUS_NOT_PAIRED
+    if target.pin.fingerprint is None:
+        return "its pin has no fingerprint to find its module by"
     return target
 
 
