@@ -134,14 +134,23 @@ def compile_summary(result: pytest.RunResult) -> list[str]:
 
 
 _PASSES = re.compile(r"((?:longest|grew most|shrank most) of XLA's HLO passes: )[^;]*")
+# Whether a profile's phases are the compile's own (no phase larger than its seconds) or the
+# fresh profiling compile's is a measurement too (gate/profile.py)
+_PHASES_OF = re.compile(
+    r"phases of (?:the compile's N s(?: -> N s)?|the fresh compile made to profile it)"
+)
 
 
 def mask_figures(lines: list[str]) -> list[str]:
     """Measured figures differ between runs; everything else must not. So do the compile
-    share of the session, the order of the --compile-durations lists and which of XLA's
-    passes a compile profile names (those that took longest, or moved most, this time)."""
+    share of the session, the order of the --compile-durations lists, which of XLA's
+    passes a compile profile names (those that took longest, or moved most, this time) and
+    which compile its phases are of."""
     masked = [
-        _PASSES.sub(r"\1P", _SHARE.sub("", _UNIT.sub("N s", _FIGURE.sub("N", line))))
+        _PHASES_OF.sub(
+            "phases of C",
+            _PASSES.sub(r"\1P", _SHARE.sub("", _UNIT.sub("N s", _FIGURE.sub("N", line)))),
+        )
         for line in lines
     ]
     return [line for line in masked if not _DURATION.match(line)]
