@@ -65,7 +65,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
@@ -512,11 +512,7 @@ def _print_table(
     used_by_kind: dict[str, list[int]] = {"equal": [], "changed": []}
     outcomes: dict[str, list[str]] = {"equal": [], "changed": []}
     recorded_compiles: list[int] = []
-    bases = list(dict.fromkeys(base for base, _ in results))  # in the order first recorded
-    in_order = sorted(
-        results.items(), key=lambda item: (bases.index(item[0][0]), _size(item[0][1]))
-    )
-    for (base, variant), runs in in_order:
+    for (base, variant), runs in _in_module_order(results):
         cells = []
         for busy in (False, True):
             statuses = [row["status"] for was_busy, row, _ in runs if was_busy == busy]
@@ -573,6 +569,18 @@ def _print_table(
         )
 
 
+Keyed = TypeVar("Keyed")
+
+
+def _in_module_order(rows: dict[tuple[Any, ...], Keyed]) -> list[tuple[tuple[Any, ...], Keyed]]:
+    """Rows keyed (base, variant, ...): by module in the order first recorded, then by the
+    change's size, then by the rest of the key."""
+    bases = list(dict.fromkeys(key[0] for key in rows))
+    return sorted(
+        rows.items(), key=lambda item: (bases.index(item[0][0]), _size(item[0][1]), item[0][2:])
+    )
+
+
 def _size(variant: str) -> float:
     """A variant's place in its module's rows: equal first, then by the change's size."""
     return 0.0 if variant == "equal" else float(variant.strip("+%"))
@@ -610,11 +618,7 @@ def _print_warm_up_study(
     groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
     for (base, variant), record in rows:
         groups.setdefault((base, variant, bool(record.get("warm_up_each"))), []).append(record)
-    bases = list(dict.fromkeys(base for base, _, _ in groups))  # in the order first recorded
-    in_order = sorted(
-        groups.items(), key=lambda item: (bases.index(item[0][0]), _size(item[0][1]), item[0][2])
-    )
-    for (base, variant, each), records in in_order:
+    for (base, variant, each), records in _in_module_order(groups):
         firsts: dict[str, list[float]] = {"base": [], "new": [], "ratio": []}
         for record in records:
             base_s, new_s = record["paired_base_cpu_s"], record["paired_new_cpu_s"]

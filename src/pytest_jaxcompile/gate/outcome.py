@@ -171,24 +171,17 @@ class Outcome:
     @property
     def pinned_nothing(self) -> bool:
         """A pin update that measured no compile: it wrote nothing, and must say so (a
-        silent one reads as done)."""
-        return (
-            self.pin_update
-            and self.pin_error is None
-            and not self.verdicts
-            and not self.pins_written
-        )
+        silent one reads as done). Without rows it can neither write a pin nor fail to."""
+        return self.pin_update and not self.verdicts
 
     def has_news(self) -> bool:
         """Whether there is anything to show: a session that measured nothing, found no
         stale pin and wrote no pin adds no summary anywhere, unless it was asked to pin."""
         return bool(
-            self.pin_update
+            self.pin_update  # pins written, refused or nothing measured: always said
             or self.verdicts
             or self.stale
-            or self.pins_written
             or self.lost
-            or self.pin_error
             or self.ledgers
             or self.clobbers
         )
