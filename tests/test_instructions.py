@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_valgrind
 from records_factory import make_record
 
 from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE, INSTRUCTIONS_PHASE
@@ -150,10 +151,6 @@ def test_the_options_are_validated_by_the_one_validator(bad: str) -> None:
 
 # ----------------------------------------------------------------------- real valgrind
 
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
-)
 
 MLP_TEST = textwrap.dedent(
     """
@@ -491,6 +488,7 @@ def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> N
     assert CPU_ONLY in record.compile_instructions_note
 
 
+@pytest.mark.instruments
 def test_valgrind_on_the_path_reports_its_version() -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_valgrind
 from records_factory import make_record
 
 from pytest_jaxcompile._numbers import giga, instructions_text
@@ -92,6 +93,7 @@ def test_instruction_counts_read_in_billions() -> None:
     assert instructions_text(1_045_000_000, None) == "1.04 G instructions"
 
 
+@pytest.mark.integration
 def test_a_child_s_results_reach_the_caller_while_it_runs(tmp_path: Path) -> None:
     """The child writes its first result, then waits for the file the caller's callback
     makes on reading it: only a result read while the child runs lets it see that file."""
@@ -177,6 +179,7 @@ def test_the_required_option_is_a_flag() -> None:
 # ----------------------------------------------------------------------- determinism
 
 
+@pytest.mark.integration
 def test_the_child_runs_with_the_determinism_settings_kept(tmp_path: Path) -> None:
     environment = child_environment(DETERMINISM)
     assert environment["PYTHONHASHSEED"] == ("0" if HASH_SEED in DETERMINISM else "random")
@@ -191,10 +194,6 @@ def test_the_child_runs_with_the_determinism_settings_kept(tmp_path: Path) -> No
 
 # ----------------------------------------------------------------------- real valgrind
 
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
-)
 
 SMALL_TEST = textwrap.dedent(
     """

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import JaxProject, needs_valgrind
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -272,10 +271,6 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
     assert f"paired with pins/{ci_pins.name}" in verdict["note"]  # its own key's pin now
 
 
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
-)
 COUNTED_MLP = """
     import os
     import jax
