@@ -428,6 +428,9 @@ class JaxCompile:
                 ),
             ),
         )
+        wanted = None if self._context.twin_wanted is None else self._context.twin_wanted(record)
+        if wanted is not None:
+            self._twin(record, lowered, wanted, settings)
         self.records.append(record)
         if self._stager is not None and staged is not None:
             self._stager.add(record, staged, module_text)
@@ -475,6 +478,33 @@ class JaxCompile:
         )
         self.records.append(record)
         self._sink(record)
+
+    def _twin(
+        self, record: CompileRecord, lowered: Any, wanted: str, settings: CacheSettings
+    ) -> None:
+        """Compile the row's module once more in the other cache state (gate/twins.py):
+        "cold", with the persistent cache bypassed (the key salted, writes off, as a cold
+        repeat is); "warm", from the entry its cold compile just wrote. A "warm" twin that
+        found no entry is noted on the row and left out."""
+        uncached = wanted == "cold"
+        options = dict(CACHE_BYPASS_OPTIONS) if uncached else {}
+        with self._monitor.capture(repeat=True) as events, _writes_suppressed(uncached):
+            clear_in_process_caches()
+            cpu_before = _cpu_seconds()
+            start = time.perf_counter()
+            lowered.compile(compiler_options=options)
+            wall_s = time.perf_counter() - start
+            cpu_s = _cpu_seconds() - cpu_before
+        if not uncached and not events.count(EVENT_CACHE_HIT):
+            record.cache.notes.append(
+                "compiled again to pin it warm, but the persistent cache held no entry of it"
+            )
+            return
+        record.twin_cache_state = (
+            "warm" if not uncached else ("cold" if settings.configured else "none")
+        )
+        record.twin_compile_s = round(wall_s, 6)
+        record.twin_compile_cpu_s = round(cpu_s, 6)
 
     def _repeat(self, lowered: Any, times: int, bypass_cache: bool) -> list[tuple[float, float]]:
         """More fresh compiles of the same module, in the first one's cache state.
