@@ -1859,6 +1859,30 @@ def _pins_variant_row(tmp_path: Path) -> list[str]:
     return row_lines(printed, f"  ok         {cell} [f | ")
 
 
+@sample("pins-changed-warm-row")
+def _pins_changed_warm_row(tmp_path: Path) -> list[str]:
+    """The issue's scan, unroll=16 since it was pinned cold and warm; the new module's
+    second run, the cache holding it: judged on its compile with the cache bypassed."""
+    cell = "test_m.py::test_f"
+    old = {"stablehlo.add": 54}
+    pinned = [
+        row(cell, "grad", 0.290, "cold", old, fingerprint="sha256:old"),
+        row(cell, "grad", 0.021, "warm", old, fingerprint="sha256:old"),
+    ]
+    hit = row(
+        cell,
+        "grad",
+        0.041,
+        "warm",
+        {"stablehlo.add": 209},
+        fingerprint="sha256:new",
+        twin_cache_state="cold",
+        twin_compile_s=0.760,
+    )
+    printed = terminal(gate_outcome(tmp_path, pinned, [hit]))
+    return row_lines(printed, f"  DRIFT      {cell} [grad]")
+
+
 @sample("pins-stale")
 def _pins_stale(tmp_path: Path) -> list[str]:
     """test_mlp's jit transform removed since it was pinned."""

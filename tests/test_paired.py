@@ -250,8 +250,12 @@ def test_a_changed_row_is_paired_with_its_own_keys_pin(tmp_path: Path) -> None:
     assert pairing_target(census, store) == CENSUS_NOT_PAIRED
     unchanged_census = make_record(fingerprint="sha256:old", source="census")
     assert pairing_target(unchanged_census, store) is None
-    warm = make_record(fingerprint="sha256:new", cache_state="warm")
-    assert pairing_target(warm, store) is None
+    # A cache hit measured no compile, but the pairs compile both modules afresh: a
+    # changed warm row is paired as a cold one is (gate/twins.py); an unchanged one is not.
+    warm = make_record(fingerprint="sha256:new", cache_state="warm", hardware_detail=CPU)
+    target = pairing_target(warm, store)
+    assert isinstance(target, PairingTarget) and target.key.cache_state == "cold"
+    assert pairing_target(dataclasses.replace(warm, fingerprint="sha256:old"), store) is None
 
 
 def test_a_warm_re_pin_on_this_runner_is_the_cold_rows_base_not_another_machines_pin(

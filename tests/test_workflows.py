@@ -201,6 +201,17 @@ def test_gate_expects_warm_exactly_when_a_cache_was_restored() -> None:
     assert "pins/" in uploads
 
 
+def test_the_cache_is_saved_only_from_successful_runs_of_the_default_branch() -> None:
+    """A failed run's modules (a change not yet accepted) never reach the next run's cache."""
+    steps = yaml.safe_load(EXAMPLES[0].read_text())["jobs"]["tests"]["steps"]
+    (save,) = (s for s in steps if str(s.get("uses", "")).startswith("actions/cache/save@"))
+    condition = save["if"]
+    assert condition.startswith("success() && ") and "always()" not in condition
+    assert "github.ref == format('refs/heads/{0}', github.event.repository.default_branch)" in (
+        condition
+    )
+
+
 def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -> None:
     release = yaml.safe_load((REPO / ".github" / "workflows" / "release.yml").read_text())
     # PyYAML reads the key `on` as True.

@@ -125,6 +125,9 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("paired_against", "text"),
     ("paired_cost_s", "number"),
     ("paired_note", "text"),
+    ("twin_cache_state", "text"),
+    ("twin_compile_s", "number"),
+    ("twin_compile_cpu_s", "number"),
     ("profile", "object"),
     ("compile_options_digest", "text"),
 )
@@ -150,6 +153,14 @@ def check_record_data(data: dict[str, Any]) -> None:
     check_key_data(data)
     _required_string(data, "cell")
     _check_fields(data, _OPTIONAL_FIELDS)
+    twin = data.get("twin_cache_state")
+    if twin is not None and twin not in TWIN_STATES:
+        raise RecordDataError(
+            f"'twin_cache_state' {twin!r} is not one of {', '.join(TWIN_STATES)} or null"
+        )
+
+
+TWIN_STATES = ("cold", "none", "warm")  # a twin compile's cache state (records.py)
 
 
 # A call ledger's figures (report readers check them): (name, kind), as for records.

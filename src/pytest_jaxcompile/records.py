@@ -216,6 +216,14 @@ class CompileRecord:
     paired_against: str | None = None
     paired_cost_s: float | None = None
     paired_note: str | None = None
+    # The row's twin: its module compiled once more in this session, in another cache state
+    # (gate/twins.py): a row that hit a cache (warm, memory) though its module changed since
+    # its pin, compiled with the persistent cache bypassed ("cold"; "none" where no cache is
+    # configured), is judged on that compile; a pin update's cold row whose warm pin holds
+    # another module, compiled again from the cache ("warm"), pins that state too.
+    twin_cache_state: str | None = None
+    twin_compile_s: float | None = None
+    twin_compile_cpu_s: float | None = None
     # The compile profile (a failing row's, every row's with --compile-profile; docs/
     # profile.md): the row's module ("new") and, where the module store holds it, its pin's
     # module ("base") compiled again in a child with XLA's pass timers on: seconds per HLO
@@ -269,6 +277,29 @@ class CompileRecord:
     @property
     def state(self) -> CacheState:
         return CacheState(self.cache_state)
+
+    def twin(self) -> CompileRecord | None:
+        """The row as its twin compile measured it (`twin_cache_state`): the same module,
+        key and figures but the compile's seconds and what the cache did; None without one."""
+        if self.twin_cache_state is None or self.twin_compile_s is None:
+            return None
+        return dataclasses.replace(
+            self,
+            cache_state=self.twin_cache_state,
+            compile_s=self.twin_compile_s,
+            compile_cpu_s=self.twin_compile_cpu_s,
+            compile_samples_s=None,
+            compile_spread_s=None,
+            backend_compile_s=None,
+            cache_retrieval_s=None,
+            cache=dataclasses.replace(self.cache, persisted=None, reason=None, notes=[]),
+            compile_rss_peak_mib=None,
+            compile_rss_growth_mib=None,
+            compile_rss_scope=None,
+            twin_cache_state=None,
+            twin_compile_s=None,
+            twin_compile_cpu_s=None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -417,6 +417,10 @@ class MeasureContext:
     repeat: int = 1
     artifacts_dir: Path | None = None  # where measured module texts are staged
     budget_only: bool = False  # census rows: the test asked for no seconds (records.py)
+    # Which twin compile a measured row needs ("cold": with the persistent cache bypassed;
+    # "warm": from the cache), or None: the gate's `gate.twins.twin_wanted`, handed in by
+    # the session (backends import no gate). None: no twin is ever compiled.
+    twin_wanted: Callable[[CompileRecord], str | None] | None = None
 
 
 @dataclass

@@ -85,6 +85,10 @@ def conclude(
     # A budget-only row that no growth limit judges is judged by its budget alone: its pin
     # would hold figures no one judges.
     to_pin = [row for row in rows if not judged_by_budget(row, settings.thresholds)]
+    # A changed module is accepted in every cache state at once: each row's twin (its
+    # compile in the other cache state, gate/twins.py) is pinned beside it; a row measured
+    # in that state itself wins (pinned last).
+    to_pin = [twin for row in to_pin if (twin := row.twin()) is not None] + to_pin
     if settings.pin_update:
         modules_dir = settings.unstored_modules_dir
         outcome.dropped = dropped_figures(

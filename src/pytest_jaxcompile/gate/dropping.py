@@ -77,8 +77,9 @@ def dropped_figures(
         Dropped(
             figure,
             option,
-            tuple(record.name for record in records),
-            tuple(record.cell for record in records),
+            # a row and its twin (pinned in another cache state) are one row
+            tuple(dict.fromkeys(record.name for record in records)),
+            tuple(dict.fromkeys(record.cell for record in records)),
         )
         for figure, option, records in (
             ("instruction count", COUNT_OPTION, uncounted),

@@ -14,6 +14,7 @@ from pytest_jaxcompile._constants import (
     METRIC_CPU,
     METRIC_INSTRUCTIONS,
     METRIC_WALL,
+    PAIRED_PHASE,
 )
 from pytest_jaxcompile._numbers import giga, percent
 from pytest_jaxcompile.gate.always_cold import always_cold
@@ -30,6 +31,7 @@ from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import OTHER_SETTINGS, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds, floor_decided
+from pytest_jaxcompile.gate.twins import CACHE_HITS, census_twin_note, twin_note
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
@@ -69,6 +71,9 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         return Verdict(record, Status.FAILED, note=_failed_note(record))
     if record.unmeasured is not None:
         return Verdict(record, Status.NOT_JUDGED, note=f"not judged: {record.unmeasured}")
+    twin = record.twin()
+    if twin is not None and record.cache_state in CACHE_HITS:
+        return judge_on_twin(record, twin, store, thresholds)
     if not record.state.judged:
         return Verdict(record, Status.NOT_JUDGED, note=record.cache.reason_detail)
     if judged_by_budget(record, thresholds):
@@ -88,17 +93,40 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
             )
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
-    verdict = _judge_time(record, store, thresholds)
-    verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
-    verdict = judge_instructions(verdict, store, thresholds)
-    verdict = judge_paired(verdict, thresholds)
-    verdict = judge_profile(verdict, thresholds)
+    verdict = _judge_figures(record, store, thresholds)
+    census = census_twin_note(record, store)
+    if census is not None:
+        verdict = verdict.with_note(census)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict
     notes = (verdict.note, versions, warmth_note)
     return dataclasses.replace(
         verdict, note="; ".join(note for note in notes if note), cache_lost=cache_lost
+    )
+
+
+def _judge_figures(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Verdict:
+    """Time, memory, instructions, the pairs and the profile, in that order."""
+    verdict = _judge_time(record, store, thresholds)
+    verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
+    verdict = judge_instructions(verdict, store, thresholds)
+    verdict = judge_paired(verdict, thresholds)
+    return judge_profile(verdict, thresholds)
+
+
+def judge_on_twin(
+    record: CompileRecord, twin: CompileRecord, store: PinStore, thresholds: Thresholds
+) -> Verdict:
+    """A cache hit whose module changed since its pin, judged on its twin (gate/twins.py):
+    the module compiled with the persistent cache bypassed, against the pins of that cache
+    state (its own key's, else the nearest), as a cold row is; the note says so first."""
+    verdict = _judge_figures(twin, store, thresholds)
+    notes = [twin_note(record), verdict.note, versions_note(twin, verdict.pin)]
+    if verdict.phase == PAIRED_PHASE:  # the pairs judged it: said first
+        notes[:2] = notes[1::-1]
+    return dataclasses.replace(
+        verdict, record=record, twin=True, note="; ".join(note for note in notes if note)
     )
 
 

@@ -35,9 +35,10 @@ from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import what_changed
-from pytest_jaxcompile.gate.pins import OTHER_HARDWARE, OWN_KEY, Pin, PinStore
+from pytest_jaxcompile.gate.pins import OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs, judged_seconds
 from pytest_jaxcompile.gate.status import Status, Verdict
+from pytest_jaxcompile.gate.twins import accepted_pin
 from pytest_jaxcompile.records import (
     CENSUS_SOURCE,
     ComparabilityKey,
@@ -50,9 +51,9 @@ CENSUS_NOT_PAIRED = (
     "a census row (the census holds no module to pair; measure it with the jax_compile "
     "fixture to pair it)"
 )
-PAIRED_STATES = ("cold", "none")  # rows whose compile was a real one, like the pairs'
-# Pins under a row's own hardware name whose module may be its pairs' base, nearest first.
-PINNED_MODULE_STATES = ("cold", "none", "warm", "memory")
+# Rows paired where their module changed: real compiles, and cache hits (the pairs compile
+# both modules afresh, whatever the cache held: gate/twins.py)
+PAIRED_STATES = ("cold", "none", "warm", "memory")
 # Verdicts the pairs decide: the compile's seconds (not trace or lowering, which the pairs
 # do not measure; not a deterministic verdict: MISS, GREW, an instruction count).
 _DECIDED_BY_PAIRS = (Status.DRIFT, Status.IMPROVED, Status.OK, Status.NOISY, Status.UNPINNED)
@@ -73,35 +74,31 @@ class PairingTarget:
 
 
 def pairing_target(record: CompileRecord, store: PinStore) -> PairingTarget | str | None:
-    """The pin a row is paired against: the row's own hardware name's pin, else the
+    """The pin a row is paired against: the pin of its accepted module (gate/twins.py),
+    the row's newest pin under its own hardware name whatever its cache state, else the
     nearest key's that differs only in the hardware name (the same platform and device
     kind; `PinStore.judging`).
 
-    Under its own hardware name a pin of another cache state serves too (its own cache
-    state's first): the pairs compile both modules afresh, so the module a warm re-pin
-    stored is as good a base as a cold pin's. A re-pin made while the persistent cache
-    held the new module (as it does right after a DRIFT) thus becomes the cold rows' base,
-    not the other machine's older pin.
+    The pairs compile both modules afresh, so a module pinned warm is as good a base as
+    one pinned cold, and a row that hit the cache is paired as a cold one is: what the
+    cache held decides nothing. A re-pin writes every cache state's pin with the accepted
+    module (a changed row that hit the cache pins its twin cold), so the next regression
+    is paired with the module last accepted, never an older pin's.
 
-    None: nothing to pair (no such pin, an unchanged module, a cache hit, a settings
-    variant or version judged against another key); a string: why a row that changed
-    cannot be paired (a census row among them: the census holds no module to pair).
+    None: nothing to pair (no such pin, an unchanged module, a settings variant or version
+    judged against another key); a string: why a row that changed cannot be paired (a
+    census row among them: the census holds no module to pair).
     """
     if record.cache_state not in PAIRED_STATES:
         return None
     if record.unmeasured is not None or record.fingerprint is None:
         return None
-    nearest = next(iter(store.judging(record).candidates), None)
-    if nearest is None or nearest.relation != OWN_KEY:
-        for state in PINNED_MODULE_STATES:
-            pinned = next(iter(store.judging(record, cache_state=state).candidates), None)
-            if state != record.cache_state and pinned is not None and pinned.relation == OWN_KEY:
-                nearest = pinned
-                break
-    if nearest is None or nearest.relation not in (OWN_KEY, OTHER_HARDWARE):
+    accepted = accepted_pin(record, store)
+    if accepted is None:
         return None  # an upgrade or a settings change is not the module's change
-    own = nearest.relation == OWN_KEY
-    target = PairingTarget(nearest.key, nearest.path, nearest.pin, own_key=own)
+    target = PairingTarget(
+        accepted.key, accepted.path, accepted.pin, own_key=accepted.relation == OWN_KEY
+    )
     if target.pin.fingerprint == record.fingerprint:
         return None  # the same module: nothing changed that pairing could measure
     if record.source == CENSUS_SOURCE:
@@ -263,6 +260,8 @@ def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     change = what_changed(record, pin) if pin is not None and status is Status.DRIFT else None
     prefix = "DRIFT " if status is Status.DRIFT else ""
     seconds = verdict.note if verdict.status is not Status.UNPINNED else None
+    if change is not None and seconds is not None and said_already(change, seconds):
+        change = None  # the seconds verdict's note says what changed in the module
     note = "; ".join(part for part in (prefix + text, change, seconds) if part)
     return dataclasses.replace(
         verdict,
@@ -273,3 +272,9 @@ def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
         metric=comparison.metric,
         phase=PAIRED_PHASE,
     )
+
+
+def said_already(change: str, note: str) -> bool:
+    """Whether `note` already says `change` (``module grew: 60 -> 466 ops``), with its own
+    figures in parentheses (the seconds verdict's limit)."""
+    return change.split(" (", 1)[0] in note

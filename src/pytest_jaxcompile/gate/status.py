@@ -104,6 +104,15 @@ class Verdict:
     phase: str = "compile_s"
     nearest: NearestPin | None = None  # unpinned rows: the closest other key's pin
     cache_lost: bool = False  # cold, though the module is unchanged since its warm pin
+    # Judged on the row's twin (`CompileRecord.twin`): its module, changed since its pin,
+    # hit the cache and was compiled again with the persistent cache bypassed (gate/twins.py)
+    twin: bool = False
+
+    @property
+    def judged(self) -> CompileRecord:
+        """The record whose figures the verdict compared: the row, or its twin."""
+        twin = self.record.twin() if self.twin else None
+        return self.record if twin is None else twin
 
     def fails(self, thresholds: Thresholds) -> bool:
         return row_fails(self.status, thresholds)

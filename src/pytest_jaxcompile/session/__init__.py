@@ -20,6 +20,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Generator
@@ -35,6 +36,7 @@ from pytest_jaxcompile.gate.budget import budget_of, over_budget
 from pytest_jaxcompile.gate.judging import carried_instructions, judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
+from pytest_jaxcompile.gate.twins import twin_wanted
 from pytest_jaxcompile.gate.view import row_view
 from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import verdict_properties
@@ -112,10 +114,13 @@ class SessionCollector:
         )
         if problem is not None:
             pytest.fail(problem, pytrace=False)
-        return session.probe(
-            measure_context(item, self.settings),
-            lambda record: self.rows.measured(item, record),
-        )
+        context = measure_context(item, self.settings)
+        store, pin_update = self.store, self.settings.pin_update
+        if store is not None:  # a changed module that hit the cache is compiled afresh
+            context = dataclasses.replace(
+                context, twin_wanted=lambda record: twin_wanted(record, store, pin_update)
+            )
+        return session.probe(context, lambda record: self.rows.measured(item, record))
 
     # ----------------------------------------------------------------------- hooks
 

@@ -68,7 +68,7 @@ def pair_changed_rows(
             )
             continue
         job = PairJob(record, base, new, target.describe(root))
-        ranked.append((likelihood(record, target.pin), job))
+        ranked.append((likelihood(record.twin() or record, target.pin), job))
     ranked.sort(key=lambda item: item[0], reverse=True)
 
     def pair(jobs: list[PairJob], plan: PairingPlan, timeout_s: float) -> None:

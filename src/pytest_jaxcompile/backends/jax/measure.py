@@ -11,7 +11,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_CACHE_WRITE,
     CompileMonitor,
 )
+from pytest_jaxcompile.backends.jax.recompile import cpu_seconds, repeat_compiles, twin_compile
 from pytest_jaxcompile.backends.jax.residue import clear_in_process_caches
 from pytest_jaxcompile.backends.memory import RssSampler
 from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, CompileRecord
@@ -312,7 +313,7 @@ class JaxCompile:
         settings = CacheSettings.current()
         in_force = snapshot_settings()
         entries_before = count_cache_entries(settings.dir)
-        cpu_before = _cpu_seconds()
+        cpu_before = cpu_seconds()
         staging = capture_compile() if self._stager is not None else contextlib.nullcontext()
         start = time.perf_counter()
         try:
@@ -343,7 +344,7 @@ class JaxCompile:
                         reason_detail="the compile raised: nothing to classify",
                     ),
                     host_state=host_state(
-                        _cpu_seconds() - cpu_before, cpu_count=environment.hardware.cpu_count
+                        cpu_seconds() - cpu_before, cpu_count=environment.hardware.cpu_count
                     ),
                     mixed_precision=mixed_precision,
                     figures=dict(
@@ -363,7 +364,7 @@ class JaxCompile:
             raise
         memory = rss.stop()
         # The sampling thread's own CPU seconds are the plugin's, not the compile's.
-        cpu_after = _cpu_seconds() - memory.sampler_cpu_s
+        cpu_after = cpu_seconds() - memory.sampler_cpu_s
         entries_after = count_cache_entries(settings.dir)
         samples = [(compile_s, cpu_after - cpu_before)]
 
@@ -382,7 +383,7 @@ class JaxCompile:
         )
         if fresh and self._context.repeat > 1 and verdict.cache_state is not CacheState.MEMORY:
             bypass = verdict.cache_state is CacheState.COLD and settings.configured
-            samples += self._repeat(lowered, self._context.repeat - 1, bypass)
+            samples += repeat_compiles(self._monitor, lowered, self._context.repeat - 1, bypass)
         walls = [wall for wall, _ in samples]
         record = new_record(
             self._context,
@@ -428,6 +429,9 @@ class JaxCompile:
                 ),
             ),
         )
+        wanted = None if self._context.twin_wanted is None else self._context.twin_wanted(record)
+        if wanted is not None:
+            twin_compile(self._monitor, record, lowered, wanted, settings.configured)
         self.records.append(record)
         if self._stager is not None and staged is not None:
             self._stager.add(record, staged, module_text)
@@ -476,24 +480,6 @@ class JaxCompile:
         self.records.append(record)
         self._sink(record)
 
-    def _repeat(self, lowered: Any, times: int, bypass_cache: bool) -> list[tuple[float, float]]:
-        """More fresh compiles of the same module, in the first one's cache state.
-
-        After a cold compile filled the persistent cache, a plain repeat would be a hit.
-        To repeat the cold compile, the key is salted with an XLA option at its default
-        value (same compile work, a key nothing was written under) and writes are off.
-        """
-        samples = []
-        options = dict(CACHE_BYPASS_OPTIONS) if bypass_cache else {}
-        with self._monitor.capture(repeat=True), _writes_suppressed(bypass_cache):
-            for _ in range(times):
-                clear_in_process_caches()
-                cpu_before = _cpu_seconds()
-                start = time.perf_counter()
-                lowered.compile(compiler_options=options)
-                samples.append((time.perf_counter() - start, _cpu_seconds() - cpu_before))
-        return samples
-
 
 # memory_analysis() attribute -> record field. jaxlib's CompiledMemoryStats has had these
 # names since jax 0.4; host_* twins (memory on the host of an accelerator) are not kept.
@@ -540,37 +526,6 @@ def compiled_figures(compiled: Any) -> dict[str, Any]:
         ):
             figures[name] = float(sum(values))
     return figures
-
-
-# An XLA debug option at its default value: the same compile, a different cache key.
-CACHE_BYPASS_OPTIONS = {"xla_embed_ir_in_executable": False}
-
-
-@contextlib.contextmanager
-def _writes_suppressed(active: bool) -> Iterator[None]:
-    """Keep JAX from writing cache entries for the duration (its threshold, raised)."""
-    if not active:
-        yield
-        return
-    import jax
-
-    name = "jax_persistent_cache_min_compile_time_secs"
-    saved = getattr(jax.config, name)
-    jax.config.update(name, float("inf"))  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        jax.config.update(name, saved)  # type: ignore[no-untyped-call]
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds of the whole process, every thread (XLA compiles on its own threads).
-
-    ``time.process_time()`` reads the process CPU clock at its own resolution
-    (``CLOCK_PROCESS_CPUTIME_ID``: nanoseconds on Linux), where psutil's ``cpu_times()``
-    counts 10 ms ticks, too coarse for a warm compile of a few milliseconds.
-    """
-    return time.process_time()
 
 
 def warm_up_tracing() -> None:

@@ -20,12 +20,16 @@ NOTE_SEPARATOR = "; "
 _MODULE_CHANGE = re.compile(r"^(module (?:grew|shrank|changed)[^(]*\([^)]*\))(?:: .*)?$")
 # The pairs' note (gate.paired.PairedComparison.describe): who with, then the figures.
 _PAIRED = re.compile(
-    r"^(?P<status>DRIFT )?paired with \S+ \((?P<key>[^)]*)\): (?P<pairs>\d+) pairs, .*?"
+    r"^(?P<status>DRIFT )?paired with \S+ \((?P<key>.*?)\): (?P<pairs>\d+) pairs, .*?"
     r"\((?P<confidence>[\d.]+%) (?:sequential )?interval (?P<interval>[\d.]+x-[\d.]+x)"
 )
 # An instruction count's verdict, with its instrument's identity after the tolerance.
 _INSTRUCTIONS = re.compile(r"^(.*compile instructions .*?\([^;)]*, tolerance [\d.]+%); [^)]*\)")
 _UNCHANGED = "module unchanged since pinning: look at "
+# A cache hit judged on its twin, compiled with the cache bypassed (gate.twins.twin_note).
+_TWIN = re.compile(
+    r"^module changed since its pin: judged on a compile .*\(its (\w+ hit: [\d.]+ s)\)$"
+)
 # An expected-warm MISS, and the cache key's part that changed (gate/judging.py).
 _MISS = re.compile(
     r"^expected a persistent-cache hit: the module is unchanged since its warm pin"
@@ -71,6 +75,9 @@ def brief_part(part: str) -> str | None:
         return _KEY_CHANGED_BRIEF + part.split(_KEY_CHANGED, 1)[1]
     if part.startswith(_UNCHANGED):  # where to look is the reader's next step, under -v
         return _UNCHANGED.split(":", 1)[0]
+    twin = _TWIN.match(part)
+    if twin:
+        return f"module changed: compiled afresh ({twin.group(1)})"
     counted = _INSTRUCTIONS.match(part)
     if counted:
         return counted.group(1) + ")"

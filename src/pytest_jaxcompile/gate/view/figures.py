@@ -84,7 +84,7 @@ def compared_metric(verdict: Verdict) -> Metric:
     if (
         verdict.pin is not None
         and metric.name != METRIC_WALL
-        and (_value(verdict.record, metric) is None or _value(verdict.pin, metric) is None)
+        and (_value(verdict.judged, metric) is None or _value(verdict.pin, metric) is None)
     ):
         return _BY_NAME[METRIC_WALL]
     return metric
@@ -161,7 +161,7 @@ def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
         limit = getattr(limits, metric.growth_limit)
     return Figures(
         metric,
-        _value(verdict.record, metric),
+        _value(verdict.judged, metric),  # the row's own figure, or its twin's
         None if verdict.pin is None else _value(verdict.pin, metric),
         limit,
     )

@@ -156,7 +156,7 @@ def _floor_decided(verdict: Verdict, thresholds: Thresholds) -> bool:
         if verdict.tolerance is not None
         else limits_for(verdict.record, verdict.pin, thresholds).tolerance
     )
-    return floor_decided(verdict.record, verdict.pin, tolerance, METRIC_CPU)
+    return floor_decided(verdict.judged, verdict.pin, tolerance, METRIC_CPU)
 
 
 def advice(

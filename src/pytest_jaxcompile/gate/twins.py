@@ -1,0 +1,117 @@
+"""A changed module is judged on its compile, whatever the cache held; a re-pin accepts it in
+every cache state at once.
+
+A row's **accepted module** is the module of its newest pin under its own hardware name,
+whatever that pin's cache state (`accepted_pin`); with none there, the nearest key's that
+differs only in the hardware name (`PinStore.judging`). A row whose module differs from it
+(the fingerprint) was changed since it was accepted.
+
+A cache hit (warm, memory) measures no compile: a changed module that hit the cache is
+compiled once more in the session with the persistent cache bypassed, its **twin**
+(`twin_wanted`; the fixture compiles it, `CompileRecord.twin`), and judged on that compile
+against the cold pin (gate/judging.py), or paired (gate/paired.py). A pin update pins
+both: a changed row that hit the cache pins its twin cold beside its warm pin, and a cold
+row whose warm pin holds another module compiles again from the cache to pin it warm.
+Census rows keep no module to compile: `census_twin_note` says so on the row.
+
+PYTEST_DONT_REWRITE
+"""
+
+from __future__ import annotations
+
+from pytest_jaxcompile.gate.pins import OTHER_HARDWARE, OWN_KEY, Candidate, Pin, PinStore
+from pytest_jaxcompile.records import CENSUS_SOURCE, CompileRecord
+
+# Pins under a row's own hardware name whose module may be its accepted one (ties: the
+# row's own cache state first, then this order).
+PINNED_MODULE_STATES = ("cold", "none", "warm", "memory")
+CACHE_HITS = ("warm", "memory")  # rows whose compile the persistent or in-process cache served
+TWIN_UNCACHED = "cold"  # the twin of a cache hit: "none" where no cache is configured
+TWIN_CACHED = "warm"  # a pin update's cold row, compiled again from the cache
+
+
+def own_pin(record: CompileRecord, store: PinStore, cache_state: str) -> Pin | None:
+    """The row's pin under its own key but in `cache_state`, where it may judge the row."""
+    own = store.judging(record, cache_state=cache_state).own
+    return None if own is None else own.pin
+
+
+def accepted_pin(record: CompileRecord, store: PinStore) -> Candidate | None:
+    """The pin of the row's accepted module: its newest pin under its own hardware name in
+    any cache state (the row's own state first among equals); else the nearest key's that
+    differs only in the hardware name, on the same platform and device kind. None where
+    neither (or where the nearest pin is an upgrade's or another settings': a version or
+    settings change is not the module's)."""
+    states = (record.cache_state, *(s for s in PINNED_MODULE_STATES if s != record.cache_state))
+    own: list[tuple[str, int, Candidate]] = []
+    for rank, state in enumerate(states):
+        candidate = store.judging(record, cache_state=state).own
+        if candidate is not None:
+            own.append((candidate.pin.pinned_at or "", -rank, candidate))
+    if own:
+        return max(own, key=lambda item: item[:2])[2]
+    for state in states:
+        nearest = next(iter(store.judging(record, cache_state=state).candidates), None)
+        if nearest is not None:
+            return nearest if nearest.relation == OTHER_HARDWARE else None
+    return None
+
+
+def changed_since_accepted(record: CompileRecord, store: PinStore) -> bool:
+    """Whether the row's module differs from its accepted module (both fingerprinted)."""
+    accepted = accepted_pin(record, store)
+    return (
+        accepted is not None
+        and accepted.relation in (OWN_KEY, OTHER_HARDWARE)
+        and record.fingerprint is not None
+        and accepted.pin.fingerprint is not None
+        and accepted.pin.fingerprint != record.fingerprint
+    )
+
+
+def twin_wanted(record: CompileRecord, store: PinStore, pin_update: bool) -> str | None:
+    """Which twin a fixture row needs (`TWIN_UNCACHED`, `TWIN_CACHED`), or None.
+
+    A cache hit whose module changed since its accepted module: its compile with the
+    persistent cache bypassed, which the gate judges (and a pin update pins cold). In a pin
+    update also a cache hit whose cold pin holds another module; and a cold row whose warm
+    pin holds another module: its compile from the cache, pinned warm. Unchanged modules:
+    None (nothing more is compiled).
+    """
+    if record.source == CENSUS_SOURCE or record.fingerprint is None or record.error is not None:
+        return None
+    if record.cache_state in CACHE_HITS:
+        if changed_since_accepted(record, store):
+            return TWIN_UNCACHED
+        cold = own_pin(record, store, "cold") if pin_update else None
+        return (
+            TWIN_UNCACHED if cold is not None and cold.fingerprint != record.fingerprint else None
+        )
+    if record.cache_state == "cold" and pin_update:
+        warm = own_pin(record, store, TWIN_CACHED)
+        if warm is not None and warm.fingerprint != record.fingerprint:
+            return TWIN_CACHED
+    return None
+
+
+def census_twin_note(record: CompileRecord, store: PinStore) -> str | None:
+    """Why a census row that hit the cache though its module changed is judged on its
+    cache hit (said on the row, never silently); None for any other row."""
+    if record.source != CENSUS_SOURCE or record.cache_state not in CACHE_HITS:
+        return None
+    if not changed_since_accepted(record, store):
+        return None
+    return (
+        f"its module changed since its pin, yet it was judged on its {record.cache_state} "
+        "cache hit: the census keeps no module to compile afresh (measure it with the "
+        "jax_compile fixture)"
+    )
+
+
+def twin_note(record: CompileRecord) -> str:
+    """Which compile a row's verdict judged, said first on the row."""
+    assert record.compile_s is not None
+    return (
+        "module changed since its pin: judged on a compile with the persistent cache "
+        f"bypassed (its {record.cache_state} hit: {record.compile_s:.3f} s)"
+    )

@@ -1,0 +1,290 @@
+"""A changed module is judged on its compile, whatever the cache held (gate/twins.py), and a
+re-pin accepts it in every cache state at once."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import JaxProject
+from records_factory import make_record
+
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+from pytest_jaxcompile.gate.judging import judge
+from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.status import Status
+from pytest_jaxcompile.gate.twins import accepted_pin, census_twin_note, twin_wanted
+from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.gate.view.causes import brief
+from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
+from pytest_jaxcompile.records import CompileRecord
+
+CPU = {"platform": "cpu", "device_kind": "cpu"}
+THRESHOLDS = Thresholds()
+
+
+def _pin(tmp_path: Path, **overrides: object) -> PinStore:
+    values: dict[str, object] = {"fingerprint": "sha256:old", "hardware_detail": CPU}
+    PinStore.load(tmp_path).update([make_record(**(values | overrides))])
+    return PinStore.load(tmp_path)
+
+
+def _warm(fingerprint: str = "sha256:new", **overrides: object) -> CompileRecord:
+    values: dict[str, object] = {
+        "cache_state": "warm",
+        "compile_s": 0.04,
+        "fingerprint": fingerprint,
+        "hardware_detail": CPU,
+    }
+    return make_record(**(values | overrides))
+
+
+def test_the_accepted_module_is_the_newest_pin_under_the_rows_hardware_name(
+    tmp_path: Path,
+) -> None:
+    _pin(tmp_path, cache_state="cold", timestamp="2026-11-01T00:00:00+00:00")
+    store = _pin(
+        tmp_path, cache_state="warm", fingerprint="sha256:new", timestamp="2026-11-02T00:00:00"
+    )
+    cold = make_record(fingerprint="sha256:new", hardware_detail=CPU)
+    accepted = accepted_pin(cold, store)
+    assert accepted is not None and accepted.key.cache_state == "warm"
+    # Another machine's pin serves only where this one has none
+    other = make_record(fingerprint="sha256:x", hardware="laptop", hardware_detail=CPU)
+    found = accepted_pin(other, store)
+    assert found is not None and found.key.hardware != "laptop"
+
+
+def test_which_twin_a_row_needs(tmp_path: Path) -> None:
+    _pin(tmp_path, cache_state="cold")
+    store = _pin(tmp_path, cache_state="warm")
+    # A cache hit of a changed module: compiled with the cache bypassed; unchanged: nothing
+    assert twin_wanted(_warm(), store, pin_update=False) == "cold"
+    assert twin_wanted(_warm("sha256:old"), store, pin_update=False) is None
+    assert twin_wanted(_warm(cache_state="memory"), store, pin_update=False) == "cold"
+    # A cold row compiles no twin, but in a pin update whose warm pin holds another module
+    cold = make_record(fingerprint="sha256:new", hardware_detail=CPU)
+    assert twin_wanted(cold, store, pin_update=False) is None
+    assert twin_wanted(cold, store, pin_update=True) == "warm"
+    # The census holds no module: no twin, and the row says why it was judged on its hit
+    census = _warm(source="census")
+    assert twin_wanted(census, store, pin_update=False) is None
+    note = census_twin_note(census, store)
+    assert note is not None and "the census keeps no module to compile afresh" in note
+    assert census_twin_note(_warm(), store) is None
+
+
+def test_a_changed_cache_hit_is_judged_on_its_twin_against_the_cold_pin(tmp_path: Path) -> None:
+    _pin(tmp_path, cache_state="cold", compile_s=0.3, compile_cpu_s=0.3)
+    store = _pin(tmp_path, cache_state="warm", compile_s=0.04, compile_cpu_s=0.04)
+    hit = _warm(compile_cpu_s=0.04)
+    assert judge(hit, store, THRESHOLDS).status is Status.OK  # its hit alone: nothing to see
+    twin = dataclasses.replace(
+        hit, twin_cache_state="cold", twin_compile_s=0.9, twin_compile_cpu_s=0.8
+    )
+    verdict = judge(twin, store, THRESHOLDS)
+    assert verdict.status is Status.DRIFT and verdict.twin
+    assert verdict.record is twin and verdict.judged.cache_state == "cold"
+    assert verdict.pin is not None and verdict.pin.compile_s == 0.3  # the cold pin
+    view = row_view(verdict, THRESHOLDS)
+    assert view.figures.text() == "0.900 s, pin 0.300 s (3.00x, tolerance 75%)"
+    assert verdict.note is not None and verdict.note.startswith(
+        "module changed since its pin: judged on a compile with the persistent cache bypassed "
+        "(its warm hit: 0.040 s)"
+    )
+    assert brief(verdict.note) == (
+        "module changed: compiled afresh (warm hit: 0.040 s); "
+        "module changed since pinning (different fingerprint)"
+    )
+    # A record's twin is checked where records are read
+    check_record_data(twin.to_dict())
+    with pytest.raises(RecordDataError, match="twin_cache_state"):
+        check_record_data(twin.to_dict() | {"twin_cache_state": "tepid"})
+    assert CompileRecord.from_dict(twin.to_dict()) == twin
+
+
+def test_a_pin_update_pins_the_twin_beside_the_row(tmp_path: Path) -> None:
+    _pin(tmp_path, cache_state="cold")
+    store = _pin(tmp_path, cache_state="warm")
+    twin = _warm(twin_cache_state="cold", twin_compile_s=0.9, twin_compile_cpu_s=0.8)
+    settings = GateSettings(THRESHOLDS, pin_update=True)
+    outcome = conclude([twin], [twin.cell], [], store, settings, rootdir=tmp_path)
+    assert len(outcome.pins_written) == 2
+    store = PinStore.load(tmp_path)
+    pins = {
+        state: store.get(dataclasses.replace(twin.key, cache_state=state), twin.cell, "vag")
+        for state in ("cold", "warm")
+    }
+    assert {state: (pin.fingerprint, pin.compile_s) for state, pin in pins.items() if pin} == {
+        "cold": ("sha256:new", 0.9),
+        "warm": ("sha256:new", 0.04),
+    }
+
+
+def test_a_paired_row_says_its_module_change_once(tmp_path: Path) -> None:
+    store = _pin(tmp_path, op_count=60, compile_s=0.2)
+    record = make_record(
+        fingerprint="sha256:new",
+        op_count=466,
+        compile_s=0.9,
+        hardware_detail=CPU,
+        paired_base_cpu_s=[0.2] * 6,
+        paired_new_cpu_s=[0.9] * 6,
+        paired_base_wall_s=[0.2] * 6,
+        paired_new_wall_s=[0.9] * 6,
+        paired_against="pins/x.toml (cpu)",
+    )
+    seconds = judge(
+        dataclasses.replace(record, paired_new_cpu_s=None, paired_new_wall_s=None),
+        store,
+        THRESHOLDS,
+    )
+    assert seconds.status is Status.DRIFT and "module grew: 60 -> 466 ops" in (seconds.note or "")
+    verdict = judge(record, store, THRESHOLDS)  # the seconds verdict, then the pairs'
+    assert verdict.status is Status.DRIFT and verdict.note is not None
+    assert verdict.note.startswith("DRIFT paired with pins/x.toml")
+    assert verdict.note.count("module grew") == 1
+
+
+# ----------------------------------------------------------------------- real sessions
+
+MODELS = """
+import os
+
+import jax
+import jax.numpy as jnp
+
+
+def scan(x, unroll, twice=False):
+    def body(c):
+        return jnp.tanh(c * 1.01 + jnp.sin(c))
+
+    def step(c, _):
+        return (body(body(c)) if twice else body(c)), None
+
+    return jnp.sum(jax.lax.scan(step, x, None, length=32, unroll=unroll)[0])
+
+
+def test_paired(jax_compile):
+    unroll = int(os.environ.get("UNROLL_PAIRED", "1"))
+    twice = bool(os.environ.get("TWICE"))
+    loss = jax.grad(lambda x: scan(x, unroll, twice))
+    jax_compile(jax.jit(loss), jnp.ones((8, 8)), transform="grad")
+
+
+def test_seconds(jax_compile):
+    unroll = int(os.environ.get("UNROLL_SECONDS", "1"))
+    jax_compile(jax.jit(jax.grad(lambda x: scan(x, unroll))), jnp.ones((4, 8)), transform="grad")
+"""
+
+
+def _printed_repin(out: str) -> list[str]:
+    """The arguments of the re-pin command the session printed."""
+    match = re.search(r"re-pin and commit the pin files: pytest (.*)$", out, re.MULTILINE)
+    assert match is not None, out
+    return shlex.split(match.group(1))
+
+
+def _shrink_cold_seconds_pin(project: JaxProject) -> None:
+    """test_seconds' cold pin to a millisecond: any real compile of it drifts (at no floor),
+    while a cache hit, against its warm pin as measured, does not."""
+    (path,) = project.pins_dir.glob("*--cold--*.toml")
+    path.write_text(
+        re.sub(
+            r'(\[pins\."test_models\.py::test_seconds"\.grad\]\n)compile_s = \S+\n'
+            r"compile_cpu_s = \S+\n",
+            r"\1compile_s = 0.001\ncompile_cpu_s = 0.001\n",
+            path.read_text(),
+        )
+    )
+
+
+def _unstore_seconds_module(project: JaxProject, fingerprint: str) -> None:
+    """test_seconds is judged on seconds alone: its pin's module is not stored to pair."""
+    (project.pins_dir / "modules" / f"{fingerprint.replace(':', '-')}.module.gz").unlink()
+
+
+def test_a_change_fails_whatever_the_cache_holds_and_a_printed_re_pin_accepts_it_for_good(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's sequence, both gates in the same sessions: test_paired is paired
+    (--compile-paired); test_seconds is judged on its seconds alone (its pin's module is
+    not stored), against a cold pin of a millisecond, so that any real compile of it drifts
+    and a cache hit does not."""
+    project.conftest()
+    project.tests(MODELS)
+    monkeypatch.setenv("JAXCOMPILE_HARDWARE", "runner")
+    gate = ("--compile-paired", "-o", "compile_tolerance=5")  # seconds: only a real change
+    drifting = (*gate, "-o", "compile_floor=0")
+    assert project.run("--compile-pin-update", *gate).ret == 0  # empty cache: cold
+    assert project.run("--compile-pin-update", *gate).ret == 0  # the cache holds it: warm
+    assert {path.name.split("--")[-2] for path in project.pins_dir.glob("*.toml")} == {
+        "cold",
+        "warm",
+    }
+    _shrink_cold_seconds_pin(project)
+    _unstore_seconds_module(project, project.rows()[("test_seconds", "grad")]["fingerprint"])
+
+    # The change fails on its first run (cold) and on a second, the cache holding it (warm).
+    monkeypatch.setenv("UNROLL_PAIRED", "16")
+    monkeypatch.setenv("UNROLL_SECONDS", "16")
+    for state in ("cold", "warm"):
+        result = project.run(*drifting)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+        rows = {name: row for (name, _), row in project.rows().items()}
+        assert {row["cache_state"] for row in rows.values()} == {state}
+        verdicts = {v["cell"].split("::")[-1]: v for v in project.report()["verdicts"]}
+        assert verdicts["test_paired"]["status"] == "DRIFT", verdicts
+        assert verdicts["test_paired"]["metric"].startswith("paired")
+        assert verdicts["test_seconds"]["status"] == "DRIFT", verdicts
+        if state == "warm":  # judged on a compile with the cache bypassed, and said so
+            out = " ".join(result.stdout.str().split())
+            assert out.count("module changed: compiled afresh (warm hit: ") == 2, out
+            for name, row in rows.items():
+                assert row["twin_cache_state"] == "cold"
+                judged = "module changed since its pin: judged on a compile with the cache"
+                assert judged in verdicts[name]["note"].replace("persistent cache", "cache")
+            assert verdicts["test_seconds"]["measured"] == rows["test_seconds"]["twin_compile_s"]
+    accepted = {name: row["fingerprint"] for name, row in rows.items()}
+    accepted_ops = rows["test_paired"]["op_count"]
+
+    # The printed re-pin, run as printed (the cache holds the new modules): every cache
+    # state's pin holds the accepted module, and the store keeps only the accepted modules.
+    repin = project.run(*_printed_repin(result.stdout.str()))
+    assert repin.ret == 0, repin.stdout.str()
+    pinned = {
+        (group.key.cache_state, cell.split("::")[-1]): pin.fingerprint
+        for group in PinStore.load(project.pins_dir).groups()
+        for (cell, _), pin in group.pins.items()
+    }
+    assert pinned == {
+        (state, name): accepted[name] for state in ("cold", "warm") for name in accepted
+    }
+    stored = {path.name for path in (project.pins_dir / "modules").iterdir()}
+    assert stored == {
+        f"{fingerprint.replace(':', '-')}.module.gz" for fingerprint in accepted.values()
+    }
+
+    # The same code passes with an empty cache and with a warm one.
+    shutil.rmtree(project.cache_dir)
+    for state in ("cold", "warm"):
+        result = project.run(*gate)
+        assert result.ret == 0, result.stdout.str()
+        assert {row["cache_state"] for row in project.rows().values()} == {state}
+        assert set(project.verdicts().values()) == {"ok"}, project.verdicts()
+
+    # The next regression is judged from the accepted module: its op count and its pairs
+    # (the store holds no other module of it to pair with).
+    monkeypatch.setenv("TWICE", "1")
+    result = project.run(*gate)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    verdict = next(v for v in project.report()["verdicts"] if v["cell"].endswith("test_paired"))
+    assert verdict["status"] == "DRIFT" and verdict["metric"].startswith("paired"), verdict
+    ops = project.rows()[("test_paired", "grad")]["op_count"]
+    assert f"module grew: {accepted_ops} -> {ops} ops" in verdict["note"]
+    assert verdict["note"].count("module grew") == 1
