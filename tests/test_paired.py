@@ -212,6 +212,23 @@ def test_a_row_the_pairs_do_not_decide_passes_as_noisy_unless_required(tmp_path:
     assert not verdict.fails(dataclasses.replace(required, time_advisory=True))
 
 
+def test_compile_paired_required_fails_the_session_on_its_paired_line(tmp_path: Path) -> None:
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.view import BlockKind, session_view
+
+    store = _store_with_pin(tmp_path)
+    record = paired([1.0] * 8, [0.9, 1.1, 0.92, 1.12, 0.95, 1.08, 0.9, 1.1])
+    for required in (False, True):
+        thresholds = dataclasses.replace(THRESHOLDS, paired_required=required)
+        outcome = conclude(
+            [record], [record.cell], [], store, GateSettings(thresholds, False), rootdir=tmp_path
+        )
+        assert outcome.failed is required
+        (line,) = session_view(outcome).blocks_of(BlockKind.PAIRED)
+        assert line.fails is required and ", 1 not decided; noise " in line.text
+        assert line.text.endswith(" (compile_paired_required: fails)") is required
+
+
 def test_a_row_the_floor_decided_says_so(tmp_path: Path) -> None:
     store = _store_with_pin(tmp_path)
     record = paired([0.3] * 6, [0.31, 0.3, 0.32, 0.3, 0.31, 0.3])  # 3-7 % of 0.3 s: 0.02 s

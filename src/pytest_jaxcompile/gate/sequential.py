@@ -63,8 +63,9 @@ ONE_SIDED_ERROR = 0.025
 # side, later looks spend the error left as the square root of their share of 60 pairs.
 RANKS = (1, 1, 3, 7, 17, 32, 100, 277, 543)
 # A row stops not decided when the chance that its last look decides it, were its ratio
-# what the pairs so far estimate, is under this (benchmarks/paired_noise.py chose it: the
-# equal rows it stops early and the pairs it saves).
+# what the pairs so far estimate, is under this: chosen on benchmarks/paired_noise.py's
+# simulation, for the equal rows it stops early against the pairs it saves
+# (docs/benchmarks.md#the-paired-gate-on-a-noisy-runner).
 FUTILITY = 0.05
 # A normal spread from the log ratios' median absolute deviation (robust to the odd
 # preempted compile); the pairs' noise, per compile, is that over the square root of 2.
