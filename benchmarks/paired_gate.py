@@ -2,7 +2,7 @@
 
     python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--max-pairs 20]
         [--tolerance 0.04] [--floor 0.05] [--only NAME,NAME] [--all-busy] [--json PATH]
-        [--fixed-pairs N] [--warm-up-each]
+        [--fixed-pairs N] [--warm-up-each] [--variants NAME,NAME]
     python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.04] [--floor 0.05]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default="", help="base modules, comma-separated")
     parser.add_argument(
+        "--variants", default="", help="variants paired with each base, comma-separated"
+    )
+    parser.add_argument(
         "--all-busy",
         action="store_true",
         help="keep every core busy in every session (detection is judged on the busy machine)",
@@ -420,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     staged: dict[tuple[str, str], Any] = {}
     plain: dict[tuple[str, str], float] = {}
     for base in chosen:
+        wanted = {"base", *(name for name in args.variants.split(",") if name)}
         for variant, lowering in table[base].items():
+            if args.variants and variant not in wanted:
+                continue
             staged[(base, variant)], plain[(base, variant)] = stage(lowering)
         print(f"staged {base}: plain compile {plain[(base, 'base')]:.3f} s", flush=True)
     small = {key: module for key, module in staged.items() if key[0] not in LARGE}
