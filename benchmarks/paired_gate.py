@@ -1,9 +1,9 @@
 """The paired gate: false DRIFTs, detection and cost of `--compile-paired`'s statistic.
 
-    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--max-pairs 60]
-        [--tolerance 0.03] [--floor 0.05] [--only NAME,NAME] [--all-busy] [--json PATH]
-        [--fixed-pairs N] [--warm-up-each]
-    python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.03] [--floor 0.05]
+    python benchmarks/paired_gate.py [--sessions 20] [--large-sessions 2] [--max-pairs 20]
+        [--tolerance 0.04] [--floor 0.05] [--only NAME,NAME] [--all-busy] [--json PATH]
+        [--fixed-pairs N] [--warm-up-each] [--variants NAME,NAME]
+    python benchmarks/paired_gate.py --report PATH [PATH ...] [--tolerance 0.04] [--floor 0.05]
 
 Real modules are lowered here: the four example modules of examples/jaxmodels.py (the MLP
 and the attention block, loss and gradient), attention blocks of two widths, and models
@@ -329,7 +329,9 @@ def session(
     return {name: record.to_dict() for name, record in records.items()}
 
 
-def judged(record: dict[str, Any], tolerance: float, floor_s: float) -> dict[str, Any]:
+def judged(
+    record: dict[str, Any], tolerance: float, floor_s: float, max_pairs: int = DEFAULT_MAX_PAIRS
+) -> dict[str, Any]:
     """A recorded session's row replayed through the sequential rule in its recorded order:
     its status, ratio, the pairs the rule used (the look that decided it, else the last the
     pairs reached) and those pairs' compile seconds (both sides' wall seconds)."""
@@ -337,7 +339,9 @@ def judged(record: dict[str, Any], tolerance: float, floor_s: float) -> dict[str
     from pytest_jaxcompile.gate.paired import PairedComparison
     from pytest_jaxcompile.records import CompileRecord
 
-    thresholds = Thresholds(paired_tolerance=tolerance, paired_floor_s=floor_s)
+    thresholds = Thresholds(
+        paired_tolerance=tolerance, paired_floor_s=floor_s, paired_max_pairs=max_pairs
+    )
     comparison = PairedComparison.of(CompileRecord.from_dict(record), thresholds)
     if comparison is None:
         return {"status": f"not paired: {record.get('paired_note')}", "ratio": None, "used": 0}
@@ -373,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
         help="compile each module once untimed before its pairs (the plugin's earlier child)",
     )
     parser.add_argument("--only", default="", help="base modules, comma-separated")
+    parser.add_argument(
+        "--variants", default="", help="variants paired with each base, comma-separated"
+    )
     parser.add_argument(
         "--all-busy",
         action="store_true",
@@ -416,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     staged: dict[tuple[str, str], Any] = {}
     plain: dict[tuple[str, str], float] = {}
     for base in chosen:
+        wanted = {"base", *(name for name in args.variants.split(",") if name)}
         for variant, lowering in table[base].items():
+            if args.variants and variant not in wanted:
+                continue
             staged[(base, variant)], plain[(base, variant)] = stage(lowering)
         print(f"staged {base}: plain compile {plain[(base, 'base')]:.3f} s", flush=True)
     small = {key: module for key, module in staged.items() if key[0] not in LARGE}
@@ -498,7 +508,10 @@ def _print_table(
     figures. Then the rule's figures over every row: false DRIFTs, changes caught, pairs
     used, compiles a row against the fixed 20 pairs (and their two warm-ups)."""
     results = {
-        key: [(busy, judged(record, args.tolerance, floor), record) for busy, record in runs]
+        key: [
+            (busy, judged(record, args.tolerance, floor, args.max_pairs), record)
+            for busy, record in runs
+        ]
         for key, runs in sessions.items()
     }
     print(

@@ -17,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from records_factory import make_record
 
-from pytest_jaxcompile._constants import PAIRED_PHASE
+from pytest_jaxcompile._constants import (
+    DEFAULT_PAIRED_FLOOR_S,
+    DEFAULT_PAIRED_TOLERANCE,
+    PAIRED_PHASE,
+)
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -90,7 +94,8 @@ def test_a_comparison_is_the_first_look_that_decides_its_pairs() -> None:
     loose = PairedComparison.of(
         paired(base, new), dataclasses.replace(THRESHOLDS, paired_tolerance=0.15)
     )
-    assert loose is not None and loose.status is None and loose.pairs == 10
+    # Not decided against +15 % (1.10x-1.20x), and the looks left could not: stopped.
+    assert loose is not None and loose.status is None and loose.futile and loose.pairs == 6
     floor = dataclasses.replace(THRESHOLDS, paired_floor_s=1.0)
     within = PairedComparison.of(paired(base, new), floor)
     assert within is not None and within.status is Status.OK  # within the floor
@@ -99,19 +104,27 @@ def test_a_comparison_is_the_first_look_that_decides_its_pairs() -> None:
     assert PairedComparison.of(too_few, THRESHOLDS) is None  # fewer than the first look
 
 
-def test_not_decided_says_how_many_pairs_would_decide_it() -> None:
+def test_not_decided_says_the_runners_noise_and_what_would_decide_it() -> None:
     undecided = paired([1.0] * 10, [0.98, 1.0, 1.02, 1.04, 1.06, 1.07, 1.08, 1.1, 1.12, 1.2])
     comparison = PairedComparison.of(undecided, THRESHOLDS)
     assert comparison is not None and comparison.status is None
-    needed = comparison.pairs_to_decide(0.05)
-    assert needed is not None and needed > 10
-    assert comparison.undecided_text(0.05).startswith(f"not decided after 10 pairs; about {needed}")
+    assert comparison.noise == pytest.approx(0.03, abs=0.005)  # its ratios' spread, per compile
+    text = comparison.undecided_text(0.05)
+    assert text.startswith(
+        "not decided within 20 pairs: this runner's noise (3.0% per compile, measured) is too "
+        "large to judge 1.04x against the 5% tolerance (it resolves about 4% in 20 pairs); "
+    )
+    assert text.endswith(
+        "; to decide it: a quieter runner, more pairs or a wider compile_paired_tolerance"
+    )
     near = PairedComparison.of(
         paired([1.0] * 10, [1.06, 1.07, 1.08, 1.1, 1.12, 1.04, 1.09, 1.11, 1.1, 1.08]),
-        dataclasses.replace(THRESHOLDS, paired_tolerance=0.06),
+        dataclasses.replace(THRESHOLDS, paired_tolerance=0.06, paired_max_pairs=10),
     )
     assert near is not None and near.status is None
-    assert "(compile_paired_max_pairs = " in near.undecided_text(0.06)
+    needed = near.pairs_to_decide(0.06)
+    assert needed is not None and 10 < needed <= 60
+    assert f"more pairs (about {needed}: compile_paired_max_pairs = " in near.undecided_text(0.06)
 
 
 def test_wall_seconds_are_used_where_cpu_seconds_are_missing() -> None:
@@ -126,15 +139,25 @@ def test_the_pairing_cost_counts_each_row_against_its_pins_compile() -> None:
         paired([2.0] * 16, [2.0] * 16, paired_cost_s=68.0),  # 34 plain
         make_record(paired_note="not paired: the pairing budget ran out before this row"),
     ]
-    cost = pairing_cost(rows)
+    cost = pairing_cost(rows, THRESHOLDS)
     assert cost is not None
     assert (cost.rows, cost.pairs, cost.seconds) == (2, (6, 16), 104.0)
     assert cost.plain_compiles == pytest.approx(26.0)  # the median of 18 and 34
-    assert (
-        cost.describe()
-        == "paired 2 changed rows in 104 s: 26 plain compiles a row (6 and 16 pairs)"
+    assert (cost.not_decided, cost.by_floor, cost.noise) == (0, 0, 0.0)
+    assert cost.describe() == (
+        "paired 2 changed rows in 104 s: 26 plain compiles a row (6 and 16 pairs); noise "
+        "0.0% per compile: this runner resolves about 0% in 20 pairs"
     )
-    assert pairing_cost([make_record()]) is None
+    noisy = [
+        paired([1.0] * 8, [0.9, 1.1, 0.92, 1.12, 0.95, 1.08, 0.9, 1.1], paired_cost_s=20.0),
+        paired([0.3] * 6, [0.31, 0.3, 0.32, 0.3, 0.31, 0.3], paired_cost_s=4.0),
+    ]
+    cost = pairing_cost(noisy, dataclasses.replace(THRESHOLDS, paired_floor_s=0.05))
+    assert cost is not None and (cost.not_decided, cost.by_floor) == (1, 1)
+    assert cost.noise is not None and cost.resolves is not None and cost.resolves > 0.05
+    assert ", 1 ok by the floor, 1 not decided; noise " in cost.describe()
+    assert f"resolves about {cost.resolves:.0%} in 20 pairs" in cost.describe()
+    assert pairing_cost([make_record()], THRESHOLDS) is None
 
 
 # ----------------------------------------------------------------------- the verdict
@@ -172,6 +195,50 @@ def test_an_equal_pair_is_ok_even_where_the_seconds_drifted(tmp_path: Path) -> N
     )
     verdict = judge(record, store, THRESHOLDS)
     assert verdict.status is Status.OK and verdict.phase == PAIRED_PHASE
+
+
+def test_a_row_the_pairs_do_not_decide_passes_as_noisy_unless_required(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path)
+    record = paired([1.0] * 8, [0.9, 1.1, 0.92, 1.12, 0.95, 1.08, 0.9, 1.1])
+    verdict = judge(record, store, THRESHOLDS)
+    assert verdict.status is Status.NOISY and verdict.paired_not_decided
+    assert verdict.note is not None
+    assert "not decided within 20 pairs: this runner's noise (" in verdict.note
+    assert not verdict.fails(THRESHOLDS)
+    view = row_view(verdict, THRESHOLDS)
+    assert not view.fails and "the pairs did not decide it" in view.meaning
+    required = dataclasses.replace(THRESHOLDS, paired_required=True)
+    assert verdict.fails(required) and row_view(verdict, required).fails
+    assert not verdict.fails(dataclasses.replace(required, time_advisory=True))
+
+
+def test_compile_paired_required_fails_the_session_on_its_paired_line(tmp_path: Path) -> None:
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.view import BlockKind, session_view
+
+    store = _store_with_pin(tmp_path)
+    record = paired([1.0] * 8, [0.9, 1.1, 0.92, 1.12, 0.95, 1.08, 0.9, 1.1])
+    for required in (False, True):
+        thresholds = dataclasses.replace(THRESHOLDS, paired_required=required)
+        outcome = conclude(
+            [record], [record.cell], [], store, GateSettings(thresholds, False), rootdir=tmp_path
+        )
+        assert outcome.failed is required
+        (line,) = session_view(outcome).blocks_of(BlockKind.PAIRED)
+        assert line.fails is required and ", 1 not decided; noise " in line.text
+        assert line.text.endswith(" (compile_paired_required: fails)") is required
+
+
+def test_a_row_the_floor_decided_says_so(tmp_path: Path) -> None:
+    store = _store_with_pin(tmp_path)
+    record = paired([0.3] * 6, [0.31, 0.3, 0.32, 0.3, 0.31, 0.3])  # 3-7 % of 0.3 s: 0.02 s
+    verdict = judge(record, store, dataclasses.replace(THRESHOLDS, paired_floor_s=0.05))
+    assert verdict.status is Status.OK and verdict.note is not None
+    assert "interval 1.00x-1.07x, floor 0.05 s: 17%)" in verdict.note
+    assert "ok by the floor: its whole interval is under 0.05 s slower (compile_paired_floor)" in (
+        verdict.note
+    )
+    assert judge(record, store, THRESHOLDS).status is Status.NOISY  # 1 % floor: not decided
 
 
 def test_a_deterministic_verdict_is_kept_and_noted(tmp_path: Path) -> None:
@@ -394,16 +461,29 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     equal = project.run("--compile-paired", "-o", "compile_paired_max_pairs=16", "-v")
     assert equal.ret == 0, equal.stdout.str()
     (verdict,) = project.report()["verdicts"]
-    assert verdict["status"] in ("ok", "unpinned"), verdict  # ok, or not decided: never DRIFT
+    assert verdict["status"] in ("ok", "noisy"), verdict  # ok, or not decided: never DRIFT
     assert "paired with pins/laptop--jax-" in verdict["note"]
-    # Paired look by look until one decided it, or up to 16 pairs: the child stopped at the
-    # look the gate reads again from the pairs.
-    (row,) = project.report()["records"]
+    # Paired look by look until one decided it (or found the looks left up to 16 could
+    # not), or up to 16 pairs: the child stopped at the look the gate reads again.
+    report = project.report()
+    (row,) = report["records"]
     pairs = len(row["paired_new_cpu_s"])
     assert pairs in LOOKS and pairs <= 16 and pairs == len(row["paired_base_wall_s"])
-    look = judge_pairs(row["paired_base_cpu_s"], row["paired_new_cpu_s"], 0.03, 0.05)
-    assert look is not None and look.pairs == pairs
-    assert (look.status is not None) == (verdict["status"] == "ok") or pairs == 16
+    look = judge_pairs(
+        row["paired_base_cpu_s"],
+        row["paired_new_cpu_s"],
+        DEFAULT_PAIRED_TOLERANCE,
+        DEFAULT_PAIRED_FLOOR_S,
+        max_pairs=16,
+    )
+    assert look is not None and look.pairs == pairs and (look.ends or pairs == 16)
+    assert (look.status is not None) == (verdict["status"] == "ok")
+    # The noise it measured, in the session's paired line and the report.
+    assert report["paired"]["noise"] == pytest.approx(look.noise)
+    assert report["paired"]["not_decided"] == (look.status is None)
+    assert "per compile: this runner resolves about " in report["paired"]["text"]
+    assert f"in {16} pairs" in report["paired"]["text"]
+    assert " ".join(report["paired"]["text"].split()) in " ".join(equal.stdout.str().split())
 
     # Its stored module gone: named on the row and in a warning, the seconds still judged.
     shutil.rmtree(project.pins_dir / "modules")

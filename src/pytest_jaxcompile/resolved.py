@@ -18,7 +18,6 @@ import pytest
 from pytest_jaxcompile._constants import (
     CLEAR_AUTO,
     DEFAULT_INSTRUCTIONS_TIMEOUT_S,
-    DEFAULT_MAX_PAIRS,
     DEFAULT_PAIRED_TIMEOUT_S,
     PLATFORM_ALIASES,
 )
@@ -52,7 +51,6 @@ class Settings:
     instructions: bool = False  # count compile instructions under valgrind
     instructions_timeout_s: float = DEFAULT_INSTRUCTIONS_TIMEOUT_S
     paired: bool = False  # pair changed rows with their pins' modules; store them on pin update
-    paired_max_pairs: int = DEFAULT_MAX_PAIRS
     paired_budget_s: float | None = None  # seconds the whole pairing may take; None: no budget
     paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
     modules_dir: Path | None = None  # None: <pins_dir>/modules
@@ -114,7 +112,6 @@ class Settings:
             instructions=bool(values["compile_instructions"]),
             instructions_timeout_s=float(values["compile_instructions_timeout"]),
             paired=bool(values["compile_paired"]),
-            paired_max_pairs=int(values["compile_paired_max_pairs"]),
             paired_budget_s=values["compile_paired_budget"],
             paired_timeout_s=float(values["compile_paired_timeout"]),
             modules_dir=values["compile_modules_dir"],

@@ -16,6 +16,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_INSTRUCTIONS_TOLERANCE,
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
+    DEFAULT_MAX_PAIRS,
     DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_RSS_FLOOR_MIB,
@@ -57,6 +58,10 @@ class Thresholds:
     # the paired gate's own floor: medians of the pairs within it are ok (the pairs measure
     # the difference directly, so it is far below the seconds gate's floor_s)
     paired_floor_s: float = DEFAULT_PAIRED_FLOOR_S
+    # the pairs a paired row may get: its last look (the rule stops earlier where the
+    # looks left cannot decide it; the gate judges with the child's last look)
+    paired_max_pairs: int = DEFAULT_MAX_PAIRS
+    paired_required: bool = False  # a paired row the pairs did not decide fails the gate
 
     def __post_init__(self) -> None:
         """Every number a finite number >= 0 (None: not set), whoever built these: a nan

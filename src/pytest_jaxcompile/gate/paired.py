@@ -13,10 +13,12 @@ signed-rank statistic at a schedule of looks (6, 8, ... 60 pairs), the pairing s
 the first look that decides: the Hodges-Lehmann estimate of the centre and its interval
 from the Walsh averages' order statistics, the ranks those of a group-sequential test that
 spends 2.5 % of error on each side over all the looks. The row is DRIFT when the whole
-interval is above ``1 + compile_paired_tolerance`` (and the medians differ by more than
-`compile_paired_floor`), improved when it is wholly below ``1 / (1 + tolerance)``, ok when
-it is wholly below ``1 + tolerance``; otherwise it is not decided, says how many pairs
-would decide it, and keeps the seconds gate's verdict.
+interval is above ``1 + bound``, improved when it is wholly below ``1 / (1 + bound)``, ok
+when it is wholly below ``1 + bound``, the bound the larger of `compile_paired_tolerance`
+and `compile_paired_floor` over the pin's module's seconds (an interval under the floor in
+seconds); otherwise it is not decided (the pairs allowed ran out, or the rule found the
+looks left could not decide it): the row passes as noisy, saying this runner's noise per
+compile and what would decide it (`compile_paired_required` fails such a session).
 
 PYTEST_DONT_REWRITE
 """
@@ -30,13 +32,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_jaxcompile._constants import PAIRED_PHASE
+from pytest_jaxcompile._constants import DEFAULT_MAX_PAIRS, PAIRED_PHASE
 from pytest_jaxcompile._io import relative
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.notes import what_changed
 from pytest_jaxcompile.gate.pins import OWN_KEY, Pin, PinStore
-from pytest_jaxcompile.gate.sequential import LOOKS, ONE_SIDED_ERROR, judge_pairs, judged_seconds
+from pytest_jaxcompile.gate.sequential import (
+    LOOKS,
+    ONE_SIDED_ERROR,
+    judge_pairs,
+    judged_seconds,
+    resolvable,
+)
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.twins import accepted_pin
 from pytest_jaxcompile.records import (
@@ -124,6 +132,11 @@ class PairedComparison:
     status: Status | None  # DRIFT, improved or ok where the look decided; None: not decided
     cost_s: float | None  # the child's seconds for this row's compiles
     against: str  # the pin paired against
+    bound: float = 0.0  # the ratio over 1 judged against: the tolerance or the floor's share
+    by_floor: bool = False  # the floor (compile_paired_floor), not the tolerance, set it
+    noise: float = 0.0  # the pairs' noise per compile, measured (0.03: 3 %)
+    futile: bool = False  # stopped not decided: the looks left could not have decided it
+    max_pairs: int = DEFAULT_MAX_PAIRS  # the pairs the row was allowed
 
     @classmethod
     def of(cls, record: CompileRecord, thresholds: Thresholds) -> PairedComparison | None:
@@ -136,7 +149,10 @@ class PairedComparison:
         if judged is None:
             return None
         metric, base, new = judged
-        look = judge_pairs(base, new, thresholds.paired_tolerance, thresholds.paired_floor_s)
+        max_pairs = thresholds.paired_max_pairs
+        look = judge_pairs(
+            base, new, thresholds.paired_tolerance, thresholds.paired_floor_s, max_pairs
+        )
         if look is None:
             return None
         return cls(
@@ -151,6 +167,11 @@ class PairedComparison:
             status=None if look.status is None else Status(look.status),
             cost_s=record.paired_cost_s,
             against=record.paired_against or "its pin",
+            bound=look.bound,
+            by_floor=look.by_floor,
+            noise=look.noise,
+            futile=look.futile,
+            max_pairs=max_pairs,
         )
 
     def pairs_to_decide(self, tolerance: float) -> int | None:
@@ -165,54 +186,97 @@ class PairedComparison:
 
     def describe(self, tolerance: float) -> str:
         """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s, 1.19x (95%
-        sequential interval 1.15x-1.24x, tolerance 3%), cost 26.3 s``"""
+        sequential interval 1.15x-1.24x, tolerance 4%), cost 26.3 s``; where the floor set
+        the bound, ``floor 0.05 s: 17%`` in place of the tolerance."""
         cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
         made = f" ({self.made} made)" if self.made != self.pairs else ""
+        bound = (
+            f"floor {self.floor_s:.2g} s: {self.bound:.0%}"
+            if self.by_floor
+            else f"tolerance {percent(tolerance)}"
+        )
         return (
             f"paired with {self.against}: {self.pairs} pairs{made}, {self.metric} "
             f"{self.base_s:.3f} s -> {self.new_s:.3f} s, {self.ratio:.2f}x "
             f"({SEQUENTIAL_CONFIDENCE:.0%} sequential interval {self.low:.2f}x-{self.high:.2f}x, "
-            f"tolerance {percent(tolerance)}){cost}"
+            f"{bound}){cost}"
+        )
+
+    @property
+    def floor_s(self) -> float:
+        """The floor in seconds the bound stands for, where the floor set it."""
+        return self.bound * self.base_s
+
+    def floor_text(self, tolerance: float) -> str | None:
+        """Where the floor, not the tolerance, passed the row (its interval under the floor
+        in seconds, not under the tolerance): says so."""
+        if not (self.by_floor and self.status is Status.OK and self.high >= 1 + tolerance):
+            return None
+        return (
+            f"ok by the floor: its whole interval is under {self.floor_s:.2g} s slower "
+            f"(compile_paired_floor), {self.bound:.0%} of this module"
         )
 
     def undecided_text(self, tolerance: float) -> str:
-        """Why the row is not decided and about what would decide it."""
-        needed = self.pairs_to_decide(tolerance)
-        if needed is None:
-            return "not decided: its ratio sits on the tolerance"
-        if needed <= LOOKS[-1]:
-            look = next(pairs for pairs in LOOKS if pairs >= needed)
-            return (
-                f"not decided after {self.pairs} pairs; about {needed} would decide it "
-                f"(compile_paired_max_pairs = {look})"
-            )
-        return (
-            f"not decided after {self.pairs} pairs; about {needed} would decide it, more "
-            f"than the gate's last look ({LOOKS[-1]})"
+        """Why the row is not decided and what would decide it: this runner's noise, and
+        more pairs or a wider tolerance."""
+        allowed = min(self.max_pairs, LOOKS[-1])
+        against = (
+            f"the {self.floor_s:.2g} s floor ({self.bound:.0%})"
+            if self.by_floor
+            else f"the {percent(tolerance)} tolerance"
         )
+        head = (
+            f"not decided within {allowed} pairs: this runner's noise ({self.noise:.1%} per "
+            f"compile, measured) is too large to judge {self.ratio:.2f}x against {against} "
+            f"(it resolves about {resolvable(self.noise, allowed):.0%} in {allowed} pairs)"
+        )
+        needed = self.pairs_to_decide(tolerance)
+        more = "more pairs"
+        if needed is not None and needed <= LOOKS[-1] and needed > allowed:
+            look = next(pairs for pairs in LOOKS if pairs >= needed)
+            more = f"more pairs (about {needed}: compile_paired_max_pairs = {look})"
+        return f"{head}; to decide it: a quieter runner, {more} or a wider compile_paired_tolerance"
 
 
 @dataclass(frozen=True)
 class PairingCost:
-    """What the session's pairing cost: its rows' pairs and compile seconds."""
+    """What the session's pairing cost and found: its rows' pairs and compile seconds, the
+    rows not decided and decided by the floor, and the noise it measured."""
 
     rows: int  # rows paired (at least one pair made)
     pairs: tuple[int, ...]  # the pairs each made, in the rows' order
     seconds: float  # the pairing child's seconds for those rows (its start-up aside)
     plain_compiles: float  # a row's seconds over one compile of its pin's module, median
+    not_decided: int = 0  # rows the pairs did not decide (the runner too noisy for them)
+    by_floor: int = 0  # rows the floor, not the tolerance, passed
+    noise: float | None = None  # the rows' noise per compile, median (0.03: 3 %)
+    resolves: float | None = None  # the tolerance that noise resolves within max_pairs
+    max_pairs: int = DEFAULT_MAX_PAIRS
 
     def describe(self) -> str:
-        """``paired 2 changed rows in 48 s: 14 plain compiles a row (6 and 8 pairs)``."""
+        """``paired 2 changed rows in 48 s: 14 plain compiles a row (6 and 8 pairs), 1 not
+        decided; noise 3.1% per compile: this runner resolves about 4% in 20 pairs``."""
         pairs = [str(count) for count in self.pairs]
         listed = pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"
-        return (
+        text = (
             f"paired {self.rows} changed row{'s' if self.rows != 1 else ''} in "
             f"{self.seconds:.0f} s: {self.plain_compiles:.0f} plain compiles a row "
             f"({listed} pairs)"
         )
+        if self.by_floor:
+            text += f", {self.by_floor} ok by the floor"
+        if self.not_decided:
+            text += f", {self.not_decided} not decided"
+        if self.noise is not None and self.resolves is not None:
+            text += (
+                f"; noise {self.noise:.1%} per compile: this runner resolves about "
+                f"{self.resolves:.0%} in {self.max_pairs} pairs"
+            )
+        return text
 
 
-def pairing_cost(records: Iterable[CompileRecord]) -> PairingCost | None:
+def pairing_cost(records: Iterable[CompileRecord], thresholds: Thresholds) -> PairingCost | None:
     """The session's pairing cost from its rows' own figures (so merged reports and xdist
     workers' rows add up the same); None when no row was paired. A row's plain compile is
     its pin's module's, the median of its paired wall seconds: a changed row costs its
@@ -230,19 +294,33 @@ def pairing_cost(records: Iterable[CompileRecord]) -> PairingCost | None:
         if record.paired_cost_s is not None
         and (median := statistics.median(record.paired_base_wall_s or [0.0])) > 0
     ]
+    judged = [
+        comparison
+        for record in paired
+        if record.paired_note is None
+        and (comparison := PairedComparison.of(record, thresholds)) is not None
+    ]
+    noise = statistics.median(c.noise for c in judged) if judged else None
+    max_pairs = min(thresholds.paired_max_pairs, LOOKS[-1])
     return PairingCost(
         rows=len(paired),
         pairs=tuple(len(record.paired_new_wall_s or ()) for record in paired),
         seconds=sum(record.paired_cost_s or 0.0 for record in paired),
         plain_compiles=statistics.median(plain) if plain else 0.0,
+        not_decided=sum(1 for comparison in judged if comparison.status is None),
+        by_floor=sum(1 for c in judged if c.floor_text(thresholds.paired_tolerance) is not None),
+        noise=noise,
+        resolves=None if noise is None else resolvable(noise, max_pairs),
+        max_pairs=max_pairs,
     )
 
 
 def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     """A paired row's verdict: the pairs decide its compile-time status (DRIFT, improved
     or ok, replacing the seconds gate's, which compared with another moment); not decided,
-    the seconds gate's verdict stands with a note saying what would decide it. MISS, GREW,
-    an instruction-count verdict and a trace or lowering drift are kept, noted."""
+    noisy (`Verdict.paired_not_decided`: it passes unless compile_paired_required), with a
+    note saying this runner's noise and what would decide it. MISS, GREW, an
+    instruction-count verdict and a trace or lowering drift are kept, noted."""
     record = verdict.record
     if record.paired_note is not None:
         return verdict.with_note(f"{record.paired_note}; judged on seconds alone")
@@ -254,15 +332,17 @@ def judge_paired(verdict: Verdict, thresholds: Thresholds) -> Verdict:
     if verdict.status not in _DECIDED_BY_PAIRS or verdict.phase != "compile_s":
         return verdict.with_note(text)
     status = comparison.status
-    if status is None:
-        return verdict.with_note(f"{text}: {comparison.undecided_text(tolerance)}")
     pin = verdict.pin or (verdict.nearest.pin if verdict.nearest is not None else None)
+    if status is None:  # passes as noisy, saying why and what would decide it
+        status = Status.NOISY
+        text = f"{text}: {comparison.undecided_text(tolerance)}"
     change = what_changed(record, pin) if pin is not None and status is Status.DRIFT else None
     prefix = "DRIFT " if status is Status.DRIFT else ""
     seconds = verdict.note if verdict.status is not Status.UNPINNED else None
     if change is not None and seconds is not None and said_already(change, seconds):
         change = None  # the seconds verdict's note says what changed in the module
-    note = "; ".join(part for part in (prefix + text, change, seconds) if part)
+    floor = comparison.floor_text(tolerance)
+    note = "; ".join(part for part in (prefix + text, floor, change, seconds) if part)
     return dataclasses.replace(
         verdict,
         status=status,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL
+from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import NearestPin
 from pytest_jaxcompile.gate.pins import Pin
@@ -115,7 +115,16 @@ class Verdict:
         return self.record if twin is None else twin
 
     def fails(self, thresholds: Thresholds) -> bool:
+        """`row_fails`; and a paired row not decided, with compile_paired_required."""
+        if self.paired_not_decided and thresholds.paired_required:
+            return not thresholds.time_advisory
         return row_fails(self.status, thresholds)
+
+    @property
+    def paired_not_decided(self) -> bool:
+        """Paired (--compile-paired), and the pairs did not decide it: noisy, it passes
+        unless compile_paired_required (gate/paired.py: judge_paired)."""
+        return self.phase == PAIRED_PHASE and self.status is Status.NOISY
 
     def with_note(self, note: str) -> Verdict:
         """The same verdict with `note` after its own."""

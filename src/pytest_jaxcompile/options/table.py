@@ -326,11 +326,21 @@ OPTIONS: tuple[Option, ...] = (
         "compile_paired_max_pairs",
         "count",
         "pairs a row may get: it is judged after 6, 8, 10, 12, 16, 20, 30, 45 and 60 pairs "
-        "and stops at the first of these looks that decides it (at most 60, the last look)",
+        "and stops at the first of these looks that decides it, or that finds the looks "
+        "left up to this many cannot (at most 60, the last look)",
         default=DEFAULT_MAX_PAIRS,
         metavar="N",
         minimum=PAIRED_LOOKS[0],
         maximum=PAIRED_LOOKS[-1],
+        threshold="paired_max_pairs",
+    ),
+    Option(
+        "compile_paired_required",
+        "flag",
+        "with --compile-paired, fail the session when a paired row was not decided (this "
+        "runner's noise too large for compile_paired_tolerance within the pairs allowed; "
+        "by default such a row passes as noisy, saying so)",
+        threshold="paired_required",
     ),
     Option(
         "compile_paired_budget",
@@ -344,8 +354,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_paired_floor",
         "number",
-        "paired rows whose medians differ by no more than this many seconds are ok, "
-        "whatever their ratio",
+        "seconds a paired row may be slower and still be ok, whatever its ratio: ok only "
+        "where its whole interval is under this many seconds slower, DRIFT only where it "
+        "is wholly over",
         default=DEFAULT_PAIRED_FLOOR_S,
         metavar="SECONDS",
         threshold="paired_floor_s",
@@ -353,7 +364,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_paired_tolerance",
         "number",
-        "paired ratio over 1 that counts as DRIFT once its interval clears it (0.03 = +3%)",
+        "paired ratio over 1 that counts as DRIFT once its interval clears it, and ok once "
+        "its interval lies under it (0.04 = +4%)",
         default=DEFAULT_PAIRED_TOLERANCE,
         metavar="FRACTION",
         threshold="paired_tolerance",

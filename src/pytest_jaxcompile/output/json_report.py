@@ -105,7 +105,7 @@ def build_report(
     """The JSON report; its schema is documented in docs/report-schema.md."""
     view = session_view(outcome)
     records = list(records)
-    cost = None if outcome.pin_update else pairing_cost(records)
+    cost = None if outcome.pin_update else pairing_cost(records, outcome.thresholds)
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,

@@ -78,7 +78,7 @@ def pair_changed_rows(
         pair,
         [job for _, job in ranked],
         settings.thresholds,
-        settings.paired_max_pairs,
+        settings.thresholds.paired_max_pairs,
         settings.paired_budget_s,
         settings.paired_timeout_s,
     )

@@ -8,8 +8,9 @@ regression first), compiles the two modules alternately (base, new; new, base; .
 timing each compile in wall seconds and in the process's CPU seconds (every thread of the
 compile; this process does nothing else meanwhile), and judges the pairs at each of the
 manifest's ``looks`` with the sequential rule (gate/sequential.py): the first look that
-decides the entry ends it. Past the manifest's ``deadline`` (``compile_paired_budget``)
-it starts no look, except the first entry's first. The same machine, the same moment and
+decides the entry, or finds that the looks left cannot (futility), ends it. Past the
+manifest's ``deadline`` (``compile_paired_budget``) it starts no look, except the first
+entry's first. The same machine, the same moment and
 the same process hold both sides of every pair, so what differs between them is the
 modules. One JSON line per entry goes
 to ``results.jsonl``: ``{"id", "base_cpu_s", "new_cpu_s", "base_wall_s", "new_wall_s",
@@ -115,16 +116,25 @@ def pair_entry(
 def _decided(
     samples: dict[str, list[tuple[float, float]]], rank: int, manifest: dict[str, Any]
 ) -> bool:
-    """Whether this look decides the pairs, on the seconds the gate judges them by
-    (`judged_seconds`, as `PairedComparison.of` reads them)."""
+    """Whether the pairing stops at this look (it decides the pairs, or finds the looks
+    left up to the manifest's last cannot), on the seconds the gate judges them by
+    (`judged_seconds`, as `PairedComparison.of` reads them, with the same last look)."""
     cpu = [[cpu for _, cpu in samples[side]] for side in SIDES]
     wall = [[wall for wall, _ in samples[side]] for side in SIDES]
     judged = judged_seconds((cpu[0], cpu[1]), (wall[0], wall[1]))
     if judged is None:
         return False
     _, base, new = judged
-    look = judge_look(base, new, rank, float(manifest["tolerance"]), float(manifest["floor_s"]))
-    return look.status is not None
+    last = manifest["looks"][-1]
+    look = judge_look(
+        base,
+        new,
+        rank,
+        float(manifest["tolerance"]),
+        float(manifest["floor_s"]),
+        (int(last[0]), int(last[1])),
+    )
+    return look.ends
 
 
 def profile_entry(compiler: Compiler, stage: Path, entry: dict[str, Any]) -> dict[str, Any]:

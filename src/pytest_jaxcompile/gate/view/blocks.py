@@ -75,7 +75,7 @@ def _status_block(
         BlockKind.STATUS,
         status.tone,
         f"{status.value}: {len(rows)} row(s) {means}",
-        fails=row_fails(status, thresholds),
+        fails=any(verdict.fails(thresholds) for verdict in verdicts),
         advisory=status in (Status.DRIFT, Status.IMPROVED)
         and thresholds.time_advisory
         and not row_fails(status, thresholds),
@@ -356,9 +356,18 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
     ]
     blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
     judging = not outcome.pin_update
-    cost = pairing_cost(verdict.record for verdict in outcome.verdicts) if judging else None
+    cost = (
+        pairing_cost((verdict.record for verdict in outcome.verdicts), outcome.thresholds)
+        if judging
+        else None
+    )
     if cost is not None:
-        blocks.append(Block(BlockKind.PAIRED, Tone.PLAIN, cost.describe()))
+        fails = any(
+            verdict.paired_not_decided and verdict.fails(outcome.thresholds)
+            for verdict in outcome.verdicts
+        )
+        text = cost.describe() + (" (compile_paired_required: fails)" if fails else "")
+        blocks.append(Block(BlockKind.PAIRED, Tone.BAD if fails else Tone.PLAIN, text, fails=fails))
     if judging:
         blocks += _warning_blocks(outcome)
     blocks += instructions_blocks(outcome)

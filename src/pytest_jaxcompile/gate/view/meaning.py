@@ -83,6 +83,14 @@ _PAIRED_DRIFT = (
     "compiled slower than their pin's module compiled beside them on this machine, by more "
     "than {paired} with confidence"
 )
+# Noisy rows the pairs did not decide (`Verdict.paired_not_decided`).
+_PAIRED_NOT_DECIDED = (
+    "was compiled beside its pin's module on this machine, and the pairs did not decide it: "
+    "this runner's noise is too large for the {paired} tolerance within the pairs allowed",
+    "were compiled beside their pin's module on this machine, and the pairs did not decide "
+    "them: this runner's noise is too large for the {paired} tolerance within the pairs "
+    "allowed",
+)
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
 _OTHER_DRIFTS = {
     RSS_PHASE: _RSS_DRIFT,
@@ -109,6 +117,9 @@ def meaning(
         phases = {verdict.phase for verdict in verdicts}
         meanings = meanings if phases - set(_OTHER_DRIFTS) else []
         meanings += [text for phase, text in _OTHER_DRIFTS.items() if phase in phases]
+    if status is Status.NOISY and any(verdict.paired_not_decided for verdict in verdicts):
+        loaded = [verdict for verdict in verdicts if not verdict.paired_not_decided]
+        meanings = (meanings if loaded else []) + [_PAIRED_NOT_DECIDED[plural]]
     return ", or ".join(meanings).format(
         floor=thresholds.floor_s,
         max_load=thresholds.max_load or 0,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.profile import profile_note
-from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.view.causes import brief, note_parts
 from pytest_jaxcompile.gate.view.figures import Figures, figures
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
@@ -102,7 +102,7 @@ def row_view(
 ) -> RowView:
     return RowView(
         verdict,
-        fails=not pin_update and row_fails(verdict.status, thresholds),
+        fails=not pin_update and verdict.fails(thresholds),
         figures=figures(verdict, thresholds),
         causes=(verdict.note,) if verdict.note else (),
         cause=brief(verdict.note),
