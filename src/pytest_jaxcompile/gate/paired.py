@@ -167,15 +167,16 @@ class PairedComparison:
         return max(math.ceil(self.pairs * (half_width / distance) ** 2), self.pairs + 1)
 
     def describe(self, tolerance: float) -> str:
-        """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s, 1.19x (95%
-        sequential interval 1.15x-1.24x, tolerance 3%), cost 26.3 s``"""
+        """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s (medians), pairs'
+        ratio 1.19x (95% sequential interval 1.15x-1.24x, paired tolerance 3%), cost 26.3 s``:
+        the pairs' ratio is theirs (`judge_look`), not that of the two medians."""
         cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
         made = f" ({self.made} made)" if self.made != self.pairs else ""
         return (
             f"paired with {self.against}: {self.pairs} pairs{made}, {self.metric} "
-            f"{self.base_s:.3f} s -> {self.new_s:.3f} s, {self.ratio:.2f}x "
-            f"({SEQUENTIAL_CONFIDENCE:.0%} sequential interval {self.low:.2f}x-{self.high:.2f}x, "
-            f"tolerance {percent(tolerance)}){cost}"
+            f"{self.base_s:.3f} s -> {self.new_s:.3f} s, pairs' ratio "
+            f"{self.ratio:.2f}x ({SEQUENTIAL_CONFIDENCE:.0%} sequential interval "
+            f"{self.low:.2f}x-{self.high:.2f}x, paired tolerance {percent(tolerance)}){cost}"
         )
 
     def undecided_text(self, tolerance: float) -> str:

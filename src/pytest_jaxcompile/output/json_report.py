@@ -124,6 +124,7 @@ def build_report(
             for hardware, version in sorted(set(outcome.environments))
         ],
         "lost": list(outcome.lost),
+        "repin_arguments": list(outcome.repin_arguments),
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
@@ -210,6 +211,7 @@ class LoadedReport:
     plugin_version: str | None = None
     session_s: float | None = None
     workers: int = 1
+    repin_arguments: list[str] = field(default_factory=list)  # the session's gates, as given
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -262,6 +264,7 @@ def load_report(path: Path) -> LoadedReport:
         plugin_version=_optional(path, data, "plugin_version", str),
         session_s=_session_s(path, data.get("session_s")),
         workers=_workers(path, data.get("workers", 1)),
+        repin_arguments=_strings(path, data, "repin_arguments"),
     )
 
 
