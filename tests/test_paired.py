@@ -527,7 +527,8 @@ def test_a_budget_pairs_the_likeliest_regression_first_and_names_the_rows_it_lef
 
 def _one_repin_command_in_every_output(project: JaxProject, terminal: str, summary: str) -> None:
     """The terminal, its step summary, its annotations and the pull-request comment that
-    `merge` writes from its report print one re-pin command, with the session's gate."""
+    `merge` writes from its report print one re-pin command, with the session's gate, and
+    say what the gate itself spent after the tests."""
     from pytest_jaxcompile.cli import main
 
     def commands(text: str) -> set[str]:
@@ -543,6 +544,15 @@ def _one_repin_command_in_every_output(project: JaxProject, terminal: str, summa
     assert "--compile-paired " in command and "test_models.py::test_deep" in command
     for output in (summary, annotations, comment.read_text()):
         assert commands(output) == expected, output
+    # What the gate itself spent after the tests, apart from the tests' compile time: in
+    # the terminal, and from the report in the step summary and the comment alike.
+    (own,) = [line for line in printed.splitlines() if line.startswith("after the tests, ")]
+    assert own.startswith("after the tests, the gate itself spent ") and "pairing " in own
+    assert re.search(r"profiling \d+ row\(s\) [\d.]+ s \(", own) and "profile_failing=never" in own
+    gate_s = json.loads(report.read_text())["gate_s"]
+    assert gate_s["pairing"] > 0 and gate_s["profiling"] > 0
+    for output in (summary, comment.read_text()):
+        assert "After the tests, the gate itself spent " in output, output
     # An annotation stays short: its row's line of cause and the command; the rest is in
     # the step summary.
     (error,) = [line for line in annotations.splitlines() if line.startswith("::error")]

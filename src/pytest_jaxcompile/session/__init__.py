@@ -36,6 +36,7 @@ from pytest_jaxcompile.gate.judging import carried_instructions, judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.gate.view.spend import COUNTING, PAIRING, PROFILING
 from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import verdict_properties
 from pytest_jaxcompile.resolved import Settings
@@ -203,16 +204,24 @@ class SessionCollector:
             else lambda record: carried_instructions(record, store)
         )
         say = self._say()
+        gate_s: dict[str, float] = {}  # what the gate itself spends after the tests
+        started = time.perf_counter()
         for each in backends:
             each.finish(carry, say)
+        gate_s[COUNTING] = time.perf_counter() - started
         paired = self.settings.paired and self.store is not None
+        started = time.perf_counter()
         if paired and not self.settings.pin_update:
             assert self.store is not None
             pair_changed_rows(
                 self.rows.records, self.backends, self.store, self.settings, self.config.rootpath
             )
+        gate_s[PAIRING] = time.perf_counter() - started
+        started = time.perf_counter()
+        profiled = 0
         if self.store is not None and not self.settings.pin_update:
-            profile_rows(self.rows.records, self.backends, self.store, self.settings)
+            profiled = profile_rows(self.rows.records, self.backends, self.store, self.settings)
+        gate_s[PROFILING] = time.perf_counter() - started
         storing = self.settings.paired or self.settings.profile
         modules = (
             staged_modules(self.rows.records, self.backends)
@@ -245,6 +254,7 @@ class SessionCollector:
                 )
             outcome.modules_dir = self.settings.module_store_dir
         outcome.repin_arguments = repin_arguments(self.config)
+        outcome.gate_s, outcome.profiled_rows = gate_s, profiled
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -51,7 +51,34 @@ def spend_lines(outcome: Outcome) -> list[str]:
         text += (
             f"; the persistent cache saved at least {outcome.cache_saved_s:.1f} s (JAX's figure)"
         )
-    return [text]
+    own = gate_cost_line(outcome)
+    return [text] if own is None else [text, own]
+
+
+# What the gate itself does after the tests (Outcome.gate_s), as every output names it.
+COUNTING, PAIRING, PROFILING = "counting instructions", "pairing", "profiling"
+GATE_COST_SHOWN_S = 0.5  # less is not worth a line
+PROFILE_OFF = "-o compile_profile_failing=never skips it"
+
+
+def gate_cost_line(outcome: Outcome) -> str | None:
+    """``after the tests, the gate itself spent 13.2 s: profiling 1 failing row 13.0 s
+    (-o compile_profile_failing=never skips it), pairing 0.2 s``: apart from the tests'
+    compile time, and part of the session's seconds; None when under half a second."""
+    spent = {work: seconds for work, seconds in outcome.gate_s.items() if seconds >= 0.05}
+    total = sum(spent.values())
+    if total < GATE_COST_SHOWN_S:
+        return None
+    parts = []
+    for work, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        if work == PROFILING and outcome.profiled_rows:
+            parts.append(
+                f"profiling {outcome.profiled_rows} row(s) {seconds:.1f} s ({PROFILE_OFF})"
+            )
+        else:
+            parts.append(f"{work} {seconds:.1f} s")
+    of_session = " of the session's" if outcome.session_s else ""
+    return f"after the tests, the gate itself spent {total:.1f} s{of_session}: " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------- trace profile
