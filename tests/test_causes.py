@@ -7,6 +7,8 @@ import re
 import pytest
 from conftest import JaxProject
 
+from pytest_jaxcompile.gate.view.causes import BRIEF_CHARS
+
 MLP_TEST = """
     import jax
     from jaxmodels import mlp_example_args, mlp_loss
@@ -32,15 +34,20 @@ def test_a_grown_model_names_the_operations_that_grew_and_keeps_its_text(
     monkeypatch.setenv("JAXMODELS_DEPTH", "40")
     artifacts = project.path / "modules"
     result = project.run(
-        "-o", "compile_max_ops_growth=0.1", "-o", f"compile_artifacts_dir={artifacts}", "-v"
+        "-o", "compile_max_ops_growth=0.1", "-o", f"compile_artifacts_dir={artifacts}"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == {("test_mlp", "jit"): "GREW", ("test_unchanged", "double"): "ok"}
-    # The op histogram is a detail: shown under -v, on the change's own line.
-    result.stdout.fnmatch_lines(["      module grew: * ops (*, limit +10%): *stablehlo.tanh +36*"])
     verdict = next(v for v in project.report()["verdicts"] if v["transform"] == "jit")
     assert "stablehlo.tanh +36" in verdict["op_changes"]
     assert verdict["op_changes"][0].split()[1].startswith("+")  # largest change first
+    # The default summary's line under the row names the operations that grew most, with
+    # their counts, largest first, as many as the short line holds (the JSON lists them all).
+    (cause,) = [line for line in result.stdout.lines if "module grew: " in line]
+    shown = cause.split(" ops (+", 1)[1].split("): ", 1)[1].split(", ")
+    assert len(shown) >= 2 and shown == verdict["op_changes"][: len(shown)], cause
+    assert cause.strip().startswith("module grew: ") and "limit +10%" in cause
+    assert len(cause.strip()) <= BRIEF_CHARS
     # The failing row's module text is kept, named by cell and transform; nothing else.
     (saved,) = artifacts.iterdir()
     assert saved.name == "test_models.py_test_mlp--jit.mlir"

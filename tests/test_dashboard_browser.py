@@ -1,7 +1,7 @@
 """The HTML dashboard in a real browser: headless Chromium driven by selenium.
 
-Skips when Chromium, chromedriver or selenium are missing, except under CI=true, where
-they are required (.ci/run installs them).
+Skips when a Chrome or Chromium, its chromedriver or selenium are missing, except under
+CI=true, where they are required (.ci/tools finds them, as this test does, or installs them).
 """
 
 from __future__ import annotations
@@ -32,8 +32,37 @@ def _missing(what: str) -> None:
     pytest.skip(f"{what} is not installed")
 
 
-def _find(*names: str) -> str | None:
-    return next((path for name in names if (path := shutil.which(name))), None)
+# The browsers looked for, in .ci/tools' order (tests/test_ci_tools.py checks it), and the
+# flags a CI container needs: headless, no sandbox (AppArmor blocks Chromium's on GitHub's
+# Ubuntu 24.04 runners), no /dev/shm (64 MiB in a container).
+BROWSERS = ("google-chrome", "google-chrome-stable", "chromium", "chromium-browser")
+BROWSER_ARGUMENTS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,900",
+)
+
+
+def _snap_stub(path: str) -> bool:
+    """Ubuntu's transitional chromium: a script that hands over to the snap."""
+    with open(path, "rb") as file:
+        head = file.read(4096)
+    return head.startswith(b"#!") and b"snap" in head
+
+
+def _browser() -> str | None:
+    found = (shutil.which(name) for name in BROWSERS)
+    return next((path for path in found if path and not _snap_stub(path)), None)
+
+
+def _driver() -> str | None:
+    """The chromedriver in $CHROMEWEBDRIVER (GitHub's runner images), else on PATH."""
+    folder = os.environ.get("CHROMEWEBDRIVER")
+    if folder and os.access(os.path.join(folder, "chromedriver"), os.X_OK):
+        return os.path.join(folder, "chromedriver")
+    return shutil.which("chromedriver")
 
 
 @pytest.fixture(scope="module")
@@ -44,21 +73,15 @@ def browser() -> Iterator[Any]:
         from selenium.webdriver.chrome.service import Service
     except ImportError:
         _missing("selenium")
-    chromium = _find("chromium", "chromium-browser", "google-chrome")
-    driver_path = _find("chromedriver")
+    chromium = _browser()
+    driver_path = _driver()
     if chromium is None:
-        _missing("chromium")
+        _missing("a Chrome or Chromium (" + ", ".join(BROWSERS) + ")")
     if driver_path is None:
-        _missing("chromedriver (Debian: chromium-driver)")
+        _missing("chromedriver (Debian: chromium-driver; GitHub's runners: $CHROMEWEBDRIVER)")
     options = Options()
     options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-    ):
+    for argument in BROWSER_ARGUMENTS:
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)

@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import math
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -178,13 +179,21 @@ def test_a_paired_slowdown_is_drift_whatever_the_seconds_said(tmp_path: Path) ->
     assert verdict.status is Status.DRIFT and verdict.phase == PAIRED_PHASE
     assert verdict.note is not None and verdict.note.startswith("DRIFT paired with pins/x.toml")
     assert (
-        "6 pairs, cpu 1.000 s -> 1.195 s, 1.19x (95% sequential interval 1.15x-1.21x"
-        in verdict.note
+        "6 pairs, cpu 1.000 s -> 1.195 s, pairs' ratio 1.19x (95% sequential interval "
+        "1.15x-1.21x, paired tolerance 5%)" in verdict.note
     )
     assert "cost 12.5 s" in verdict.note
     view = row_view(verdict, THRESHOLDS)
     assert view.fails
-    assert view.figures.text() == "1.195 s paired cpu, pin 1.000 s paired cpu (1.19x, tolerance 5%)"
+    # The figures are the pairs' (medians, compiled beside the pin's module at the end); the
+    # ratio is the pairs' own, not 1.195 / 1.000; the tolerance is named with its gate.
+    assert view.figures.text() == (
+        "paired: 1.195 s cpu, pinned module 1.000 s cpu (pairs' ratio 1.19x, paired tolerance 5%)"
+    )
+    # The short line names the pin it was paired with: its key and cache state.
+    assert view.cause is not None and view.cause.startswith(
+        "6 pairs beside the pinned module of laptop, jax 0.10.2 (cold pin): 95% interval"
+    )
     assert "beside them on this machine" in view.meaning
 
 
@@ -600,6 +609,48 @@ def test_a_budget_pairs_the_likeliest_regression_first_and_names_the_rows_it_lef
     assert report["paired"]["text"] in shown
 
 
+def _one_repin_command_in_every_output(project: JaxProject, terminal: str, summary: str) -> None:
+    """The terminal, its step summary, its annotations and the pull-request comment that
+    `merge` writes from its report print one re-pin command, with the session's gate, and
+    say what the gate itself spent after the tests."""
+    from pytest_jaxcompile.cli import main
+
+    def commands(text: str) -> set[str]:
+        return set(re.findall(r"pytest --compile-pin-update[^\n`%]*", text))
+
+    annotations = "\n".join(line for line in terminal.splitlines() if line.startswith("::"))
+    printed = terminal.split("\n::", 1)[0]  # the summary, before the workflow commands
+    comment = project.path / "comment.md"
+    report = project.path / "report.json"
+    assert main(["merge", str(report), "--github=off", f"--pr-comment={comment}"]) == 1
+    # One command per status with advice (a loaded machine may add an improved row's), each
+    # with the session's gate.
+    expected = commands(printed)
+    assert expected and all("--compile-paired " in command for command in expected)
+    assert any(command.endswith(" test_models.py::test_deep") for command in expected)
+    for output in (summary, annotations, comment.read_text()):
+        assert commands(output) == expected, output
+    # What the gate itself spent after the tests, apart from the tests' compile time: in
+    # the terminal, and from the report in the step summary and the comment alike.
+    (own,) = [line for line in printed.splitlines() if line.startswith("after the tests, ")]
+    assert own.startswith("after the tests, the gate itself spent ") and "pairing " in own
+    assert re.search(r"profiling \d+ row\(s\) [\d.]+ s \(", own) and "profile_failing=never" in own
+    gate_s = json.loads(report.read_text())["gate_s"]
+    assert gate_s["pairing"] > 0 and gate_s["profiling"] > 0
+    for output in (summary, comment.read_text()):
+        assert "After the tests, the gate itself spent " in output, output
+    # An annotation stays short: its row's line of cause and the command; the rest is in
+    # the step summary.
+    (error,) = [
+        line
+        for line in annotations.splitlines()
+        if line.startswith("::error") and "test_deep [grad]" in line
+    ]
+    assert len(error) < 1000, error  # the whole note made it about 1,500
+    assert "sequential interval" not in error and "paired with pins/" not in error
+    assert "Details: the job's step summary." in error and "sequential interval" in summary
+
+
 def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_little_cost(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -611,8 +662,14 @@ def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_lit
     assert project.run("--compile-pin-update", "--compile-paired").ret == 0
     monkeypatch.setenv("DEPTH_deep", "7")  # 40 % more layers
     monkeypatch.setenv("NAME_a", "renamed")
+    # As on GitHub Actions: the step summary and annotations come from this session too.
+    summary = project.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path))
     result = project.run("--compile-paired")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    _one_repin_command_in_every_output(project, result.stdout.str(), summary.read_text())
     verdicts = project.verdicts()
     assert verdicts[("test_deep", "grad")] == "DRIFT"
     assert verdicts[("test_a", "grad")] == "ok"

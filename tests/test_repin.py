@@ -196,6 +196,22 @@ def test_the_repin_command_repeats_the_sessions_options_before_the_tests() -> No
     )
 
 
+def test_the_repin_command_names_files_where_node_ids_would_run_long() -> None:
+    """Three tests of one file with long node ids: their file, not a 200-character line;
+    short ids stay named one by one."""
+    cells = [
+        "tests/integration/test_solver_adjoint.py::test_adjoint_matches_finite_differences[rk4]",
+        "tests/integration/test_solver_adjoint.py::test_adjoint_gradient_of_long_horizon",
+        "tests/integration/test_solver_adjoint.py::test_checkpointed_adjoint_memory",
+    ]
+    assert repin_command(cells, ("--compile-paired",)) == (
+        "pytest --compile-pin-update --compile-paired tests/integration/test_solver_adjoint.py"
+    )
+    assert (
+        repin_command(["a.py::t1", "a.py::t2"]) == "pytest --compile-pin-update a.py::t1 a.py::t2"
+    )
+
+
 def _printed_repin(output: str, sentence: str) -> list[str]:
     """The re-pin command printed after `sentence`, as a shell would split it, less
     ``pytest``."""

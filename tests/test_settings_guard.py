@@ -269,6 +269,8 @@ def test_flags_set_after_the_backend_started_in_a_session_activated_late_are_not
     output = result.stdout.str()
     assert "jax compile times" in output  # activated at collection
     assert "(in force)" not in output
+    # ... nor does it name the row's variant: the row is the default settings' row.
+    assert "test_models.py::test_a [jit]" in output and "[jit | " not in output
     result.stdout.fnmatch_lines(
         printed(
             "XLA flags set during start-up, by a conftest.py or plugin, before the session "
@@ -540,3 +542,23 @@ def test_cache_settings_changed_mid_session_name_the_setting_and_fail_a_required
         "test_models.py::test_b",
         True,
     )
+
+
+def test_the_docs_say_plainly_what_an_in_process_pytest_main_cannot_see() -> None:
+    """A wrapper imported by the program that then calls pytest.main([...]) changed
+    XLA_FLAGS before the plugin existed: not caught, so the settings guard's page says so,
+    with the two ways that do catch it."""
+    from pathlib import Path
+
+    page = (Path(__file__).parent.parent / "docs" / "settings-guard.md").read_text()
+    said = " ".join(
+        page.split("**Not seen: a change made before pytest started in the same")[1].split()
+    )
+    said = said.split("\n\n")[0]
+    for words in (
+        "runs `pytest.main([...])` in that process",
+        "the change is not reported",
+        "`python -m pytest ...`",
+        "`compile_required_xla_flags`",
+    ):
+        assert words in said, words

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import JaxProject, compile_summary
 
@@ -128,8 +130,9 @@ def test_a_failing_sessions_default_summary_is_short_lines_in_plain_words(
     assert not too_long, too_long
     text = "\n".join(lines)
     assert "DRIFT      test_models.py::test_model [grad]" in text
-    assert "module grew: " in text  # the cause, in one short line ...
-    assert "stablehlo." not in text  # ... without the op histogram
+    # The cause in one short line: the module grew, and by which operations (a few).
+    grown = next(line for line in lines if line.lstrip().startswith("module grew: "))
+    assert re.search(r"ops \([^)]*\): stablehlo\.\w+ \+\d+", grown), grown
     assert "execute_and_python_s" not in text and "cache_retrieval_s" not in text
     assert "wall " not in text  # the census ledgers: -v
     assert text.count(".toml") == 1  # the pin file once, on its group's line
@@ -137,7 +140,7 @@ def test_a_failing_sessions_default_summary_is_short_lines_in_plain_words(
 
     verbose = compile_summary(project.run("--compile-census", "--compile-floor=0", "-v"))
     shown = "\n".join(verbose)
-    assert "stablehlo." in shown  # the op histogram, under -v
+    assert "stablehlo." in shown  # the op histogram, under -v as well
     assert "running and Python" in shown and "; phases trace " in shown
     assert "execute_and_python_s" not in shown
 
@@ -147,18 +150,28 @@ def test_a_notes_short_line_keeps_what_a_reader_acts_on() -> None:
 
     paired = (
         "DRIFT paired with pins/laptop--jax-0.10.2--full--none--f9d7dd9a.toml (laptop | jax "
-        "0.10.2 | full precision | none): 10 pairs, cpu 0.231 s -> 0.692 s, 3.01x (95.1% "
-        "interval 2.99x-3.03x, tolerance 3%), cost 10.4 s"
+        "0.10.2 | full precision | none): 10 pairs, cpu 0.231 s -> 0.692 s, pairs' ratio "
+        "3.01x (95.1% interval 2.99x-3.03x, paired tolerance 3%), cost 10.4 s"
     )
     grew = "module grew: 62 -> 97 ops (+56%): stablehlo.reshape +12, stablehlo.slice +10"
     passes = "grew most of XLA's HLO passes: fusion 0.3 ms -> 9.0 ms"
     note = f"{paired}; {grew}; {passes}"
     assert note_parts(note) == (paired, grew, passes)
     assert brief(note) == (
-        "10 pairs beside laptop's pinned module: 95.1% interval 2.99x-3.03x; "
-        "module grew: 62 -> 97 ops (+56%)"
+        "10 pairs beside the pinned module of laptop, jax 0.10.2 (pin without a persistent "
+        "cache): 95.1% interval 2.99x-3.03x; "
+        "module grew: 62 -> 97 ops (+56%): stablehlo.reshape +12"  # kept past the budget
     )
-    assert len(brief(note) or "") <= BRIEF_CHARS
+    # Alone, the module's part names the operations that grew most, within the budget.
+    ops = ", ".join(f"stablehlo.op_{index} +{20 - index}" for index in range(5))
+    assert brief(f"module grew: 62 -> 97 ops (+56%, limit +10%): {ops}") == (
+        "module grew: 62 -> 97 ops (+56%, limit +10%): " + ops
+    )
+    long_ops = ", ".join(f"stablehlo.broadcast_in_dim_{index} +{20 - index}" for index in range(5))
+    short = brief(f"module grew: 62 -> 97 ops (+56%): {long_ops}") or ""
+    assert short.startswith("module grew: 62 -> 97 ops (+56%): stablehlo.broadcast_in_dim_0 +20, ")
+    assert len(short) <= BRIEF_CHARS and not short.endswith(long_ops)
+    assert len(brief(f"{grew}; {passes}") or "") <= BRIEF_CHARS
     assert brief(passes) is None and brief(None) is None
 
 

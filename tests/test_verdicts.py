@@ -165,6 +165,43 @@ def test_only_pins_of_the_rows_platform_and_device_judge_it_nearest_first(
     assert judge(on_gpu, store, THRESHOLDS).status is Status.OK
 
 
+def test_a_pin_of_release_0_1_0_under_a_hand_set_name_never_judges_a_row_on_a_known_device(
+    tmp_path: Path,
+) -> None:
+    """Release 0.1.0 recorded no platform or device kind: its pin file, under a hardware
+    name set by hand (JAXCOMPILE_HARDWARE), says nothing of what it was measured on. A row
+    whose device is known is not judged by it (not DRIFT, whatever the device), and its note
+    says why and names the re-pin that records the device; a row that says nothing of its
+    device still takes it."""
+    release = Path(__file__).parent / "data" / "release-0.1.0" / "pins"
+    text = (release / "cpu-cpu-amd-epyc-x2--jax-0.10.2--full--cold--b62bed79.toml").read_text()
+    assert "platform" not in text and "device_kind" not in text
+    pins = tmp_path / "pins"
+    pins.mkdir()
+    (pins / "runner.toml").write_text(
+        text.replace('hardware = "cpu:cpu @ AMD EPYC x2"', 'hardware = "gha-ubuntu-latest"')
+    )
+    store = PinStore.load(pins)
+    cell, transform = "test_old.py::test_fixture", "jit(broadcast_in_dim)"
+    gpu = {"platform": "gpu", "device_kind": "NVIDIA H100 80GB HBM3"}
+    row = make_record(
+        cell=cell,
+        transform=transform,
+        hardware="gha-ubuntu-latest",
+        hardware_detail=gpu,
+        compile_s=30.0,  # 260x the pin's seconds: DRIFT, were it judged
+    )
+    verdict = judge(row, store, THRESHOLDS)
+    assert (verdict.status, verdict.pin) == (Status.UNPINNED, None)
+    assert verdict.note is not None and verdict.note.startswith(
+        "its pin recorded no device (pins of release 0.1.0 do not); this row ran on gpu NVIDIA "
+        "H100 80GB HBM3: not compared. A re-pin on this device (pytest --compile-pin-update)"
+    )
+    assert pairing_target(row, store) is None
+    unknown = make_record(cell=cell, transform=transform, hardware="gha-ubuntu-latest")
+    assert judge(unknown, store, THRESHOLDS).status is Status.DRIFT  # nothing to tell apart
+
+
 def test_an_upgrade_report_gates_on_the_median_slowdown(tmp_path: Path) -> None:
     store = PinStore.load(tmp_path)
     store.update(

@@ -55,6 +55,7 @@ class Settings:
     paired_timeout_s: float = DEFAULT_PAIRED_TIMEOUT_S
     modules_dir: Path | None = None  # None: <pins_dir>/modules
     profile: bool = False  # profile every row, not only failing ones; store modules on pin update
+    profile_failing: bool = True  # compile_profile_failing: profile the failing rows
 
     @property
     def module_store_dir(self) -> Path:
@@ -116,6 +117,7 @@ class Settings:
             paired_timeout_s=float(values["compile_paired_timeout"]),
             modules_dir=values["compile_modules_dir"],
             profile=bool(values["compile_profile"]),
+            profile_failing=values["compile_profile_failing"] != "never",
             instructions_recount=bool(values["compile_instructions_recount"]),
             instructions_required=bool(values["compile_instructions_required"]),
         )

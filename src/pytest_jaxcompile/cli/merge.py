@@ -123,6 +123,15 @@ def run(args: argparse.Namespace) -> int:
     walls = [report.session_s for report in reports if report.session_s is not None]
     outcome.session_s = sum(walls) if len(walls) == len(reports) else None
     outcome.workers = max(report.workers for report in reports)
+    # The re-pin command every output prints names the gates the sessions used (their
+    # --compile-paired, ...), as the sessions' own outputs did.
+    for report in reports:  # what the gate itself spent after each report's tests
+        for work, seconds in report.gate_s.items():
+            outcome.gate_s[work] = outcome.gate_s.get(work, 0.0) + seconds
+    outcome.profiled_rows = sum(report.profiled_rows for report in reports)
+    outcome.repin_arguments = tuple(
+        dict.fromkeys(argument for report in reports for argument in report.repin_arguments)
+    )
 
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))
     for report in reports:

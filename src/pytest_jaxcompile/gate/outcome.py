@@ -104,6 +104,10 @@ class Outcome:
     lost: list[str] = field(default_factory=list)  # workers or reports whose rows are missing
     upgrades: list[UpgradeReport] = field(default_factory=list)
     session_s: float | None = None  # the session's wall seconds, where known
+    # What the gate itself spent after the tests, wall seconds by work ("counting
+    # instructions", "pairing", "profiling"; this process's), and the rows it profiled
+    gate_s: dict[str, float] = field(default_factory=dict)
+    profiled_rows: int = 0
     workers: int = 1  # processes that compiled side by side (pytest-xdist workers)
     cache_saved_s: float | None = None  # JAX's compile_time_saved_sec, summed
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned

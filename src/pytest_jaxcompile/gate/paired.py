@@ -185,19 +185,20 @@ class PairedComparison:
         return max(math.ceil(self.pairs * (half_width / distance) ** 2), self.pairs + 1)
 
     def describe(self, tolerance: float) -> str:
-        """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s, 1.19x (95%
-        sequential interval 1.15x-1.24x, tolerance 4%), cost 26.3 s``; where the floor set
-        the bound, ``floor 0.05 s: 17%`` in place of the tolerance."""
+        """``paired with pins/x.toml (...): 8 pairs, cpu 1.204 s -> 1.431 s (medians), pairs'
+        ratio 1.19x (95% sequential interval 1.15x-1.24x, paired tolerance 4%), cost 26.3 s``:
+        the pairs' ratio is theirs (`judge_look`), not that of the two medians; where the
+        floor set the bound, ``paired floor 0.05 s: 17%`` in place of the tolerance."""
         cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
         made = f" ({self.made} made)" if self.made != self.pairs else ""
         bound = (
-            f"floor {self.floor_s:.2g} s: {self.bound:.0%}"
+            f"paired floor {self.floor_s:.2g} s: {self.bound:.0%}"
             if self.by_floor
-            else f"tolerance {percent(tolerance)}"
+            else f"paired tolerance {percent(tolerance)}"
         )
         return (
             f"paired with {self.against}: {self.pairs} pairs{made}, {self.metric} "
-            f"{self.base_s:.3f} s -> {self.new_s:.3f} s, {self.ratio:.2f}x "
+            f"{self.base_s:.3f} s -> {self.new_s:.3f} s (medians), pairs' ratio {self.ratio:.2f}x "
             f"({SEQUENTIAL_CONFIDENCE:.0%} sequential interval {self.low:.2f}x-{self.high:.2f}x, "
             f"{bound}){cost}"
         )

@@ -110,11 +110,20 @@ class JudgingPins:
         """Why the row's own pin (or its upgrade's) does not judge it, in a row's words."""
         if self.refused is None:
             return None
-        recorded = spoken_device(device_of_pin(self.refused.pin, self.refused.key))
+        pinned_on = device_of_pin(self.refused.pin, self.refused.key)
+        if pinned_on is None:
+            return (
+                f"its pin recorded no device (pins of release 0.1.0 do not); this row ran on "
+                f"{spoken_device(self.device)}: not compared. A re-pin on this device "
+                f"({REPIN_RECORDS}) records it"
+            )
         return (
-            f"pin recorded on {recorded}; this row ran on {spoken_device(self.device)}: "
-            "not compared"
+            f"pin recorded on {spoken_device(pinned_on)}; this row ran on "
+            f"{spoken_device(self.device)}: not compared"
         )
+
+
+REPIN_RECORDS = "pytest --compile-pin-update"  # the command's head; the summary's names the tests
 
 
 def version_order(version: str) -> tuple[int, Any]:
@@ -247,9 +256,10 @@ class PinStore:
         the same version whose pins recorded the row's platform and device (so a CI runner
         named by hand is compared with the pins made on a laptop's CPU). Precision, cache
         state and framework always match. Under the row's own hardware name a pin that
-        recorded another platform or device is refused (`JudgingPins.refused`, which the
-        row's note names); a pin or row that says nothing of its device is taken there
-        (an earlier release's pin), never under another name.
+        recorded another platform or device, or none (release 0.1.0's pins under a name set
+        by hand), is refused when the row's device is known (`JudgingPins.refused`, which
+        the row's note names with the re-pin that records it); a row that says nothing of
+        its device takes a pin under its own name, never under another name.
         """
         key = record.key if cache_state is None else replace(record.key, cache_state=cache_state)
         device = device_of_row(record)
@@ -281,7 +291,10 @@ class PinStore:
             if relation == OTHER_HARDWARE:
                 if device is not None and pinned_on == device:
                     ranked.append(candidate)
-            elif device is not None and pinned_on is not None and pinned_on != device:
+            elif device is not None and pinned_on != device:
+                # Another device, or none recorded (a pin of release 0.1.0 under a name set
+                # by hand): it says nothing of what it was measured on, so it never judges
+                # a row whose device is known.
                 refused.append(candidate)
             else:
                 ranked.append(candidate)

@@ -387,6 +387,14 @@ OPTIONS: tuple[Option, ...] = (
         on_command_line=True,
     ),
     Option(
+        "compile_profile_failing",
+        "choice",
+        "profile each failing row's compile by XLA pass after the tests (two compiles and a "
+        "child process a row: the summary says what it cost), or 'never'",
+        default="always",
+        choices=("always", "never"),
+    ),
+    Option(
         "compile_modules_dir",
         "path",
         "directory of the pinned modules --compile-paired compiles again (commit it, or "

@@ -127,8 +127,15 @@ def annotation_commands(outcome: Outcome, path_of: PathOf, workspace: Path | Non
     regressed and improved rows, stale pins and the session's other blocks, each at the test
     function or the pin where it has one."""
     view = session_view(outcome)
+    # A row's advice is its status's, word for word: the one re-pin command every output
+    # prints for the rows of that status.
+    advice = {
+        block.status: f"{block.advice} {block.command}"
+        for block in view.blocks_of(BlockKind.STATUS)
+        if block.status is not None and block.advice and block.command
+    }
     lines = [
-        _row_annotation(row, path_of)
+        _row_annotation(row, path_of, advice.get(row.status))
         for row in sorted(view.rows, key=lambda row: (row.status.severity, *row.record.row_id))
         if (row.fails or row.tone in (Tone.BAD, Tone.GOOD)) and not outcome.pin_update
     ]
@@ -153,6 +160,9 @@ _TITLES = {
     BlockKind.ALWAYS_COLD: "jax compile rows always cold",
     BlockKind.COMPILE_COUNT: "jax compile count changed",
 }
+
+
+ANNOTATION_DETAILS = "Details: the job's step summary."
 
 
 def _sentence(block: Block, fails: str = "the session fails") -> str:
@@ -182,17 +192,21 @@ def _block_annotation(block: Block) -> str:
     )
 
 
-def _row_annotation(row: RowView, path_of: PathOf) -> str:
+def _row_annotation(row: RowView, path_of: PathOf, advice: str | None) -> str:
+    """Short: what the row measured, its line of cause and the re-pin command; the whole
+    note is in the step summary (and the JSON report)."""
     record = row.record
     measured = "compiled in" if row.figures.unit == "s" else "measured"
     message = (
         f"{row.name} {measured} {row.figures.text()}, under "
         f"{row.key.describe()}: {row.meaning}" + (f"; {SUMMARY_FAILS}." if row.fails else ".")
     )
-    message += "".join(f"\n{cause}" for cause in row.causes)
-    what = row.advice()
-    if what is not None:
-        message += "\n" + " ".join(what)
+    if row.cause:
+        message += f"\n{row.cause}"
+    if advice is not None:
+        message += "\n" + advice
+    if len(row.details) > (1 if row.cause else 0):
+        message += f"\n{ANNOTATION_DETAILS}"
     title = (
         f"jax compile {row.status.value}: {row.cell.rsplit('::', 1)[-1]} "
         f"[{transform_label(row.transform, row.variant)}]"

@@ -117,6 +117,8 @@ def build_report(
         "pin_error": outcome.pin_error,
         "rootdir": str(outcome.rootdir),
         "session_s": outcome.session_s,
+        "gate_s": dict(outcome.gate_s),
+        "profiled_rows": outcome.profiled_rows,
         "workers": outcome.workers,
         "ran_cells": sorted(outcome.ran_cells),
         "environments": [
@@ -124,6 +126,7 @@ def build_report(
             for hardware, version in sorted(set(outcome.environments))
         ],
         "lost": list(outcome.lost),
+        "repin_arguments": list(outcome.repin_arguments),
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
@@ -210,6 +213,9 @@ class LoadedReport:
     plugin_version: str | None = None
     session_s: float | None = None
     workers: int = 1
+    repin_arguments: list[str] = field(default_factory=list)  # the session's gates, as given
+    gate_s: dict[str, float] = field(default_factory=dict)  # the gate's own after the tests
+    profiled_rows: int = 0
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -262,6 +268,9 @@ def load_report(path: Path) -> LoadedReport:
         plugin_version=_optional(path, data, "plugin_version", str),
         session_s=_session_s(path, data.get("session_s")),
         workers=_workers(path, data.get("workers", 1)),
+        repin_arguments=_strings(path, data, "repin_arguments"),
+        gate_s=_gate_s(path, data.get("gate_s", {})),
+        profiled_rows=_count(path, data.get("profiled_rows", 0), "profiled_rows"),
     )
 
 
@@ -376,6 +385,18 @@ def _ledgers(path: Path, value: object) -> list[CallLedger]:
     return ledgers
 
 
+def _gate_s(path: Path, value: object) -> dict[str, float]:
+    if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+        raise ReportError(path, "'gate_s' must be an object of seconds by work")
+    seconds = {}
+    for work, figure in value.items():
+        try:
+            seconds[work] = finite_number(figure)
+        except NumberError as error:
+            raise ReportError(path, f"'gate_s' {work!r} {error}") from None
+    return seconds
+
+
 def _session_s(path: Path, value: object) -> float | None:
     try:
         return optional_number(value)
@@ -388,6 +409,13 @@ def _workers(path: Path, value: object) -> int:
         return whole_number(value, minimum=1)
     except NumberError as error:
         raise ReportError(path, f"'workers' {error}") from None
+
+
+def _count(path: Path, value: object, name: str) -> int:
+    try:
+        return whole_number(value, minimum=0)
+    except NumberError as error:
+        raise ReportError(path, f"{name!r} {error}") from None
 
 
 def _optional(path: Path, data: dict[str, Any], name: str, kind: type) -> Any:

@@ -38,6 +38,7 @@ from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.twins import twin_wanted
 from pytest_jaxcompile.gate.view import row_view
+from pytest_jaxcompile.gate.view.spend import COUNTING, PAIRING, PROFILING
 from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import verdict_properties
 from pytest_jaxcompile.resolved import Settings
@@ -208,16 +209,27 @@ class SessionCollector:
             else lambda record: carried_instructions(record, store)
         )
         say = self._say()
+        # What the gate itself spends after the tests: each work that ran, its seconds.
+        gate_s: dict[str, float] = {}
+        started = time.perf_counter()
         for each in backends:
             each.finish(carry, say)
+        if self.settings.instructions:
+            gate_s[COUNTING] = time.perf_counter() - started
         paired = self.settings.paired and self.store is not None
         if paired and not self.settings.pin_update:
             assert self.store is not None
+            started = time.perf_counter()
             pair_changed_rows(
                 self.rows.records, self.backends, self.store, self.settings, self.config.rootpath
             )
+            gate_s[PAIRING] = time.perf_counter() - started
+        profiled = 0
         if self.store is not None and not self.settings.pin_update:
-            profile_rows(self.rows.records, self.backends, self.store, self.settings)
+            started = time.perf_counter()
+            profiled = profile_rows(self.rows.records, self.backends, self.store, self.settings)
+            if profiled:
+                gate_s[PROFILING] = time.perf_counter() - started
         storing = self.settings.paired or self.settings.profile
         modules = (
             staged_modules(self.rows.records, self.backends)
@@ -230,6 +242,8 @@ class SessionCollector:
                 self.rows,
                 measured_identities(self.rows, backends, self.store, self.settings),
                 modules,
+                gate_s,
+                profiled,
             )
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
@@ -250,6 +264,10 @@ class SessionCollector:
                 )
             outcome.modules_dir = self.settings.module_store_dir
         outcome.repin_arguments = repin_arguments(self.config)
+        for work, seconds in self.workers.gate_s.items():  # the workers' own, summed
+            gate_s[work] = gate_s.get(work, 0.0) + seconds
+        outcome.gate_s = gate_s
+        outcome.profiled_rows = profiled + self.workers.profiled_rows
         self.config.stash[OUTCOME_KEY] = outcome
         fail_session(session, outcome.failed)
 

@@ -30,8 +30,10 @@ def profile_rows(
     backends: Mapping[str, BackendSession],
     store: PinStore,
     settings: Settings,
-) -> None:
-    """Profile this process's failing rows, or all of them (see the module doc)."""
+) -> int:
+    """Profile this process's failing rows, or all of them (see the module doc); the rows
+    handed to be profiled. ``compile_profile_failing = never`` profiles no failing row (only
+    every row, under ``--compile-profile``)."""
     modules = ModuleStore(settings.module_store_dir)
     thresholds = settings.thresholds
     jobs: dict[str, list[ProfileJob]] = {}
@@ -45,7 +47,7 @@ def profile_rows(
             Status.UNPINNED,
             Status.MISS,
         )
-        if not (settings.profile or failing):
+        if not (settings.profile or (failing and settings.profile_failing)):
             continue
         new = backends[record.framework].staged_module(record)
         if not isinstance(new, StagedModule):
@@ -60,3 +62,4 @@ def profile_rows(
         jobs.setdefault(record.framework, []).append(ProfileJob(record, new, base))
     for framework, framework_jobs in jobs.items():
         backends[framework].profile(framework_jobs, settings.paired_timeout_s)
+    return sum(len(framework_jobs) for framework_jobs in jobs.values())

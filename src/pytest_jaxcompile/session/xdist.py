@@ -27,10 +27,15 @@ def payload(
     rows: SessionRows,
     identities: Iterable[Identity],
     modules: Mapping[str, StagedModule] | None = None,
+    gate_s: Mapping[str, float] | None = None,
+    profiled_rows: int = 0,
 ) -> dict[str, Any]:
     """What an xdist worker sends to the controller (plain JSON-able data); `modules`:
-    its rows' modules by fingerprint, for the controller to store on a pin update."""
+    its rows' modules by fingerprint, for the controller to store on a pin update;
+    `gate_s`, `profiled_rows`: what the gate itself did in the worker after its tests."""
     return {
+        "gate_s": dict(gate_s or {}),
+        "profiled_rows": profiled_rows,
         "records": [record.to_dict() for record in rows.records],
         "ledgers": [ledger.to_dict() for ledger in rows.ledgers.values()],
         "ran_cells": sorted(rows.ran_cells),
@@ -56,6 +61,8 @@ class Workers:
     lost_workers: set[str] = field(default_factory=set)
     lost: list[str] = field(default_factory=list)  # why rows are missing, for the Outcome
     modules: dict[str, StagedModule] = field(default_factory=dict)  # pin update: to store
+    gate_s: dict[str, float] = field(default_factory=dict)  # the workers' gate work, summed
+    profiled_rows: int = 0
 
     def merge(self, worker: str, output: dict[str, Any], rows: SessionRows) -> None:
         """Take one worker's rows, once (xdist may report a node down twice)."""
@@ -70,6 +77,9 @@ class Workers:
         for ledger in data.get("ledgers", []):
             rows.add_ledger(CallLedger.from_dict(ledger))
         rows.ran_cells.update(data.get("ran_cells", []))
+        for work, seconds in (data.get("gate_s") or {}).items():
+            self.gate_s[str(work)] = self.gate_s.get(str(work), 0.0) + float(seconds)
+        self.profiled_rows += int(data.get("profiled_rows", 0))
         for fingerprint, module in (data.get("modules") or {}).items():
             self.modules[fingerprint] = StagedModule(
                 str(module["text"]),

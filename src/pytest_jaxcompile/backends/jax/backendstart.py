@@ -55,6 +55,9 @@ class BackendStart:
 
     xla_flags: str | None
     captured_at: str  # CAPTURED_AT_BACKEND_START or CAPTURED_AT_SESSION_START
+    # CAPTURED_AT_SESSION_START: XLA_FLAGS before any conftest.py (the session's baseline,
+    # where the watch knew it): the flags known to have been there when XLA read them
+    baseline: str | None = None
 
 
 class _Capture:
@@ -64,12 +67,15 @@ class _Capture:
         setattr(self, _MARKER, True)
         self.value: BackendStart | None = None
         self.registering = False  # JAX calls the hook at once for backends already started
+        self.baseline: str | None = None  # the session's baseline, while registering
 
     def __call__(self, backend: Any) -> None:
         if self.value is None:
-            self.value = BackendStart(
-                os.environ.get(XLA_FLAGS_ENV),
-                CAPTURED_AT_SESSION_START if self.registering else CAPTURED_AT_BACKEND_START,
+            now = os.environ.get(XLA_FLAGS_ENV)
+            self.value = (
+                BackendStart(now, CAPTURED_AT_SESSION_START, self.baseline)
+                if self.registering
+                else BackendStart(now, CAPTURED_AT_BACKEND_START)
             )
 
 
@@ -81,11 +87,12 @@ def _capture_in(bridge: ModuleType) -> Any | None:
     return next((hook for hook in hooks if getattr(hook, _MARKER, False)), None)
 
 
-def _register(bridge: ModuleType) -> None:
+def _register(bridge: ModuleType, baseline: str | None = None) -> None:
     register = getattr(bridge, "register_backend_initialization_hook", None)
     if register is None or _capture_in(bridge) is not None:
         return
     capture = _Capture()
+    capture.baseline = baseline
     capture.registering = True
     try:
         register(capture)
@@ -213,7 +220,8 @@ def watch(config: pytest.Config | None = None) -> None:
         config.pluginmanager.register(flags_watch, FLAGS_WATCH_PLUGIN)
     bridge = sys.modules.get(XLA_BRIDGE)
     if bridge is not None:
-        _register(bridge)
+        watched = None if config is None else config.stash.get(FLAGS_WATCH_KEY, None)
+        _register(bridge, None if watched is None else watched.at_load)
     elif not any(getattr(finder, _MARKER, False) for finder in sys.meta_path):
         sys.meta_path.insert(0, _WatchImport())
 
@@ -226,4 +234,4 @@ def at_backend_start() -> BackendStart | None:
     if value is None:
         return None
     # Read by attribute: the capture may come from an earlier import of this module.
-    return BackendStart(value.xla_flags, value.captured_at)
+    return BackendStart(value.xla_flags, value.captured_at, getattr(value, "baseline", None))

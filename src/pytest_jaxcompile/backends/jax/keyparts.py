@@ -146,8 +146,17 @@ def flags_in_key(environ: Mapping[str, str] | None = None) -> list[str]:
 def flags_in_force() -> list[str]:
     """`flags_in_key` of the XLA flags XLA compiles with: ``XLA_FLAGS`` as XLA read them when
     its backend started, where known (`backendstart`), else as they are now. A flag set
-    after the backend started is not in force and names no variant."""
-    from pytest_jaxcompile.backends.jax.backendstart import XLA_FLAGS_ENV, at_backend_start
+    after the backend started is not in force and names no variant.
+
+    Where the backend had started before the plugin began watching (a session activated
+    late), the value then is not what XLA read: only the flags also in the session's
+    baseline (``XLA_FLAGS`` before any conftest.py) are known to be in force, and only
+    those name a variant; a flag whose force is unknown names none."""
+    from pytest_jaxcompile.backends.jax.backendstart import (
+        CAPTURED_AT_SESSION_START,
+        XLA_FLAGS_ENV,
+        at_backend_start,
+    )
 
     started = at_backend_start()
     if started is None:
@@ -156,7 +165,11 @@ def flags_in_force() -> list[str]:
     environ.pop(XLA_FLAGS_ENV, None)
     if started.xla_flags is not None:
         environ[XLA_FLAGS_ENV] = started.xla_flags
-    return flags_in_key(environ)
+    flags = flags_in_key(environ)
+    if started.captured_at == CAPTURED_AT_SESSION_START:
+        known = set(flags_in_key({**environ, XLA_FLAGS_ENV: started.baseline or ""}))
+        flags = [flag for flag in flags if flag in known]
+    return flags
 
 
 def compiler_options_of(lowered: object) -> dict[str, object]:

@@ -44,9 +44,23 @@ class Metric:
         return f"{value:,.0f} {self.unit}"
 
     @property
-    def limit_name(self) -> str:
-        return "tolerance" if self.growth_limit is None else "limit"
+    def paired(self) -> bool:
+        """A figure of --compile-paired: the medians of the pairs compiled at the end."""
+        return self.name.startswith(PAIRED_PREFIX)
 
+    @property
+    def limit_name(self) -> str:
+        """The limit with its gate: ``tolerance`` (the seconds gate's), ``paired
+        tolerance``, or a growth ``limit``."""
+        if self.growth_limit is not None:
+            return "limit"
+        return "paired tolerance" if self.paired else "tolerance"
+
+
+PAIRED_PREFIX = "paired "  # a paired metric's name: "paired cpu", as reports name it
+# What a paired verdict's ratio is: the pairs' (their Hodges-Lehmann estimate), not the
+# ratio of the two medians shown beside it.
+PAIRED_RATIO = "pairs' ratio"
 
 # Every metric a verdict compares. A new one (a record and pin field the gate judges) is one
 # more entry here: every output shows its figures, unit and ratio from this table.
@@ -62,8 +76,8 @@ METRICS: tuple[Metric, ...] = (
     Metric(METRIC_INSTRUCTIONS, "instructions", INSTRUCTIONS_PHASE),
     # --compile-paired: the row's module and its pin's, compiled side by side at the
     # session's end (medians of the pairs; gate/paired.py)
-    Metric(f"paired {METRIC_CPU}", "s", "paired_new_cpu_s"),
-    Metric(f"paired {METRIC_WALL}", "s", "paired_new_wall_s"),
+    Metric(f"{PAIRED_PREFIX}{METRIC_CPU}", "s", "paired_new_cpu_s"),
+    Metric(f"{PAIRED_PREFIX}{METRIC_WALL}", "s", "paired_new_wall_s"),
 )
 _BY_NAME = {metric.name: metric for metric in METRICS}
 _BY_FIELD = {metric.field: metric for metric in METRICS}
@@ -103,8 +117,8 @@ class Figures:
     measured: float | None
     pinned: float | None  # None: no pin (or the pin lacks the figure)
     limit: float | None  # the tolerance or growth limit, a fraction (0.75: +75%)
-    # A paired verdict's ratio: the median of the pairs' ratios, which the verdict judged
-    # (not the ratio of the two medians)
+    # A paired verdict's ratio: the pairs' ratio, which the verdict judged (their
+    # Hodges-Lehmann estimate, not the ratio of the two medians)
     judged_ratio: float | None = None
 
     @property
@@ -120,13 +134,21 @@ class Figures:
         return self.metric.unit
 
     def value(self, figure: float | None) -> str:
-        """A figure with its unit, and the metric named where the unit does not say it."""
+        """A figure with its unit, and the metric named where the unit does not say it
+        (a paired figure as its seconds: ``cpu``; `text` says they are the pairs')."""
         text = self.metric.format(figure)
-        named = self.metric.name not in (METRIC_WALL, self.metric.unit)
-        return f"{text} {self.metric.name}" if named and figure is not None else text
+        name = self.metric.name.removeprefix(PAIRED_PREFIX)
+        named = name not in (METRIC_WALL, self.metric.unit)
+        return f"{text} {name}" if named and figure is not None else text
 
     def ratio_text(self) -> str:
-        return "" if self.ratio is None else f"{self.ratio:.2f}x"
+        """``2.74x``: the ratio of the figures beside it; a paired verdict's says what it
+        is (the pairs' ratio, not the ratio of the two medians)."""
+        if self.ratio is None:
+            return ""
+        if self.judged_ratio is not None:
+            return f"{PAIRED_RATIO} {self.ratio:.2f}x"
+        return f"{self.ratio:.2f}x"
 
     def limit_text(self) -> str:
         if self.limit is None:
@@ -135,10 +157,14 @@ class Figures:
         return f"{self.metric.limit_name} {sign}{percent(self.limit)}"
 
     def text(self) -> str:
-        """``0.598 s cpu, pin 0.218 s cpu (2.74x, tolerance 75%)``."""
+        """``0.598 s cpu, pin 0.218 s cpu (2.74x, tolerance 75%)``; paired: ``paired: 0.692 s
+        cpu, pinned module 0.231 s cpu (pairs' ratio 3.01x, paired tolerance
+        3%)``."""
         if self.pinned is None:
             return self.value(self.measured)
         text = f"{self.value(self.measured)}, pin {self.value(self.pinned)}"
+        if self.metric.paired:  # both compiled now, in pairs: the pin's module, not its figure
+            text = f"paired: {self.value(self.measured)}, pinned module {self.value(self.pinned)}"
         inside = ", ".join(part for part in (self.ratio_text(), self.limit_text()) if part)
         return f"{text} ({inside})" if inside else text
 
