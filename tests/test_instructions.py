@@ -228,10 +228,10 @@ def _counts(project: JaxProject) -> dict[str, int]:
 def test_the_instruction_gate_from_a_first_count_to_a_repin_after_drift(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One project, every session of the gate's life: counted under xdist with no pin, pinned
-    by the printed command on a busy machine, carried while unchanged, counted again when
-    told to (recount), a grown module's DRIFT, the re-pin refused without counting, and the
-    printed re-pin."""
+    """One project, every session of the gate's life, in three counting sessions: a count
+    pinned on a busy machine, carried while unchanged, counted again when told to (recount),
+    a grown module's DRIFT beside a row counted with no pin (under xdist), the re-pin refused
+    without counting, and the printed re-pin."""
     project.conftest(cache=False)
     project.tests(COUNTED_TESTS)
     project.pytester.makeini("[pytest]\ncompile_floor = 600\n")  # seconds never fail here
@@ -239,12 +239,82 @@ def test_the_instruction_gate_from_a_first_count_to_a_repin_after_drift(
     assert project.run("--compile-pin-update").ret == pytest.ExitCode.OK
     assert _pinned_counts(project) == {"test_mlp": None, "test_small": None}
 
-    # Counted under pytest-xdist with no pinned count: each worker counts its own rows after
-    # its tests and says so on its stderr, named by the worker (the controller never shows a
-    # worker's terminal); the controller's summary has every count and the command to pin them.
-    quiet = project.run("--compile-instructions", "-n", "2", "--dist", "load")
-    assert quiet.ret == pytest.ExitCode.OK, quiet.stdout.str() + quiet.stderr.str()
-    said = [line for line in quiet.stderr.lines if "pytest-jaxcompile:" in line]
+    # Pinned with its count on a machine whose every core is busy; the session says what it
+    # counts and each count as it arrives (before pytest's summary line), beside the floor.
+    pin_with_count = ["--compile-pin-update", "--compile-instructions", MLP]
+    with both_cores_busy():
+        pinned = project.run(*pin_with_count)
+    assert pinned.ret == pytest.ExitCode.OK, pinned.stdout.str()
+    pinned.stdout.fnmatch_lines(
+        [
+            "pytest-jaxcompile: counting instructions of 1 module(s) (* ops) under valgrind, "
+            "about * from their sizes (an estimate)",
+            "pytest-jaxcompile: [[]1/1[]] test_models.py::test_mlp [[]grad[]]: * instructions "
+            "(compiler floor *), counted in * s",
+            "*jax compile times*",
+        ]
+    )
+    output = pinned.stdout.str()
+    assert output.index("counted in") < output.index("passed in")
+    (record,) = project.report()["records"]
+    assert 0 < record["compile_instructions_floor"] < record["compile_instructions"], record
+    first = _pinned_counts(project)
+    assert first["test_small"] is None
+    (path,) = project.pins_dir.glob("*.toml")
+    pins = dict(_pins(path))
+    assert pins[(MLP, "grad")].compile_instructions_identity
+
+    # The module as pinned: its count is carried from the pin, and valgrind never runs
+    # (a `valgrind` first on PATH notes every run but `--version`). The ini key counts too.
+    real, runs = shutil.which("valgrind"), project.path / "valgrind-runs"
+    wrapper = project.path / "bin" / "valgrind"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> {runs}\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    with monkeypatch.context() as path_first:
+        path_first.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+        carried = project.run("-v", "-o", "compile_instructions=true", MLP)
+        assert carried.ret == pytest.ExitCode.OK, carried.stdout.str()
+        (verdict,) = project.report()["verdicts"]
+        assert verdict["status"] == "ok" and CARRIED in verdict["note"], verdict
+        assert not runs.exists(), runs.read_text()
+
+        # compile_instructions_recount counts it again: valgrind starts (here past its
+        # timeout, and under --compile-instructions-required that fails the session).
+        recount = project.run(
+            "-o",
+            "compile_instructions=true",
+            "-o",
+            "compile_instructions_recount=true",
+            "-o",
+            "compile_instructions_timeout=1",
+            "--compile-instructions-required",
+            MLP,
+        )
+    assert recount.ret == pytest.ExitCode.TESTS_FAILED, recount.stdout.str()
+    recount.stdout.fnmatch_lines(
+        [
+            "*1 row(s) not counted under valgrind (--compile-instructions-required)*",
+            "  test_models.py::test_mlp [[]grad[]]: the counting child ran past "
+            "compile_instructions_timeout (1 s)",
+        ]
+    )
+    assert "count carried" not in recount.stdout.str()
+    assert runs.exists()
+    (record,) = project.report()["records"]
+    assert record["compile_instructions"] is None, record
+    assert "compile_instructions_timeout (1 s)" in record["compile_instructions_note"]
+
+    # One more layer, under pytest-xdist: each worker counts its own rows after its tests and
+    # says so on its stderr, named by the worker (the controller never shows a worker's
+    # terminal); the controller's summary has every count: the grown row's DRIFT, whatever
+    # the load, and the row counted with no pinned count, with the command that pins it.
+    monkeypatch.setenv("MLP_DEPTH", "2")
+    grown = project.run("--compile-instructions", "-v", "-n", "2", "--dist", "load")
+    assert grown.ret == pytest.ExitCode.TESTS_FAILED, grown.stdout.str() + grown.stderr.str()
+    said = [line for line in grown.stderr.lines if "pytest-jaxcompile:" in line]
     arrivals = {}
     for line in said:
         worker, _, rest = line.partition(" pytest-jaxcompile: ")
@@ -256,119 +326,39 @@ def test_the_instruction_gate_from_a_first_count_to_a_repin_after_drift(
             assert re.match(r"counting instructions of [12] module\(s\)", rest), line
     assert set(arrivals) == {MLP, SMALL}, said
     assert all("instructions (compiler floor" in what for what in arrivals.values()), said
-    quiet_counts = _counts(project)
-    assert all(count > 0 for count in quiet_counts.values()), quiet_counts
-    assert quiet_counts["test_mlp"] != quiet_counts["test_small"]  # another module, another count
-    quiet.stdout.fnmatch_lines(
-        [
-            "warning: 2 row(s) counted with no pinned count of this instrument.",
-            "  test_models.py::test_*: * instructions (compiler floor *)",
-        ]
-    )
-    printed = printed_repin(quiet.stdout.str(), "Pin them with: ")
-    assert "--compile-instructions" in printed  # the command that pins them counts again
-
-    # The printed command, on a machine whose every core is busy: it says what it counts and
-    # each count as it arrives (before pytest's summary line), beside the compiler's floor.
-    with both_cores_busy():
-        pinned = project.run(*printed)
-    assert pinned.ret == pytest.ExitCode.OK, pinned.stdout.str()
-    pinned.stdout.fnmatch_lines(
-        [
-            "pytest-jaxcompile: counting instructions of 2 module(s) (* ops) under valgrind, "
-            "about * from their sizes (an estimate)",
-            "pytest-jaxcompile: [[]1/2[]] test_models.py::test_*: * instructions "
-            "(compiler floor *), counted in * s",
-            "pytest-jaxcompile: [[]2/2[]] test_models.py::test_*: * instructions "
-            "(compiler floor *), counted in * s",
-            "*jax compile times*",
-        ]
-    )
-    output = pinned.stdout.str()
-    assert output.index("counted in") < output.index("passed in")
-    for record in project.report()["records"]:
-        assert 0 < record["compile_instructions_floor"] < record["compile_instructions"], record
-    first = _pinned_counts(project)
-    (path,) = project.pins_dir.glob("*.toml")
-    assert all(pin.compile_instructions_identity for _, pin in _pins(path))
-    # The busy machine's counts, one child after the other, are the quiet ones made in two
-    # children at once, one each, within what the gate tolerates: no DRIFT from load.
-    for name, count in quiet_counts.items():
-        pinned_count = first[name]
-        assert pinned_count is not None, first
-        assert abs(pinned_count - count) <= DEFAULT_INSTRUCTIONS_TOLERANCE * count, (name, count)
-
-    # The modules as pinned: their counts are carried from the pins, and valgrind never runs
-    # (a `valgrind` first on PATH notes every run but `--version`). The ini key counts too.
-    real, runs = shutil.which("valgrind"), project.path / "valgrind-runs"
-    wrapper = project.path / "bin" / "valgrind"
-    wrapper.parent.mkdir()
-    wrapper.write_text(
-        f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> {runs}\nexec {real} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    with monkeypatch.context() as path_first:
-        path_first.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
-        carried = project.run("-v", "-o", "compile_instructions=true")
-        assert carried.ret == pytest.ExitCode.OK, carried.stdout.str()
-        verdicts = project.report()["verdicts"]
-        assert len(verdicts) == 2
-        assert all(v["status"] == "ok" and CARRIED in v["note"] for v in verdicts), verdicts
-        assert not runs.exists(), runs.read_text()
-
-        # compile_instructions_recount counts them again: valgrind starts (here past its
-        # timeout, and under --compile-instructions-required that fails the session).
-        recount = project.run(
-            "-o",
-            "compile_instructions=true",
-            "-o",
-            "compile_instructions_recount=true",
-            "-o",
-            "compile_instructions_timeout=1",
-            "--compile-instructions-required",
-        )
-    assert recount.ret == pytest.ExitCode.TESTS_FAILED, recount.stdout.str()
-    recount.stdout.fnmatch_lines(
-        [
-            "*2 row(s) not counted under valgrind (--compile-instructions-required)*",
-            "  test_models.py::test_*: the counting child ran past "
-            "compile_instructions_timeout (1 s)",
-        ]
-    )
-    assert "count carried" not in recount.stdout.str()
-    assert runs.exists()
-    for record in project.report()["records"]:
-        assert record["compile_instructions"] is None, record
-        assert "compile_instructions_timeout (1 s)" in record["compile_instructions_note"]
-
-    # One more layer: DRIFT whatever the load, and only the grown module is counted.
-    monkeypatch.setenv("MLP_DEPTH", "2")
-    grown = project.run("--compile-instructions", "-v")
-    assert grown.ret == pytest.ExitCode.TESTS_FAILED
+    grown_counts = _counts(project)
+    assert grown_counts["test_small"] > 0 and grown_counts["test_mlp"] > 0, grown_counts
+    assert grown_counts["test_mlp"] != grown_counts["test_small"]  # another module, another count
     grown.stdout.fnmatch_lines(
         [
-            "pytest-jaxcompile: counting instructions of 1 module(s)*",
             "*DRIFT*test_models.py::test_mlp [[]grad[]]* instructions, pin * instructions (*x, *",
             "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.50%; compiler floor *; "
             "callgrind 3.*",
+            "warning: 1 row(s) counted with no pinned count of this instrument.",
+            "  test_models.py::test_small [[]sin[]]: * instructions (compiler floor *)",
             "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 1.50%, "
             "whatever the load; the session fails.",
         ]
     )
-    assert project.verdicts()[("test_small", "sin")] == "ok"
+    # The command that pins it counts again: the command that pinned test_mlp's count above.
+    assert printed_repin(grown.stdout.str(), "Pin them with: ") == [*pin_with_count[:2], SMALL]
     repin = printed_repin(grown.stdout.str(), INTENDED)
 
     # A re-pin that does not count would drop the pinned count: refused, nothing written.
-    refused = project.run("--compile-pin-update")
+    refused = project.run("--compile-pin-update", MLP)
     assert refused.ret == pytest.ExitCode.TESTS_FAILED
     assert "re-pin with --compile-instructions. Nothing was written" in refused.stdout.str()
     assert _pinned_counts(project) == first
 
-    assert project.run(*repin).ret == pytest.ExitCode.OK  # as printed: it counts
+    # The printed re-pin (it counts), on a busy machine: the count it pins is the one made
+    # quietly under xdist, within what the gate tolerates (no DRIFT from load).
+    with both_cores_busy():
+        assert project.run(*repin).ret == pytest.ExitCode.OK
     second = _pinned_counts(project)
-    assert second["test_small"] == first["test_small"]
     mlp_first, mlp_second = first["test_mlp"], second["test_mlp"]
     assert mlp_first is not None and mlp_second is not None and mlp_second > mlp_first
+    quiet = grown_counts["test_mlp"]
+    assert abs(mlp_second - quiet) <= DEFAULT_INSTRUCTIONS_TOLERANCE * quiet, (mlp_second, quiet)
 
 
 POOL_GET = "xla::cpu::ParallelFusionEmitter::FusionCompilerPool::GetInstance()"
@@ -534,36 +524,35 @@ def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
 
 @needs_valgrind
 def test_a_count_depends_neither_on_the_modules_before_it_nor_on_a_child_beside_it() -> None:
-    """The same module counted first of three in one child and, at the same time, alone in
-    a second child on another CPU (`run_children`, as a session with CPUs to spare)."""
+    """The same module counted after another in one child and, at the same time, alone in a
+    second child on another CPU (`run_children`, as a session with CPUs to spare). The modules
+    are small: a child's start costs more than counting them."""
     import jax
     import jax.numpy as jnp
 
     from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture, run_children
 
-    def lowered(depth: int, width: int) -> object:
-        def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
-            for w in ws:
-                x = jnp.tanh(x @ w)
-            return jnp.sum(x)
-
-        return jax.jit(jax.grad(loss)).lower(
-            [jnp.ones((width, width)) for _ in range(depth)], jnp.ones((4, width))
-        )
+    def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.sum(x)
 
     stager = InstructionStager(timeout_s=0)
-    for depth, width in ((1, 32), (1, 8), (1, 16)):  # small: a child's start costs more
+    for name, lowered in (
+        ("sin", jax.jit(jnp.sin).lower(jnp.ones(3))),
+        ("mlp", jax.jit(jax.grad(loss)).lower([jnp.ones((32, 32))], jnp.ones((4, 32)))),
+    ):
         with capture() as captured:
-            lowered(depth, width).compile()  # type: ignore[attr-defined]
-        stager.add(make_record(transform=f"{depth}x{width}"), captured)
-    first = stager.staged[0]
-    results = run_children([*stager.staged, first], [[0, 1, 2], [3]], timeout_s=3600)
-    counts = results[0]["instructions"], results[3]["instructions"]
+            lowered.compile()
+        stager.add(make_record(transform=name), captured)
+    other, module = stager.staged
+    results = run_children([other, module, module], [[0, 1], [2]], timeout_s=3600)
+    counts = results[1]["instructions"], results[2]["instructions"]
     if len(os.sched_getaffinity(0)) > 1:  # each child kept to a CPU of its own
-        assert results[0]["cpu"] != results[3]["cpu"], results
+        assert results[1]["cpu"] != results[2]["cpu"], results
     # Within what the gate tolerates (docs/instructions.md#determinism-made).
     assert abs(counts[0] - counts[1]) <= DEFAULT_INSTRUCTIONS_TOLERANCE * min(counts), counts
-    assert results[1]["instructions"] != counts[0]  # another module, another count
+    assert results[0]["instructions"] != counts[0]  # another module, another count
 
 
 def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> None:
