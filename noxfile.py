@@ -111,9 +111,10 @@ def _run_tests(session: nox.Session) -> None:
         "-n",
         workers,
         "--ignore=tests/test_package.py",
-        # Counted once, in scripts/test.sh: the instruction gate's tests under valgrind (its
-        # children take minutes), the browser test and the pure statistics and report tests
-        # depend on no jax or Python version.
+        # Run once, in scripts/test.sh: the instruments tier (valgrind's counts, the browser)
+        # and the pure statistics and report tests depend on no jax or Python version.
+        "-m",
+        "not instruments",
         *(f"--ignore=tests/{name}" for name in VERSION_FREE_TESTS),
         *session.posargs,
     )

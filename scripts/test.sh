@@ -33,8 +33,9 @@ read -r -a order <<<"${JAXCOMPILE_TEST_ORDER:--p no:randomly}"
 # JAXCOMPILE_TEST_WORKERS=0 runs it in this one process.
 workers="${JAXCOMPILE_TEST_WORKERS:-2}"
 # -rs lists every skipped test with its reason (the browser test without chromium, the
-# torch tests without torch): a skip is never silent.
-python -m pytest -p no:cacheprovider -rs -n "$workers" "${order[@]}" "$@" tests
+# torch tests without torch): a skip is never silent; --durations=25 names where the
+# suite's minutes went (docs/testing.md keeps its budget).
+python -m pytest -p no:cacheprovider -rs --durations=25 -n "$workers" "${order[@]}" "$@" tests
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

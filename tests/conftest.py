@@ -4,7 +4,10 @@ import dataclasses
 import json
 import os
 import re
+import shutil
+import subprocess
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,12 +159,75 @@ def mask_figures(lines: list[str]) -> list[str]:
     return [line for line in masked if not _DURATION.match(line)]
 
 
+# The suite's tiers (docs/testing.md), slowest first: each test belongs to exactly one.
+# `instruments` (valgrind's counts, the browser) and `integration` (a real JAX process: a
+# pytester session, a fresh Python, JAX compiling in this process) are marked; a test that
+# uses `pytester` is integration without a mark; every other test is `logic`: in-process,
+# on records, pins and reports, and it may start no process (`_logic_starts_no_process`).
+TIERS = ("instruments", "integration", "logic")
+
+
+def tier_of(item: pytest.Item) -> str:
+    for tier in TIERS:
+        if item.get_closest_marker(tier) is not None:
+            return tier
+    return "integration" if "pytester" in getattr(item, "fixturenames", ()) else "logic"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by tier
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier and run the slowest tier first, so that pytest-xdist
+    hands out the long tests while the short ones are left to even the end (a stable sort:
+    a shuffled order, `-p randomly`, is kept within each tier)."""
+    for item in items:
+        tier = tier_of(item)
+        if item.get_closest_marker(tier) is None:
+            item.add_marker(tier)
+    items.sort(key=lambda item: TIERS.index(tier_of(item)))
+
+
+def needs_valgrind(test: Callable[..., None]) -> Callable[..., None]:
+    """A test that counts under real valgrind: the instruments tier, skipped (naming the
+    install) where valgrind is missing; CI installs it (.ci/tools) so it never skips there."""
+    missing = shutil.which("valgrind") is None or shutil.which("callgrind_control") is None
+    skip = pytest.mark.skipif(
+        missing,
+        reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
+    )
+    return pytest.mark.instruments(skip(test))
+
+
+class _NoProcess:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError(
+            "a logic-tier test started a process: mark it integration (tests/conftest.py)"
+        )
+
+
+@pytest.fixture(autouse=True)
+def _logic_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The logic tier's promise, kept: its tests start no process (the quick command runs
+    them in seconds)."""
+    if tier_of(request.node) != "logic":
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "Popen", _NoProcess)
+        yield
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxProject:
     # The load gate reads the host's load; pin it low so verdicts under test do not depend
     # on what else this machine runs. Tests of the gate itself set their own value.
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "0")
     return JaxProject(pytester)
+
+
+# The options of every session a test starts: file order (below), and without this suite's
+# own Hypothesis plugin, which imports all of Hypothesis when pytest starts (a second of
+# every inner session's start-up, on hundreds of them); no project a test makes uses it.
+INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest"
 
 
 @pytest.fixture(autouse=True)
@@ -177,7 +243,7 @@ def _inner_sessions_in_file_order(
     """
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")  # it empties PYTEST_ADDOPTS when it starts
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    monkeypatch.setenv("PYTEST_ADDOPTS", INNER_SESSION_OPTIONS)
 
 
 @pytest.fixture(autouse=True)

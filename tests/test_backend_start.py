@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from jax_behaviour import jax_has_backend_initialization_hooks
 
+pytestmark = pytest.mark.integration
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 

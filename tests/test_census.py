@@ -179,6 +179,7 @@ def test_only_the_programs_compiles_pay_for_logging_their_key_parts(
     assert set(project.rows()) == {("test_mixed", "jit(double)")}
 
 
+@pytest.mark.integration
 def test_a_second_thread_reading_key_parts_gets_the_key_logger_at_debug() -> None:
     """The logger's level is process-wide: held quiet for one thread's eager compile, it is
     at DEBUG again as soon as another thread opens a capture that reads key parts."""

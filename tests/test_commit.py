@@ -96,6 +96,7 @@ def test_the_ci_environment_wins_and_git_adds_what_it_lacks(tmp_path: Path) -> N
     assert session_commit(tmp_path, {}, lambda cwd: None) is None
 
 
+@pytest.mark.integration
 @needs_git
 def test_git_gives_commit_branch_and_dirty_tracked_files_only(tmp_path: Path) -> None:
     sha = _repo(tmp_path / "repo")

@@ -6,6 +6,7 @@ import threading
 import time
 
 import psutil
+import pytest
 from conftest import JaxProject
 
 from pytest_jaxcompile.backends.jax.measure import _cpu_seconds
@@ -52,6 +53,7 @@ def test_compile_cpu_seconds_resolve_below_a_tick(project: JaxProject) -> None:
     assert any(_off_tick(figure) for figure in process), process
 
 
+@pytest.mark.integration
 def test_cpu_seconds_count_every_thread_of_the_process() -> None:
     """XLA compiles on threads of its own: the figure must count them, not the caller's."""
     work_s: list[float] = []

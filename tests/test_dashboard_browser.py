@@ -19,6 +19,8 @@ from records_factory import make_record
 from pytest_jaxcompile.cli import main
 from pytest_jaxcompile.gate.pins import PinStore
 
+pytestmark = pytest.mark.instruments
+
 CREEP, FLAT = "tests/test_m.py::test_creep", "tests/test_m.py::test_flat"
 DRIFT, GONE = "tests/test_m.py::test_drift", "tests/test_m.py::test_gone"
 WANDER = [1.00, 1.12, 0.90, 1.15, 0.86, 1.05, 0.95, 1.13, 0.88, 1.08]

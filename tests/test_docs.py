@@ -1537,12 +1537,21 @@ SAMPLE_MARK = re.compile(r"(?m)^<!-- sample: ([a-z0-9-]+) -->\n(```[a-z]*\n)(.*?
 SAMPLES: dict[str, Callable[[Path], list[str]]] = {}
 
 
-def sample(name: str) -> Callable[[Callable[[Path], list[str]]], Callable[[Path], list[str]]]:
-    """Register the function that prints the doc sample marked `name`."""
+# Samples printed by a real process (the integration tier; the rest are the logic tier's)
+PROCESS_SAMPLES: set[str] = set()
+
+
+def sample(
+    name: str, *, process: bool = False
+) -> Callable[[Callable[[Path], list[str]]], Callable[[Path], list[str]]]:
+    """Register the function that prints the doc sample marked `name` (`process`: by
+    starting a real process)."""
 
     def register(build: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
         assert name not in SAMPLES, name
         SAMPLES[name] = build
+        if process:
+            PROCESS_SAMPLES.add(name)
         return build
 
     return register
@@ -1589,7 +1598,20 @@ def _sample_matches(page: Path, name: str, printed: list[str], regenerate: bool)
     return True
 
 
-@pytest.mark.parametrize(("page", "name"), marked_samples())
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every marked sample, once all producers below are registered."""
+    if metafunc.function is test_the_marked_sample_is_what_the_code_prints:
+        metafunc.parametrize(
+            ("page", "name"),
+            [
+                pytest.param(
+                    page, name, marks=[pytest.mark.integration] * (name in PROCESS_SAMPLES)
+                )
+                for page, name in marked_samples()
+            ],
+        )
+
+
 def test_the_marked_sample_is_what_the_code_prints(page: str, name: str, tmp_path: Path) -> None:
     printed = SAMPLES[name](tmp_path)
     assert _sample_matches(REPO / page, name, printed, regenerating_docs()), (
@@ -1911,12 +1933,12 @@ def _broken_pin_file_error(tmp_path: Path, line: str, broken: str) -> list[str]:
     return result.stderr.replace(str(tmp_path), "/tmp/jcdoc").rstrip("\n").split("\n")
 
 
-@sample("pins-broken-number")
+@sample("pins-broken-number", process=True)
 def _pins_broken_number(tmp_path: Path) -> list[str]:
     return _broken_pin_file_error(tmp_path, "compile_s = 0.041", 'compile_s = "fast"')
 
 
-@sample("pins-broken-toml")
+@sample("pins-broken-toml", process=True)
 def _pins_broken_toml(tmp_path: Path) -> list[str]:
     return _broken_pin_file_error(tmp_path, "load_avg_1m = 0.5", "load_avg_1m = 0.5 0.6")
 

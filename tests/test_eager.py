@@ -12,6 +12,8 @@ import pytest
 
 from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, ModuleCompile
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def compiles() -> Iterator[Callable[[Callable[[], object]], list[ModuleCompile]]]:

@@ -26,6 +26,8 @@ from pytest_jaxcompile.backends.jax.explain import (
 )
 from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
 
+pytestmark = pytest.mark.integration
+
 NEW_SHAPE = """TRACING CACHE MISS at /tmp/p/test_x.py:11:8 (test_f):
   for f defined at /tmp/p/test_x.py:6
   all previously seen cache keys differ. For the closest previous key:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import JaxProject
+from conftest import JaxProject, needs_valgrind
 from records_factory import make_record
 from test_repin import INTENDED, printed_repin
 
@@ -154,10 +154,6 @@ def test_the_options_are_validated_by_the_one_validator(bad: str) -> None:
 
 # ----------------------------------------------------------------------- real valgrind
 
-needs_valgrind = pytest.mark.skipif(
-    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-    reason="valgrind (with callgrind_control) is not installed: apt-get install valgrind",
-)
 
 # The smallest modules that show the gate: a 1-layer MLP's gradient (about 0.12 G
 # instructions) grown to 2 layers (about 0.39 G: far over the tolerance, where 20 -> 22
@@ -571,6 +567,7 @@ def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> N
     assert CPU_ONLY in record.compile_instructions_note
 
 
+@pytest.mark.instruments
 def test_valgrind_on_the_path_reports_its_version() -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed")

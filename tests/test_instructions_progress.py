@@ -90,6 +90,7 @@ def test_instruction_counts_read_in_billions() -> None:
     assert instructions_text(1_045_000_000, None) == "1.04 G instructions"
 
 
+@pytest.mark.integration
 def test_a_child_s_results_reach_the_caller_while_it_runs(tmp_path: Path) -> None:
     """The child writes its first result, then waits for the file the caller's callback
     makes on reading it: only a result read while the child runs lets it see that file."""
@@ -175,6 +176,7 @@ def test_the_required_option_is_a_flag() -> None:
 # ----------------------------------------------------------------------- determinism
 
 
+@pytest.mark.integration
 def test_the_child_runs_with_the_determinism_settings_kept(tmp_path: Path) -> None:
     environment = child_environment(DETERMINISM)
     assert environment["PYTHONHASHSEED"] == ("0" if HASH_SEED in DETERMINISM else "random")

@@ -178,6 +178,7 @@ def test_a_watch_that_never_sampled_starts_no_thread() -> None:
     assert _sampling_threads() == threads_before
 
 
+@pytest.mark.integration
 def test_a_spike_between_samples_is_caught_by_the_kernels_high_water_mark() -> None:
     """In a fresh process the spike is a new high-water mark: the peak is exact even though
     the sampler, at one sample a minute, never ran inside the block."""

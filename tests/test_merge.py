@@ -302,6 +302,7 @@ def test_merge_in_github_actions_summarizes_and_annotates(
     assert summary.read_text().count("## jax compile times") == 1
 
 
+@pytest.mark.integration
 def test_merge_does_not_import_jax(shards: tuple[Path, Path]) -> None:
     code = (
         "import sys; from pytest_jaxcompile.cli import main; "
@@ -314,6 +315,7 @@ def test_merge_does_not_import_jax(shards: tuple[Path, Path]) -> None:
     assert output.splitlines()[-1] == "1 False"
 
 
+@pytest.mark.integration
 def test_merge_is_a_registered_subcommand() -> None:
     for command in (
         [sys.executable, "-m", "pytest_jaxcompile", "merge", "--help"],

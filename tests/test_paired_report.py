@@ -16,6 +16,8 @@ from conftest import regenerating_docs
 
 from pytest_jaxcompile._io import atomic_write_text
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "paired_gate.py"
 RESULTS = REPO / "benchmarks" / "results" / "paired_large.jsonl"

@@ -158,6 +158,7 @@ def _pin_many(directory: str, worker: int) -> None:
         PinStore.load(Path(directory)).update([record])
 
 
+@pytest.mark.integration
 def test_concurrent_updates_from_two_processes_lose_nothing(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_pin_many, args=(str(tmp_path), n)) for n in (1, 2)]

@@ -114,6 +114,7 @@ def test_an_owner_that_outlives_a_collection_is_not_collected_for_again(
     assert collections == generations
 
 
+@pytest.mark.integration
 def test_the_census_collects_everything_only_where_jax_cannot_forget_one_function() -> None:
     import jax
 
@@ -148,6 +149,7 @@ def test_an_owner_without_weak_references_cannot_be_watched() -> None:
     assert residue.still_in_memory() == "int, which cannot be watched"
 
 
+@pytest.mark.integration
 def test_describe_names_functions_partials_and_jaxprs() -> None:
     import jax
 
@@ -169,6 +171,7 @@ def monitor() -> Iterator[CompileMonitor]:
     monitor.uninstall()
 
 
+@pytest.mark.integration
 def test_the_monitor_notes_the_programs_jitted_functions_not_eager_dispatch(
     monitor: CompileMonitor,
 ) -> None:
@@ -190,6 +193,7 @@ def test_the_monitor_notes_the_programs_jitted_functions_not_eager_dispatch(
     assert monitor.residue.still_in_memory() is None  # nothing left to reuse
 
 
+@pytest.mark.integration
 def test_a_module_level_function_stays_and_an_aot_compile_goes_with_its_function(
     monitor: CompileMonitor,
 ) -> None:
@@ -238,6 +242,7 @@ def test_auto_leaves_the_caches_alone_when_nothing_is_left() -> None:
     assert clear_before_census(residue, CLEAR_AUTO, eager_counted=False) is None
 
 
+@pytest.mark.integration
 def test_forgetting_the_programs_work_recompiles_it_and_keeps_eager_dispatch(
     monitor: CompileMonitor,
 ) -> None:

@@ -104,6 +104,7 @@ def test_series_that_cannot_rise_are_never_tested_and_never_rising() -> None:
     assert could_rise([1.0, 1.0, 1.0, 1.0, 1.36, 1.4, 1.5], 0.35)
 
 
+@pytest.mark.integration
 def test_a_flat_corpus_is_checked_without_importing_scipy(tmp_path: Path) -> None:
     flat = [row(day, compile_s=1 + day % 3 / 10) for day in range(1, 20)]
     write_lines(tmp_path / "r.jsonl", flat)

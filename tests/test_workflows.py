@@ -90,6 +90,7 @@ def failing(findings: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+@pytest.mark.integration
 @needs_zizmor
 def test_example_workflows_have_no_finding() -> None:
     findings = audit(workflows())
@@ -97,6 +98,7 @@ def test_example_workflows_have_no_finding() -> None:
     assert [finding["ident"] for finding in findings] == []
 
 
+@pytest.mark.integration
 @needs_zizmor
 def test_the_documented_audit_command_exits_0_on_the_examples_as_copied(
     tmp_path: Path,
@@ -127,6 +129,7 @@ def test_every_action_is_pinned_to_a_commit_with_its_release_named() -> None:
                 assert PINNED_USES.match(line), f"{path.name}: {line.strip()}"
 
 
+@pytest.mark.integration
 @needs_zizmor
 def test_the_audit_fails_an_injectable_workflow(tmp_path: Path) -> None:
     """The filter is not vacuous: the mistakes the examples avoid are reported."""
@@ -211,9 +214,7 @@ def test_the_release_workflow_publishes_a_version_tag_with_least_permissions() -
     # suite and the demo
     runs_tests = "\n".join(step.get("run", "") for step in release["jobs"]["test"]["steps"])
     assert "bash .ci/run" in runs_tests
-    ci_run = (REPO / ".ci" / "run").read_text().splitlines()
-    assert "bash scripts/test.sh" in ci_run and "bash scripts/demo.sh" in ci_run
-    assert ci_run.index("bash scripts/test.sh") < ci_run.index("bash scripts/demo.sh")
+    assert ci_run_steps()[1:3] == ["bash scripts/test.sh", "bash scripts/demo.sh"]
     assert any(
         step.get("uses", "").startswith("pypa/gh-action-pypi-publish@") for step in publish["steps"]
     )
@@ -267,8 +268,17 @@ def test_the_projects_ci_runs_on_every_change_what_ci_run_runs_in_jobs_of_its_ow
     (matrix_step,) = [s for s in jobs["matrix"]["steps"] if "matrix.sh" in str(s.get("run"))]
     assert matrix_step["run"] == 'bash scripts/matrix.sh -s "$SESSION"'
     assert matrix_step["env"] == {"SESSION": "${{ matrix.session }}"}
-    # .ci/run runs the same commands, tools first (the release's test job runs .ci/run).
-    ci_run = (REPO / ".ci" / "run").read_text().splitlines()
-    order = ["bash .ci/tools", "bash scripts/test.sh", "bash scripts/demo.sh"]
-    assert [ci_run.index(line) for line in order] == sorted(ci_run.index(line) for line in order)
-    assert '  bash scripts/matrix.sh -s "$session"' in ci_run  # each session, as the jobs do
+    # .ci/run runs the same commands, tools first (the release's test job runs .ci/run), and
+    # both matrix sessions on every run, as the jobs do.
+    assert ci_run_steps() == [
+        "bash .ci/tools",
+        "bash scripts/test.sh",
+        "bash scripts/demo.sh",
+        *(f"bash scripts/matrix.sh -s {session}" for session in ("oldest", "newest")),
+    ]
+
+
+def ci_run_steps() -> list[str]:
+    """The commands .ci/run runs, in order: each through its `step "title" COMMAND` line."""
+    text = (REPO / ".ci" / "run").read_text()
+    return re.findall(r'^step "[^"]+" (.+)$', text, re.MULTILINE)

@@ -175,6 +175,7 @@ def test_runs_with_xdist_disabled_and_without_xdist_loaded(
     assert project.verdicts() == {("test_mlp", "jit"): "unpinned"}
 
 
+@pytest.mark.integration
 def test_plugin_module_does_not_import_xdist() -> None:
     code = "import sys, pytest_jaxcompile.plugin; print('xdist' in sys.modules)"
     output = subprocess.run(
