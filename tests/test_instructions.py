@@ -3,10 +3,11 @@ records, and the gate end to end with real JAX compiled under real valgrind."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import textwrap
@@ -15,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import needs_valgrind
+from conftest import JaxProject, needs_valgrind
 from records_factory import make_record
+from test_repin import INTENDED, printed_repin
 
 from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE, INSTRUCTIONS_PHASE
+from pytest_jaxcompile.backends.jax.instructions import CARRIED
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore, read_pin_file
@@ -152,8 +155,12 @@ def test_the_options_are_validated_by_the_one_validator(bad: str) -> None:
 # ----------------------------------------------------------------------- real valgrind
 
 
-MLP_TEST = textwrap.dedent(
-    """
+# The smallest modules that show the gate: a 1-layer MLP's gradient (about 0.12 G
+# instructions) grown to 2 layers (about 0.39 G: far over the tolerance, where 20 -> 22
+# layers is +2.6 %, docs/instructions.md) and jnp.sin of three numbers (about 0.08 G, the
+# compiler's floor and little more). Each counting child's start (valgrind, JAX's import,
+# the warm-up) costs more than counting them, so one project's sessions show it all.
+COUNTED_TESTS = """
     import os
 
     import jax
@@ -170,8 +177,12 @@ MLP_TEST = textwrap.dedent(
 
         ws = [jnp.ones((32, 32)) for _ in range(depth)]
         jax_compile(jax.grad(loss), ws, jnp.ones((4, 32)), transform="grad")
-    """
-)
+
+
+    def test_small(jax_compile):
+        jax_compile(jnp.sin, jnp.ones(3), transform="sin")
+"""
+MLP, SMALL = "test_models.py::test_mlp", "test_models.py::test_small"
 
 
 def _spin() -> None:
@@ -179,9 +190,9 @@ def _spin() -> None:
         pass
 
 
-@pytest.fixture
+@contextlib.contextmanager
 def both_cores_busy() -> Iterator[None]:
-    """Every core kept busy by this test's own processes, stopped when it ends."""
+    """Every core kept busy by this test's own processes, stopped when the block ends."""
     workers = [
         multiprocessing.get_context("spawn").Process(target=_spin, daemon=True)
         for _ in range(os.cpu_count() or 2)
@@ -196,65 +207,154 @@ def both_cores_busy() -> Iterator[None]:
             worker.join()
 
 
-@needs_valgrind
-def test_pinned_at_depth_20_depth_22_drifts_and_a_busy_machine_does_not(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> None:
-    pytester.makepyfile(test_mlp=MLP_TEST)
-    # The seconds gate is not the subject here: its floor keeps it from failing any run.
-    pytester.makeini("[pytest]\ncompile_instructions = true\ncompile_floor = 600\n")
-    monkeypatch.setenv("MLP_DEPTH", "20")
-    pytester.runpytest_subprocess("-p", "no:randomly", "--compile-pin-update").assert_outcomes(
-        passed=1
-    )
-    (pin,) = read_pin_file(next((pytester.path / "pins").glob("*.toml"))).pins.values()
-    assert pin.compile_instructions is not None and pin.compile_instructions > 1_000_000
-    assert pin.compile_instructions_identity is not None
+def _pinned_counts(project: JaxProject) -> dict[str, int | None]:
+    (path,) = project.pins_dir.glob("*.toml")
+    return {cell.split("::")[-1]: pin.compile_instructions for (cell, _), pin in _pins(path)}
 
-    # 10 % more layers: about +2.5 % instructions for this module, over the default
-    # tolerance (1.5 %) by more than an unchanged module's counts spread (docs/instructions.md).
-    monkeypatch.setenv("MLP_DEPTH", "22")
-    grown = pytester.runpytest_subprocess("-p", "no:randomly", "-v")
-    assert grown.ret == pytest.ExitCode.TESTS_FAILED
-    grown.stdout.fnmatch_lines(
+
+def _pins(path: Path) -> list[tuple[tuple[str, str], Any]]:
+    return list(read_pin_file(path).pins.items())
+
+
+def _counts(project: JaxProject) -> dict[str, int]:
+    return {name: row["compile_instructions"] for (name, _), row in project.rows().items()}
+
+
+@needs_valgrind
+def test_the_instruction_gate_from_a_first_count_to_a_repin_after_drift(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One project, every session of the gate's life, in three counting sessions: a count
+    pinned on a busy machine, carried while unchanged, counted again when told to (recount),
+    a grown module's DRIFT beside a row counted with no pin (under xdist), the re-pin refused
+    without counting, and the printed re-pin."""
+    project.conftest(cache=False)
+    project.tests(COUNTED_TESTS)
+    project.pytester.makeini("[pytest]\ncompile_floor = 600\n")  # seconds never fail here
+    monkeypatch.setenv("MLP_DEPTH", "1")
+    assert project.run("--compile-pin-update").ret == pytest.ExitCode.OK
+    assert _pinned_counts(project) == {"test_mlp": None, "test_small": None}
+
+    # Pinned with its count on a machine whose every core is busy; the session says what it
+    # counts and each count as it arrives (before pytest's summary line), beside the floor.
+    pin_with_count = ["--compile-pin-update", "--compile-instructions", MLP]
+    with both_cores_busy():
+        pinned = project.run(*pin_with_count)
+    assert pinned.ret == pytest.ExitCode.OK, pinned.stdout.str()
+    pinned.stdout.fnmatch_lines(
         [
-            "*DRIFT*test_mlp.py::test_mlp [[]grad[]]* instructions, pin * instructions (*x, *",
-            "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.50%; compiler floor *; "
-            "callgrind 3.*",
-            "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 1.50%, "
-            "whatever the load; the session fails.",
+            "pytest-jaxcompile: counting instructions of 1 module(s) (* ops) under valgrind, "
+            "about * from their sizes (an estimate)",
+            "pytest-jaxcompile: [[]1/1[]] test_models.py::test_mlp [[]grad[]]: * instructions "
+            "(compiler floor *), counted in * s",
+            "*jax compile times*",
         ]
     )
+    output = pinned.stdout.str()
+    assert output.index("counted in") < output.index("passed in")
+    (record,) = project.report()["records"]
+    assert 0 < record["compile_instructions_floor"] < record["compile_instructions"], record
+    first = _pinned_counts(project)
+    assert first["test_small"] is None
+    (path,) = project.pins_dir.glob("*.toml")
+    pins = dict(_pins(path))
+    assert pins[(MLP, "grad")].compile_instructions_identity
 
     # The module as pinned: its count is carried from the pin, and valgrind never runs
-    # (a `valgrind` first on PATH notes every run but `--version`).
-    monkeypatch.setenv("MLP_DEPTH", "20")
-    real, runs = shutil.which("valgrind"), pytester.path / "valgrind-runs"
-    wrapper = pytester.path / "bin" / "valgrind"
+    # (a `valgrind` first on PATH notes every run but `--version`). The ini key counts too.
+    real, runs = shutil.which("valgrind"), project.path / "valgrind-runs"
+    wrapper = project.path / "bin" / "valgrind"
     wrapper.parent.mkdir()
     wrapper.write_text(
         f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> {runs}\nexec {real} "$@"\n'
     )
     wrapper.chmod(0o755)
-    with monkeypatch.context() as path:
-        path.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
-        report = pytester.path / "carried.json"
-        carried = pytester.runpytest_subprocess(
-            "-p", "no:randomly", "-v", "--compile-report", str(report)
-        )
-    assert carried.ret == pytest.ExitCode.OK, carried.stdout.str()
-    (verdict,) = json.loads(report.read_text())["verdicts"]
-    assert verdict["status"] == "ok" and "module unchanged: count carried" in verdict["note"]
-    assert not runs.exists(), runs.read_text()
+    with monkeypatch.context() as path_first:
+        path_first.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+        carried = project.run("-v", "-o", "compile_instructions=true", MLP)
+        assert carried.ret == pytest.ExitCode.OK, carried.stdout.str()
+        (verdict,) = project.report()["verdicts"]
+        assert verdict["status"] == "ok" and CARRIED in verdict["note"], verdict
+        assert not runs.exists(), runs.read_text()
 
-    # Counted again on a busy machine (compile_instructions_recount): within tolerance.
-    request.getfixturevalue("both_cores_busy")
-    busy = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "-v", "-o", "compile_instructions_recount=true"
+        # compile_instructions_recount counts it again: valgrind starts (here past its
+        # timeout, and under --compile-instructions-required that fails the session).
+        recount = project.run(
+            "-o",
+            "compile_instructions=true",
+            "-o",
+            "compile_instructions_recount=true",
+            "-o",
+            "compile_instructions_timeout=1",
+            "--compile-instructions-required",
+            MLP,
+        )
+    assert recount.ret == pytest.ExitCode.TESTS_FAILED, recount.stdout.str()
+    recount.stdout.fnmatch_lines(
+        [
+            "*1 row(s) not counted under valgrind (--compile-instructions-required)*",
+            "  test_models.py::test_mlp [[]grad[]]: the counting child ran past "
+            "compile_instructions_timeout (1 s)",
+        ]
     )
-    assert busy.ret == pytest.ExitCode.OK, busy.stdout.str()
-    assert "DRIFT" not in busy.stdout.str()
-    assert "count carried" not in busy.stdout.str()
+    assert "count carried" not in recount.stdout.str()
+    assert runs.exists()
+    (record,) = project.report()["records"]
+    assert record["compile_instructions"] is None, record
+    assert "compile_instructions_timeout (1 s)" in record["compile_instructions_note"]
+
+    # One more layer, under pytest-xdist: each worker counts its own rows after its tests and
+    # says so on its stderr, named by the worker (the controller never shows a worker's
+    # terminal); the controller's summary has every count: the grown row's DRIFT, whatever
+    # the load, and the row counted with no pinned count, with the command that pins it.
+    monkeypatch.setenv("MLP_DEPTH", "2")
+    grown = project.run("--compile-instructions", "-v", "-n", "2", "--dist", "load")
+    assert grown.ret == pytest.ExitCode.TESTS_FAILED, grown.stdout.str() + grown.stderr.str()
+    said = [line for line in grown.stderr.lines if "pytest-jaxcompile:" in line]
+    arrivals = {}
+    for line in said:
+        worker, _, rest = line.partition(" pytest-jaxcompile: ")
+        assert worker in ("[gw0]", "[gw1]"), line
+        arrived = re.fullmatch(r"\[\d/\d\] (.+?): (.*)", rest)
+        if arrived is not None:  # the row's name: the test's node id, then its transform
+            arrivals[arrived[1].split(" ")[0]] = arrived[2]
+        else:
+            assert re.match(r"counting instructions of [12] module\(s\)", rest), line
+    assert set(arrivals) == {MLP, SMALL}, said
+    assert all("instructions (compiler floor" in what for what in arrivals.values()), said
+    grown_counts = _counts(project)
+    assert grown_counts["test_small"] > 0 and grown_counts["test_mlp"] > 0, grown_counts
+    assert grown_counts["test_mlp"] != grown_counts["test_small"]  # another module, another count
+    grown.stdout.fnmatch_lines(
+        [
+            "*DRIFT*test_models.py::test_mlp [[]grad[]]* instructions, pin * instructions (*x, *",
+            "*DRIFT in compile instructions *,* -> *,* (+*%, tolerance 1.50%; compiler floor *; "
+            "callgrind 3.*",
+            "warning: 1 row(s) counted with no pinned count of this instrument.",
+            "  test_models.py::test_small [[]sin[]]: * instructions (compiler floor *)",
+            "DRIFT: 1 row(s) compiled with more instructions than their pin by more than 1.50%, "
+            "whatever the load; the session fails.",
+        ]
+    )
+    # The command that pins it counts again: the command that pinned test_mlp's count above.
+    assert printed_repin(grown.stdout.str(), "Pin them with: ") == [*pin_with_count[:2], SMALL]
+    repin = printed_repin(grown.stdout.str(), INTENDED)
+
+    # A re-pin that does not count would drop the pinned count: refused, nothing written.
+    refused = project.run("--compile-pin-update", MLP)
+    assert refused.ret == pytest.ExitCode.TESTS_FAILED
+    assert "re-pin with --compile-instructions. Nothing was written" in refused.stdout.str()
+    assert _pinned_counts(project) == first
+
+    # The printed re-pin (it counts), on a busy machine: the count it pins is the one made
+    # quietly under xdist, within what the gate tolerates (no DRIFT from load).
+    with both_cores_busy():
+        assert project.run(*repin).ret == pytest.ExitCode.OK
+    second = _pinned_counts(project)
+    mlp_first, mlp_second = first["test_mlp"], second["test_mlp"]
+    assert mlp_first is not None and mlp_second is not None and mlp_second > mlp_first
+    quiet = grown_counts["test_mlp"]
+    assert abs(mlp_second - quiet) <= DEFAULT_INSTRUCTIONS_TOLERANCE * quiet, (mlp_second, quiet)
 
 
 POOL_GET = "xla::cpu::ParallelFusionEmitter::FusionCompilerPool::GetInstance()"
@@ -420,56 +520,35 @@ def test_without_valgrind_the_option_is_a_usage_error_naming_the_install(
 
 @needs_valgrind
 def test_a_count_depends_neither_on_the_modules_before_it_nor_on_a_child_beside_it() -> None:
-    """The same module counted first of three in one child and, at the same time, alone in
-    a second child on another CPU (`run_children`, as a session with CPUs to spare)."""
+    """The same module counted after another in one child and, at the same time, alone in a
+    second child on another CPU (`run_children`, as a session with CPUs to spare). The modules
+    are small: a child's start costs more than counting them."""
     import jax
     import jax.numpy as jnp
 
     from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture, run_children
 
-    def lowered(depth: int, width: int) -> object:
-        def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
-            for w in ws:
-                x = jnp.tanh(x @ w)
-            return jnp.sum(x)
-
-        return jax.jit(jax.grad(loss)).lower(
-            [jnp.ones((width, width)) for _ in range(depth)], jnp.ones((4, width))
-        )
+    def loss(ws: list[jax.Array], x: jax.Array) -> jax.Array:
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.sum(x)
 
     stager = InstructionStager(timeout_s=0)
-    for depth, width in ((6, 16), (3, 64), (12, 8)):
+    for name, lowered in (
+        ("sin", jax.jit(jnp.sin).lower(jnp.ones(3))),
+        ("mlp", jax.jit(jax.grad(loss)).lower([jnp.ones((32, 32))], jnp.ones((4, 32)))),
+    ):
         with capture() as captured:
-            lowered(depth, width).compile()  # type: ignore[attr-defined]
-        stager.add(make_record(transform=f"{depth}x{width}"), captured)
-    first = stager.staged[0]
-    results = run_children([*stager.staged, first], [[0, 1, 2], [3]], timeout_s=3600)
-    counts = results[0]["instructions"], results[3]["instructions"]
+            lowered.compile()
+        stager.add(make_record(transform=name), captured)
+    other, module = stager.staged
+    results = run_children([other, module, module], [[0, 1], [2]], timeout_s=3600)
+    counts = results[1]["instructions"], results[2]["instructions"]
     if len(os.sched_getaffinity(0)) > 1:  # each child kept to a CPU of its own
-        assert results[0]["cpu"] != results[3]["cpu"], results
+        assert results[1]["cpu"] != results[2]["cpu"], results
     # Within what the gate tolerates (docs/instructions.md#determinism-made).
     assert abs(counts[0] - counts[1]) <= DEFAULT_INSTRUCTIONS_TOLERANCE * min(counts), counts
-    assert results[1]["instructions"] != counts[0]  # another module, another count
-
-
-@needs_valgrind
-def test_a_child_past_its_timeout_leaves_rows_not_counted_and_saying_why(
-    tmp_path: Path,
-) -> None:
-    import jax
-    import jax.numpy as jnp
-
-    from pytest_jaxcompile.backends.jax.instructions import InstructionStager, capture
-
-    stager = InstructionStager(timeout_s=1)
-    record = make_record()
-    with capture() as captured:
-        jax.jit(jnp.sin).lower(jnp.ones(3)).compile()
-    stager.add(record, captured)
-    stager.count("0.10.2")
-    assert record.compile_instructions is None
-    assert record.compile_instructions_note is not None
-    assert "compile_instructions_timeout (1 s)" in record.compile_instructions_note
+    assert results[0]["instructions"] != counts[0]  # another module, another count
 
 
 def test_a_non_cpu_backend_row_says_counting_covers_the_cpu_compiler_only() -> None:

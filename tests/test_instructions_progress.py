@@ -4,8 +4,6 @@ compiler's floor beside each count, every row not counted (failing the session u
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import sys
 import textwrap
@@ -13,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import needs_valgrind
 from records_factory import make_record
 
 from pytest_jaxcompile._numbers import giga, instructions_text
@@ -190,108 +187,3 @@ def test_the_child_runs_with_the_determinism_settings_kept(tmp_path: Path) -> No
     randomisation_off = NO_ASLR in DETERMINISM and shutil.which("setarch") is not None
     assert (Path(command[0]).name == "setarch") is randomisation_off
     assert child_command(tmp_path, tmp_path, ())[0] == "valgrind"
-
-
-# ----------------------------------------------------------------------- real valgrind
-
-
-SMALL_TEST = textwrap.dedent(
-    """
-    import jax
-    import jax.numpy as jnp
-
-
-    def test_small(jax_compile):
-        jax_compile(jnp.sin, jnp.ones(3))
-    """
-)
-
-
-@needs_valgrind
-def test_a_counting_session_says_what_it_counts_each_count_and_how_to_pin_it(
-    pytester: pytest.Pytester,
-) -> None:
-    pytester.makepyfile(test_small=SMALL_TEST)
-    pytester.makeini("[pytest]\ncompile_instructions = true\ncompile_floor = 600\n")
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "--compile-report", str(report))
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    output = result.stdout.str()
-    result.stdout.fnmatch_lines(
-        [
-            "pytest-jaxcompile: counting instructions of 1 module(s) (* ops) under valgrind, "
-            "about * from their sizes (an estimate)",
-            "pytest-jaxcompile: [[]1/1[]] test_small.py::test_small*: * instructions "
-            "(compiler floor *), counted in * s",
-            "*jax compile times*",
-        ]
-    )
-    # Said while counting, before pytest's own summary line.
-    assert output.index("counted in") < output.index("passed in")
-    (record,) = json.loads(report.read_text())["records"]
-    floor, count = record["compile_instructions_floor"], record["compile_instructions"]
-    assert 0 < floor < count, record
-    result.stdout.fnmatch_lines(
-        [
-            "warning: 1 row(s) counted with no pinned count of this instrument.",
-            "  test_small.py::test_small*: * instructions (compiler floor *)",
-            "Pin them with: pytest --compile-pin-update test_small.py::test_small",
-        ]
-    )
-
-    # A count the child could not make in time: named, and under required the session fails.
-    failed = pytester.runpytest_subprocess(
-        "-p",
-        "no:randomly",
-        "-o",
-        "compile_instructions_timeout=1",
-        "--compile-instructions-required",
-    )
-    assert failed.ret == pytest.ExitCode.TESTS_FAILED, failed.stdout.str()
-    failed.stdout.fnmatch_lines(
-        [
-            "*1 row(s) not counted under valgrind (--compile-instructions-required)*",
-            "  test_small.py::test_small*: the counting child ran past "
-            "compile_instructions_timeout (1 s)",
-        ]
-    )
-
-
-@needs_valgrind
-def test_each_xdist_worker_says_what_it_counts_on_its_stderr_named(
-    pytester: pytest.Pytester,
-) -> None:
-    """Under pytest-xdist each worker counts its own rows after its tests; the controller never
-    shows a worker's terminal, so the worker says its lines on its stderr, named by the
-    worker, and the controller's summary has every count."""
-    pytester.makepyfile(
-        test_small=SMALL_TEST
-        + textwrap.dedent(
-            """
-
-            def test_cosine(jax_compile):
-                jax_compile(jnp.cos, jnp.ones(4))
-            """
-        )
-    )
-    pytester.makeini("[pytest]\ncompile_instructions = true\ncompile_floor = 600\n")
-    report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "-n", "2", "--dist", "load", "--compile-report", str(report)
-    )
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
-    said = [line for line in result.stderr.lines if "pytest-jaxcompile:" in line]
-    counts = {}
-    for line in said:
-        worker, _, rest = line.partition(" pytest-jaxcompile: ")
-        assert worker in ("[gw0]", "[gw1]"), line
-        arrived = re.fullmatch(r"\[\d/\d\] (.+?): (.*)", rest)
-        if arrived is not None:  # the row's name: the test's node id, then its transform
-            counts[arrived[1].split(" ")[0].split("[")[0]] = arrived[2]
-        else:
-            assert re.match(r"counting instructions of [12] module\(s\)", rest), line
-    assert set(counts) == {"test_small.py::test_small", "test_small.py::test_cosine"}, said
-    assert all("instructions (compiler floor" in what for what in counts.values()), said
-    records = json.loads(report.read_text())["records"]
-    assert len(records) == 2 and all(r["compile_instructions"] > 0 for r in records), records
-    result.stdout.fnmatch_lines(["warning: 2 row(s) counted with no pinned count*"])

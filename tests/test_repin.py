@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject, needs_valgrind
+from conftest import JaxProject
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -18,7 +18,6 @@ from pytest_jaxcompile.gate.pins import (
     Pin,
     PinStore,
     kept_figures,
-    read_pin_file,
     within_repin_margin,
 )
 from pytest_jaxcompile.gate.view import repin_command
@@ -212,7 +211,7 @@ def test_the_repin_command_names_files_where_node_ids_would_run_long() -> None:
     )
 
 
-def _printed_repin(output: str, sentence: str) -> list[str]:
+def printed_repin(output: str, sentence: str) -> list[str]:
     """The re-pin command printed after `sentence`, as a shell would split it, less
     ``pytest``."""
     (line,) = [line for line in output.splitlines() if line.startswith(sentence)]
@@ -257,7 +256,7 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
     assert drift.ret == pytest.ExitCode.TESTS_FAILED
     (verdict,) = project.report()["verdicts"]
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
-    printed = _printed_repin(drift.stdout.str(), INTENDED)
+    printed = printed_repin(drift.stdout.str(), INTENDED)
     assert "--compile-paired" in printed and "--compile-hardware=ci-runner" in printed
     assert "--override-ini=compile_pins_dir=pins" in printed  # an ini key given with -o
 
@@ -285,59 +284,3 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
     (verdict,) = project.report()["verdicts"]
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
     assert f"paired with pins/{ci_pins.name}" in verdict["note"]  # its own key's pin now
-
-
-COUNTED_MLP = """
-    import os
-    import jax
-    import jax.numpy as jnp
-
-    def test_mlp(jax_compile):
-        depth = int(os.environ["MLP_DEPTH"])
-
-        def loss(ws, x):
-            for w in ws:
-                x = jnp.tanh(x @ w)
-            return jnp.sum(x)
-
-        ws = [jnp.ones((32, 32)) for _ in range(depth)]
-        jax_compile(jax.grad(loss), ws, jnp.ones((4, 32)), transform="grad")
-"""
-
-
-def _pinned_count(project: JaxProject) -> int | None:
-    (path,) = project.pins_dir.glob("*.toml")
-    (pin,) = read_pin_file(path).pins.values()
-    return pin.compile_instructions
-
-
-@needs_valgrind
-def test_a_counted_row_repinned_by_the_printed_command_keeps_its_count(
-    project: JaxProject, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    project.conftest(cache=False)
-    project.tests(COUNTED_MLP)
-    project.pytester.makeini("[pytest]\ncompile_floor = 600\n")  # seconds never fail here
-    monkeypatch.setenv("MLP_DEPTH", "4")
-    assert project.run("--compile-pin-update").ret == 0
-    assert _pinned_count(project) is None
-
-    # Counted, with no pinned count: the command that pins it counts again.
-    counted = project.run("--compile-instructions")
-    printed = _printed_repin(counted.stdout.str(), "Pin them with: ")
-    assert "--compile-instructions" in printed
-    assert project.run(*printed).ret == 0
-    first = _pinned_count(project)
-    assert first is not None and first > 0
-
-    monkeypatch.setenv("MLP_DEPTH", "8")  # about twice the instructions: DRIFT
-    grown = project.run("--compile-instructions")
-    assert grown.ret == pytest.ExitCode.TESTS_FAILED
-    printed = _printed_repin(grown.stdout.str(), INTENDED)
-    refused = project.run("--compile-pin-update")  # not counting: it would drop the count
-    assert refused.ret == pytest.ExitCode.TESTS_FAILED
-    assert "re-pin with --compile-instructions. Nothing was written" in refused.stdout.str()
-    assert _pinned_count(project) == first
-    assert project.run(*printed).ret == 0  # as printed
-    second = _pinned_count(project)
-    assert second is not None and second > first
