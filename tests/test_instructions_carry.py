@@ -13,7 +13,8 @@ from records_factory import make_record
 from pytest_jaxcompile.backends.jax import instructions
 from pytest_jaxcompile.backends.jax.instructions import CARRIED, Captured, InstructionStager
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
-from pytest_jaxcompile.gate.judging import carried_instructions, judge
+from pytest_jaxcompile.gate.instructions import carried_instructions
+from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore, read_pin_file
 from pytest_jaxcompile.gate.status import Status

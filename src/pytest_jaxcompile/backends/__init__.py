@@ -48,7 +48,7 @@ STAGING = ".staged"  # under compile_artifacts_dir: every measured module's text
 
 # The pinned instruction count of a row whose fingerprint, compile options digest and
 # instrument identity (set on the record) equal its pin's, else None: the gate's
-# `gate.judging.carried_instructions`, handed in by the session (backends import no gate).
+# `gate.instructions.carried_instructions`, handed in by the session (backends import no gate).
 CarriedCount = Callable[[CompileRecord], "int | None"]
 Say = Callable[[str], None]  # one line for the user, now (the terminal, while counting)
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
 from pytest_jaxcompile.gate.dropping import dropped_figures
-from pytest_jaxcompile.gate.judging import instructions_pin, judge_all, judged_by_budget
+from pytest_jaxcompile.gate.instructions import instructions_pin
+from pytest_jaxcompile.gate.judging import judge_all, judged_by_budget
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.modules import ModuleStore
 from pytest_jaxcompile.gate.outcome import Identity, Outcome, coverage

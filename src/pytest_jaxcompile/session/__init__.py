@@ -33,7 +33,8 @@ from pytest_jaxcompile.backends import BackendSession, Say, all_backends, backen
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import budget_of, over_budget
-from pytest_jaxcompile.gate.judging import carried_instructions, judge
+from pytest_jaxcompile.gate.instructions import carried_instructions
+from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.gate.twins import twin_wanted
