@@ -64,7 +64,7 @@ def test_jax_imported_before_watching_is_captured_at_its_backend_start() -> None
     )
     started = (
         "BackendStart(xla_flags='--xla_force_host_platform_device_count=1', "
-        "captured_at='backend_start')"
+        "captured_at='backend_start', baseline=None)"
     )
     assert lines == ["None", started, started, "1"]
 
@@ -95,7 +95,7 @@ def test_watching_before_jax_is_imported_leaves_no_trace_on_jax() -> None:
         "SourceFileLoader SourceFileLoader",
         "False",
         "None",
-        "BackendStart(xla_flags='', captured_at='backend_start')"
+        "BackendStart(xla_flags='', captured_at='backend_start', baseline=None)"
         if jax_has_backend_initialization_hooks()
         else "None",
     ]

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from test_dashboard_browser import BROWSER_ARGUMENTS, BROWSERS
 
+# Each test runs .ci/tools in a shell: a process
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".ci" / "tools"
 BASH = shutil.which("bash") or "/bin/bash"

@@ -9,7 +9,7 @@ import psutil
 import pytest
 from conftest import JaxProject
 
-from pytest_jaxcompile.backends.jax.measure import _cpu_seconds
+from pytest_jaxcompile.backends.jax.recompile import cpu_seconds
 
 TICK_S = 0.01  # psutil's cpu_times() counts in ticks of 1/SC_CLK_TCK (100 per second)
 
@@ -65,14 +65,14 @@ def test_cpu_seconds_count_every_thread_of_the_process() -> None:
             total += index
         work_s.append(time.thread_time() - start)
 
-    before = _cpu_seconds()
+    before = cpu_seconds()
     worker = threading.Thread(target=spin)
     worker.start()
     worker.join()
     # The process clock folds an exited thread's time in at the kernel's accounting, which can
     # trail the thread's own clock by a little on a loaded machine: the caller's thread alone
     # would read about 0, so 95 % of the thread's work still says every thread is counted.
-    assert _cpu_seconds() - before >= 0.95 * work_s[0] > 0
+    assert cpu_seconds() - before >= 0.95 * work_s[0] > 0
 
     import jax
     import jax.numpy as jnp
@@ -88,10 +88,10 @@ def test_cpu_seconds_count_every_thread_of_the_process() -> None:
     # Each clock is read outside the one after it, so the process interval encloses the
     # caller's: where a JAX compiles on the caller's thread alone, the two differ only by the
     # reads themselves, and the process figure must still be the larger.
-    ticks_before, before, caller_before = process.cpu_times(), _cpu_seconds(), time.thread_time()
+    ticks_before, before, caller_before = process.cpu_times(), cpu_seconds(), time.thread_time()
     lowered.compile(compiler_options={})  # a fresh compile, whatever JAX cached
     caller = time.thread_time() - caller_before
-    measured = _cpu_seconds() - before
+    measured = cpu_seconds() - before
     ticks_after = process.cpu_times()
     ticked = (ticks_after.user + ticks_after.system) - (ticks_before.user + ticks_before.system)
     # psutil sums every thread in whole ticks: the two agree within a tick at each end.

@@ -179,7 +179,7 @@ def test_a_paired_slowdown_is_drift_whatever_the_seconds_said(tmp_path: Path) ->
     assert verdict.status is Status.DRIFT and verdict.phase == PAIRED_PHASE
     assert verdict.note is not None and verdict.note.startswith("DRIFT paired with pins/x.toml")
     assert (
-        "6 pairs, cpu 1.000 s -> 1.195 s, pairs' ratio 1.19x (95% sequential interval "
+        "6 pairs, cpu 1.000 s -> 1.195 s (medians), pairs' ratio 1.19x (95% sequential interval "
         "1.15x-1.21x, paired tolerance 5%)" in verdict.note
     )
     assert "cost 12.5 s" in verdict.note
@@ -243,7 +243,7 @@ def test_a_row_the_floor_decided_says_so(tmp_path: Path) -> None:
     record = paired([0.3] * 6, [0.31, 0.3, 0.32, 0.3, 0.31, 0.3])  # 3-7 % of 0.3 s: 0.02 s
     verdict = judge(record, store, dataclasses.replace(THRESHOLDS, paired_floor_s=0.05))
     assert verdict.status is Status.OK and verdict.note is not None
-    assert "interval 1.00x-1.07x, floor 0.05 s: 17%)" in verdict.note
+    assert "interval 1.00x-1.07x, paired floor 0.05 s: 17%)" in verdict.note
     assert "ok by the floor: its whole interval is under 0.05 s slower (compile_paired_floor)" in (
         verdict.note
     )
