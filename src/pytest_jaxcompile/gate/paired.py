@@ -230,7 +230,7 @@ class PairedComparison:
         head = (
             f"not decided within {allowed} pairs: this runner's noise ({self.noise:.1%} per "
             f"compile, measured) is too large to judge {self.ratio:.2f}x against {against} "
-            f"(it resolves about {resolvable(self.noise, allowed):.0%} in {allowed} pairs)"
+            f"(it resolves {resolution(resolvable(self.noise, allowed))} in {allowed} pairs)"
         )
         needed = self.pairs_to_decide(tolerance)
         more = "more pairs"
@@ -271,8 +271,8 @@ class PairingCost:
             text += f", {self.not_decided} not decided"
         if self.noise is not None and self.resolves is not None:
             text += (
-                f"; noise {self.noise:.1%} per compile: this runner resolves about "
-                f"{self.resolves:.0%} in {self.max_pairs} pairs"
+                f"; noise {self.noise:.1%} per compile: this runner resolves "
+                f"{resolution(self.resolves)} in {self.max_pairs} pairs"
             )
         return text
 
@@ -359,3 +359,9 @@ def said_already(change: str, note: str) -> bool:
     """Whether `note` already says `change` (``module grew: 60 -> 466 ops``), with its own
     figures in parentheses (the seconds verdict's limit)."""
     return change.split(" (", 1)[0] in note
+
+
+def resolution(change: float) -> str:
+    """The smallest change a runner resolves, as said: ``about 12%``; ``under 1%`` where it
+    rounds to nothing (a quiet runner: never ``about 0%``)."""
+    return "under 1%" if change < 0.005 else f"about {change:.0%}"
