@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import textwrap
@@ -126,6 +127,19 @@ _DURATION = re.compile(r"\s+N s  ")  # a --compile-durations line: ranked by mea
 # A profile's phase reads "0.3 ms" under a tenth of a second and "1.234 s" above: which unit
 # a phase gets depends on how long it took this time, so both mask alike.
 _UNIT = re.compile(r"\bN ms\b")
+
+
+# The sentence before the re-pin command a failing session prints
+INTENDED = "If the change is intended, re-pin and commit the pin files: "
+
+
+def printed_repin(output: str, sentence: str) -> list[str]:
+    """The re-pin command printed after `sentence`, as a shell would split it, less
+    ``pytest``."""
+    (line,) = [line for line in output.splitlines() if line.startswith(sentence)]
+    words = shlex.split(line.removeprefix(sentence))
+    assert words[:2] == ["pytest", "--compile-pin-update"], line
+    return words[1:]
 
 
 def compile_summary(result: pytest.RunResult) -> list[str]:

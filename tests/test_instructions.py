@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import JaxProject, needs_valgrind
+from conftest import INTENDED, JaxProject, needs_valgrind, printed_repin
 from records_factory import make_record
-from test_repin import INTENDED, printed_repin
 
 from pytest_jaxcompile._constants import DEFAULT_INSTRUCTIONS_TOLERANCE, INSTRUCTIONS_PHASE
 from pytest_jaxcompile.backends.jax.instructions import CARRIED

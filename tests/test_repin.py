@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -211,15 +210,6 @@ def test_the_repin_command_names_files_where_node_ids_would_run_long() -> None:
     )
 
 
-def printed_repin(output: str, sentence: str) -> list[str]:
-    """The re-pin command printed after `sentence`, as a shell would split it, less
-    ``pytest``."""
-    (line,) = [line for line in output.splitlines() if line.startswith(sentence)]
-    words = shlex.split(line.removeprefix(sentence))
-    assert words[:2] == ["pytest", "--compile-pin-update"], line
-    return words[1:]
-
-
 PAIRED_MODEL = """
     import os
     import jax
@@ -237,7 +227,6 @@ PAIRED_MODEL = """
         jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
 """
 PAIRED = ("--compile-paired", "-o", "compile_paired_max_pairs=12")
-INTENDED = "If the change is intended, re-pin and commit the pin files: "
 
 
 def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired(

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
@@ -183,13 +182,6 @@ def test_seconds(jax_compile):
 """
 
 
-def _printed_repin(out: str) -> list[str]:
-    """The arguments of the re-pin command the session printed."""
-    match = re.search(r"re-pin and commit the pin files: pytest (.*)$", out, re.MULTILINE)
-    assert match is not None, out
-    return shlex.split(match.group(1))
-
-
 def _shrink_cold_seconds_pin(project: JaxProject) -> None:
     """test_seconds' cold pin to a millisecond: any real compile of it drifts (at no floor),
     while a cache hit, against its warm pin as measured, does not."""
@@ -255,7 +247,7 @@ def test_a_change_fails_whatever_the_cache_holds_and_a_printed_re_pin_accepts_it
 
     # The printed re-pin, run as printed (the cache holds the new modules): every cache
     # state's pin holds the accepted module, and the store keeps only the accepted modules.
-    repin = project.run(*_printed_repin(result.stdout.str()))
+    repin = project.run(*printed_repin(result.stdout.str(), INTENDED))
     assert repin.ret == 0, repin.stdout.str()
     pinned = {
         (group.key.cache_state, cell.split("::")[-1]): pin.fingerprint
