@@ -241,7 +241,10 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 # The options of every session a test starts: file order (below), and without this suite's
 # own Hypothesis plugin, which imports all of Hypothesis when pytest starts (a second of
 # every inner session's start-up, on hundreds of them); no project a test makes uses it.
-INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest"
+# Nor do they profile their failing rows (a child compiling each again, seconds a session):
+# a test of the profile asks for it with PROFILE_FAILING, which comes later and wins.
+INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest -o compile_profile_failing=never"
+PROFILE_FAILING = ("-o", "compile_profile_failing=always")
 
 
 @pytest.fixture(autouse=True)

@@ -204,3 +204,6 @@ def test_rows_not_counted_and_unpinned_counts_are_named_in_the_closing_lines(
     assert "warning: 1 row(s) counted with no pinned count of this instrument." in text
     assert "  tests/test_models.py::test_mlp [jit]: 2.5 M instructions" in text
     assert "Pin them with: pytest --compile-pin-update tests/test_models.py::test_mlp" in text
+    # the counted row's: the command counts again, or it would pin no count
+    counted_repin = "pytest --compile-pin-update --compile-instructions tests/test_models.py::"
+    assert f"Pin them with: {counted_repin}test_mlp" in text

@@ -178,6 +178,11 @@ def outcomes(draw: st.DrawFn) -> Outcome:
     return outcome
 
 
+def _words(text: str) -> str:
+    """Text as its words, one space apart: how a wrapped line still reads."""
+    return " ".join(text.split())
+
+
 def _markdown(text: str) -> str:
     """How the Markdown outputs write plain text: one line, no HTML."""
     return " ".join(text.split()).replace("<", "&lt;").replace(">", "&gt;")
@@ -197,6 +202,7 @@ def test_every_output_over_random_outcomes(
 ) -> None:
     view = session_view(outcome)
     terminal = "\n".join(text for text, _ in summary_lines(outcome, verbose=True))
+    terminal_words = _words(terminal)  # a long sentence is wrapped over short lines
     summary = step_summary(outcome)
     comment = pr_comment(outcome)
     annotations = annotation_commands(outcome, record_path_resolver(ROOT, None), None)
@@ -235,10 +241,10 @@ def test_every_output_over_random_outcomes(
     assert (report["gate"] == "fail") is outcome.failed
     for block in view.failure_blocks():
         if block.kind is BlockKind.PIN_ERROR:
-            assert block.text in terminal and _markdown(block.text) in summary
+            assert _words(block.text) in terminal_words and _markdown(block.text) in summary
             assert _markdown(block.text) in comment
             continue
-        assert f"{block.text}; the session fails." in terminal
+        assert _words(f"{block.text}; the session fails.") in terminal_words
         assert _markdown(f"{block.text}; the session fails.") in summary
         assert _markdown(f"{block.text}; this run fails.") in comment
     if outcome.failed and not outcome.pin_update:

@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import PROFILE_FAILING, JaxProject
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from records_factory import make_record
@@ -446,7 +446,7 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # Another runner, with no pin of its own: judged beside the laptop's module, here.
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "ci-runner")
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("--compile-paired", "-v")  # -v: the whole note, part by part
+    bigger = project.run("--compile-paired", "-v", *PROFILE_FAILING)  # -v: the whole note
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     out = bigger.stdout.str()
     assert "DRIFT      test_models.py::test_model [grad]" in out
@@ -670,7 +670,7 @@ def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_lit
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path))
-    result = project.run("--compile-paired")
+    result = project.run("--compile-paired", *PROFILE_FAILING)
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     _one_repin_command_in_every_output(project, result.stdout.str(), summary.read_text())
     verdicts = project.verdicts()

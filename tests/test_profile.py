@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import PROFILE_FAILING, JaxProject
 from records_factory import make_record
 
 from pytest_jaxcompile.gate.judging import judge
@@ -142,6 +142,9 @@ MODEL = """
         ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
         jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
 """
+# A tight seconds gate, so the bigger model fails; failing rows profiled (the suite's inner
+# sessions skip that unless asked).
+FAILING = ("--compile-floor", "0.01", "--compile-tolerance", "0.5", *PROFILE_FAILING)
 
 
 def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
@@ -166,7 +169,7 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
 
     # Three times as deep, no option: it fails, and the profile says where the time went.
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("--compile-floor", "0.01", "--compile-tolerance", "0.5", "-v")
+    bigger = project.run(*FAILING, "-v")
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED, bigger.stdout.str()
     out = bigger.stdout.str()
     assert "DRIFT      test_models.py::test_model [grad]" in out
@@ -190,7 +193,7 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
 
     # Its pin's module gone: the row's own passes, and why nothing is compared.
     shutil.rmtree(project.pins_dir / "modules")
-    lost = project.run("--compile-floor", "0.01", "--compile-tolerance", "0.5", "-v")
+    lost = project.run(*FAILING, "-v")
     assert lost.ret == pytest.ExitCode.TESTS_FAILED
     out = lost.stdout.str()
     assert "longest of XLA's HLO passes: " in out
