@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -80,6 +81,64 @@ def test_a_miss_names_the_cache_key_part_and_the_flag_that_changed(
     (header,) = [line for line in result.stdout.lines if line.startswith("cpu:") and "|" in line]
     assert header.split("  (")[0].endswith("| cold")
     assert "--cold--" in header and "--warm--" not in header, header
+
+
+def _key_records(module_scale: float) -> tuple[str, list[tuple[object, object]]]:
+    """A real module's persistent-cache key, as JAX computes it, and what JAX logs of it
+    at DEBUG (each part's hash: what a capture with key parts reads)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src import cache_key, compiler, xla_bridge
+
+    lowered = jax.jit(lambda x: jnp.sin(x) * module_scale).lower(jnp.ones(5))
+    records: list[tuple[object, object]] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append((record.msg, record.args))
+
+    logger, keep = logging.getLogger(cache_key.__name__), Keep()
+    level = logger.level
+    logger.addHandler(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
+        key = cache_key.get(
+            lowered.compiler_ir("stablehlo"),
+            np.array([[jax.devices()[0]]]),
+            compiler.get_compile_options(num_replicas=1, num_partitions=1),
+            xla_bridge.get_backend(),
+        )
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
+    return key, records
+
+
+@pytest.mark.integration  # real JAX in this process: a module lowered, never compiled
+def test_the_computation_hashed_once_logs_what_jax_logs_and_leaves_the_key_alone() -> None:
+    """The key parts' cost on a large module (benchmarks/census_overhead.py): the
+    computation's hash is logged without serializing the module again, the same records."""
+    from jax._src import cache_key
+
+    from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART, ComputationHashedOnce
+
+    jax_own = [_key_records(scale) for scale in (3.0, 4.0)]
+    original = cache_key._log_cache_key_hash
+    once = ComputationHashedOnce()
+    once.install()
+    try:
+        hashed_once = [_key_records(scale) for scale in (3.0, 4.0)]
+    finally:
+        once.uninstall()
+    assert cache_key._log_cache_key_hash is original  # JAX's own again
+    assert once.checked is True  # the first key showed the two ways equal
+    assert hashed_once == jax_own
+    assert jax_own[0][0] != jax_own[1][0]  # two modules, two keys
+    computation = [
+        args for _, records in jax_own for _, args in records if args[0] == COMPUTATION_PART
+    ]
+    assert len(computation) == 4 and computation[0] != computation[2]
 
 
 def test_a_misss_short_line_keeps_the_key_part_past_the_line_budget() -> None:

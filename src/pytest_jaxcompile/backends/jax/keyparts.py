@@ -15,19 +15,27 @@ dispatch and its backend compile the logger is back at its own level: nothing re
 keys, and on a suite of short tests eager dispatch is most of the compiles (815 of 955 on
 flax's `nnx` transform tests).
 
+The computation is the part that costs: logging its hash serializes the module a second time.
+It is the key's first part, so its own hash is the running hash after it: while key parts are
+read, `ComputationHashedOnce` has JAX log that one without the second serialization (the
+same records, the same values), once the first key of the process showed the two equal.
+
 PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 LOGGER = "jax._src.cache_key"
 _PART = "get_cache_key hash of serialized %s: %s"  # the part's own hash, not the cumulative
+_RUNNING = "get_cache_key hash after serializing %s: %s"  # the cumulative hash
 _FLAG = "Including XLA flag in cache key: %s"
 
 
@@ -60,6 +68,54 @@ class KeyParts:
 
 
 _ARGS = {_PART: 2, _FLAG: 1}  # each key record's template -> its number of arguments
+
+
+class ComputationHashedOnce:
+    """While installed: JAX's ``cache_key._log_cache_key_hash(hash_obj, name, hashfn)``
+    logs the computation's hash as the running hash after it (the key's first part),
+    without hashing the module again; checked against JAX's own way on the first key this
+    object sees (one per process: `CompileMonitor`). Where JAX has no such function,
+    installing changes nothing."""
+
+    def __init__(self) -> None:
+        self.checked: bool | None = None  # None: not yet; False: they differed, JAX's way
+        self._cache_key: Any = None
+        self._original: Callable[..., None] | None = None
+
+    def install(self) -> None:
+        from jax._src import cache_key
+
+        original = getattr(cache_key, "_log_cache_key_hash", None)
+        if original is None or isinstance(original, ComputationHashedOnce):
+            return
+        self._cache_key, self._original = cache_key, original
+        cache_key._log_cache_key_hash = self
+
+    def uninstall(self) -> None:
+        if self._cache_key is not None and self._cache_key._log_cache_key_hash is self:
+            self._cache_key._log_cache_key_hash = self._original
+        self._cache_key = self._original = None
+
+    def __call__(self, hash_obj: Any, last_serialized: str, hashfn: Callable[..., Any]) -> None:
+        original, logger = self._original, self._cache_key.logger
+        assert original is not None, "called only while installed"
+        if (
+            last_serialized != COMPUTATION_PART
+            or self.checked is False
+            or not logger.isEnabledFor(logging.DEBUG)
+        ):
+            original(hash_obj, last_serialized, hashfn)
+            return
+        running = hash_obj.digest().hex()
+        if self.checked is None:  # once: the part's own hash as JAX computes it
+            fresh = hashlib.sha256()
+            hashfn(fresh)
+            self.checked = fresh.digest().hex() == running
+            if not self.checked:
+                original(hash_obj, last_serialized, hashfn)
+                return
+        logger.debug(_PART, last_serialized, running)
+        logger.debug(_RUNNING, last_serialized, running)
 
 
 def is_key_record(template: object, args: tuple[object, ...]) -> bool:

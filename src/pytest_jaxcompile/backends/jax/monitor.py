@@ -37,7 +37,11 @@ from pytest_jaxcompile.backends.jax.explain import (
     parse_explanation,
 )
 from pytest_jaxcompile.backends.jax.keyparts import LOGGER as KEY_PARTS_LOGGER
-from pytest_jaxcompile.backends.jax.keyparts import KeyParts, is_key_record
+from pytest_jaxcompile.backends.jax.keyparts import (
+    ComputationHashedOnce,
+    KeyParts,
+    is_key_record,
+)
 from pytest_jaxcompile.backends.jax.residue import ProgramResidue
 
 EVENT_TRACE = "/jax/core/compile/jaxpr_trace_duration"
@@ -333,6 +337,7 @@ class CompileMonitor:
         # held at its own level for an eager compile (see `_on_duration`).
         self._key_readers: dict[int, int] = {}
         self._key_logger_quiet = False
+        self._computation_hashed_once = ComputationHashedOnce()  # while key parts are read
         # Threads on which the plugin (not the user) turned jax_explain_cache_misses on.
         self.explaining_threads: set[int] = set()
         # What the program's traces and compiles left in JAX's in-process caches.
@@ -494,6 +499,8 @@ class CompileMonitor:
             # Explanations are logged at WARNING: no need for the retrace loggers' DEBUG.
             lowest = logging.WARNING if name in RETRACE_LOGGERS else logging.DEBUG
             logger.setLevel(min(lowest, passes_at))
+            if name == KEY_PARTS_LOGGER:
+                self._computation_hashed_once.install()
 
     def _close_loggers(self, names: tuple[str, ...]) -> None:
         for name in names:
@@ -506,6 +513,7 @@ class CompileMonitor:
             logger.setLevel(self._saved_levels.pop(name))
             if name == KEY_PARTS_LOGGER:
                 self._key_logger_quiet = False
+                self._computation_hashed_once.uninstall()
 
     def _set_key_logger_quiet(self, quiet: bool) -> None:
         """Hold the cache-key logger at the level it had without the plugin (`quiet`), or
