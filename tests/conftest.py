@@ -64,7 +64,7 @@ class JaxProject:
         report = self.path / "report.json"
         report.unlink(missing_ok=True)
         return self.pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", "--compile-report", str(report), *args
+            "-p", "no:cacheprovider", "--compile-report", str(report), *PROFILE_NEVER, *args
         )
 
     def report(self) -> dict[str, Any]:
@@ -241,9 +241,12 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 # The options of every session a test starts: file order (below), and without this suite's
 # own Hypothesis plugin, which imports all of Hypothesis when pytest starts (a second of
 # every inner session's start-up, on hundreds of them); no project a test makes uses it.
-# Nor do they profile their failing rows (a child compiling each again, seconds a session):
-# a test of the profile asks for it with PROFILE_FAILING, which comes later and wins.
-INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest -o compile_profile_failing=never"
+INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest"
+# A `JaxProject`'s sessions do not profile their failing rows (a child compiling each again,
+# seconds a session); a test of the profile asks for it with PROFILE_FAILING, which comes
+# later on the command line and wins. (Not in INNER_SESSION_OPTIONS: a compile_* option
+# there would switch the plugin on in the sessions that test a project not using it.)
+PROFILE_NEVER = ("-o", "compile_profile_failing=never")
 PROFILE_FAILING = ("-o", "compile_profile_failing=always")
 
 

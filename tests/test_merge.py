@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import (
     EXPECTED,
+    PROFILE_FAILING,
     JaxProject,
     compile_summary,
     make_pinned_suite,
@@ -330,7 +331,7 @@ def test_merge_is_a_registered_subcommand() -> None:
 
 def test_two_shards_merged_give_the_unsharded_verdict(project: JaxProject) -> None:
     make_pinned_suite(project)
-    whole = project.run("-v", "--compile-floor", "0")
+    whole = project.run("-v", "--compile-floor", "0", *PROFILE_FAILING)
     assert whole.ret == pytest.ExitCode.TESTS_FAILED
     assert project.verdicts() == EXPECTED
     unsharded = project.report()
@@ -338,7 +339,7 @@ def test_two_shards_merged_give_the_unsharded_verdict(project: JaxProject) -> No
     selection = "drift or improved or test_ok"
     shard_paths, shard_summaries = [], []
     for name, expression in (("a", selection), ("b", f"not ({selection})")):
-        shard = project.run("-v", "--compile-floor", "0", "-k", expression)
+        shard = project.run("-v", "--compile-floor", "0", "-k", expression, *PROFILE_FAILING)
         shard_summaries.append(compile_summary(shard))
         shard_paths.append(project.path / f"shard-{name}.json")
         shutil.copy(project.path / "report.json", shard_paths[-1])
