@@ -5,12 +5,13 @@ version, the backend version, the XLA flags, the compile options, the accelerato
 the compression, a custom hook) and, when its logger is at DEBUG, logs the hash of each part
 ("get_cache_key hash of serialized XLA flags: <hex>") and every XLA flag it includes. At DEBUG
 JAX hashes each part a second time to log it: about +20 ms on a 1 MiB module, a few percent
-of a persistent-cache hit (benchmarks/key_parts_cost.py), and nothing when the persistent cache
-is off (JAX computes no key). `CompileMonitor.capture(key_parts=True)` reads the records,
-around a compile the `jax_compile` fixture measures and around a census'd test: the logger is
-lowered to DEBUG while a capture is open, and its filter takes the records of the capturing
-thread and lets through to the user's handlers exactly what would have reached them anyway,
-so their captured log output does not change. Between the lowering of a module of JAX's eager
+of a persistent-cache hit, and nothing when the persistent cache is off (JAX computes no key);
++0.8 ms with the computation hashed once (below; benchmarks/key_parts_cost.py).
+`CompileMonitor.capture(key_parts=True)` reads the records, around a compile the
+`jax_compile` fixture measures and around a census'd test: the logger is lowered to DEBUG
+while a capture is open, and its filter takes the records of the capturing thread and lets
+through to the user's handlers exactly what would have reached them anyway, so their
+captured log output does not change. Between the lowering of a module of JAX's eager
 dispatch and its backend compile the logger is back at its own level: nothing reads those
 keys, and on a suite of short tests eager dispatch is most of the compiles (815 of 955 on
 flax's `nnx` transform tests).
@@ -92,13 +93,14 @@ class ComputationHashedOnce:
         cache_key._log_cache_key_hash = self
 
     def uninstall(self) -> None:
+        # JAX's function and module are kept: a key computed on another thread may have
+        # looked this object up just before, and still calls it.
         if self._cache_key is not None and self._cache_key._log_cache_key_hash is self:
             self._cache_key._log_cache_key_hash = self._original
-        self._cache_key = self._original = None
 
     def __call__(self, hash_obj: Any, last_serialized: str, hashfn: Callable[..., Any]) -> None:
         original, logger = self._original, self._cache_key.logger
-        assert original is not None, "called only while installed"
+        assert original is not None, "called only once installed"
         if (
             last_serialized != COMPUTATION_PART
             or self.checked is False
