@@ -28,6 +28,14 @@ def regenerating_docs() -> bool:
     return os.environ.get("JAXCOMPILE_REGENERATE_DOCS") == "1"
 
 
+# A `JaxProject`'s sessions do not profile their failing rows (a child compiling each again,
+# seconds a session); a test of the profile asks for it with PROFILE_FAILING, which comes
+# later on the command line and wins. (Not in INNER_SESSION_OPTIONS: a compile_* option
+# there would switch the plugin on in the sessions that test a project not using it.)
+PROFILE_NEVER = ("-o", "compile_profile_failing=never")
+PROFILE_FAILING = ("-o", "compile_profile_failing=always")
+
+
 class JaxProject:
     """A throwaway pytest project that uses the plugin with a real persistent cache."""
 
@@ -242,12 +250,6 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxPr
 # own Hypothesis plugin, which imports all of Hypothesis when pytest starts (a second of
 # every inner session's start-up, on hundreds of them); no project a test makes uses it.
 INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest"
-# A `JaxProject`'s sessions do not profile their failing rows (a child compiling each again,
-# seconds a session); a test of the profile asks for it with PROFILE_FAILING, which comes
-# later on the command line and wins. (Not in INNER_SESSION_OPTIONS: a compile_* option
-# there would switch the plugin on in the sessions that test a project not using it.)
-PROFILE_NEVER = ("-o", "compile_profile_failing=never")
-PROFILE_FAILING = ("-o", "compile_profile_failing=always")
 
 
 @pytest.fixture(autouse=True)

@@ -185,7 +185,7 @@ def _words(text: str) -> str:
 
 def _markdown(text: str) -> str:
     """How the Markdown outputs write plain text: one line, no HTML."""
-    return " ".join(text.split()).replace("<", "&lt;").replace(">", "&gt;")
+    return _words(text).replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _token(cell: str) -> str:
