@@ -681,21 +681,21 @@ def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_lit
     report = project.report()
     assert report["paired"]["rows"] == 2
     # What the pairing cost, as the rows hold it and the paired line says it: each row
-    # within the pairs allowed, the DRIFT decided before the equal row's floor; the cost in
-    # plain compiles of the pinned module (how many a runner needs is measured by
-    # benchmarks/paired_fresh.py, not bounded here: it follows the runner's noise).
+    # within the pairs allowed, its cost in plain compiles of its pinned module. How many
+    # a runner needs follows its noise: benchmarks/paired_gate.py measures it
+    # (docs/benchmarks.md), no bound here.
     pairs = {
         cell: len(rows[(cell, "grad")]["paired_new_wall_s"]) for cell in ("test_deep", "test_a")
     }
     cost = report["paired"]
     assert sorted(cost["pairs"]) == sorted(pairs.values())
-    assert all(6 <= count <= cost["max_pairs"] for count in pairs.values()), pairs
-    per_row = sorted(
-        rows[(cell, "grad")]["paired_cost_s"]
+    assert all(LOOKS[0] <= count <= cost["max_pairs"] for count in pairs.values()), pairs
+    per_row = {
+        cell: rows[(cell, "grad")]["paired_cost_s"]
         / statistics.median(rows[(cell, "grad")]["paired_base_wall_s"])
         for cell in pairs
-    )
-    assert cost["plain_compiles"] == pytest.approx(statistics.median(per_row))
-    # A pair compiles both modules: a row costs at least its pairs' two compiles.
-    assert all(spent >= 2 * min(pairs.values()) for spent in per_row), per_row
+    }
+    assert cost["plain_compiles"] == pytest.approx(statistics.median(per_row.values()))
+    # A pair compiles both modules, the new one no faster than half the pinned one.
+    assert all(per_row[cell] > pairs[cell] for cell in pairs), (per_row, pairs)
     assert f"{cost['plain_compiles']:.0f} plain compiles a row" in result.stdout.str()
