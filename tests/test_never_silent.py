@@ -5,6 +5,7 @@ Real JAX on the CPU, real persistent cache directories, real pytest sessions.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ def test_a_new_runner_is_compared_with_the_nearest_pin_and_can_be_required(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    project.run("--compile-pin-update", "--compile-hardware=runner-a").assert_outcomes(passed=1)
+    project.pin_update("--compile-hardware=runner-a").assert_outcomes(passed=1)
     result = project.run("--compile-hardware=runner-b")
     assert result.ret == pytest.ExitCode.OK  # an advisory, by default
     verdict = project.report()["verdicts"][0]
@@ -67,7 +68,7 @@ def test_a_ci_runner_named_by_hand_is_compared_with_the_local_pins(
     each row is compared with the local pin, the key named."""
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     (local,) = {verdict["key"]["hardware"] for verdict in project.report()["verdicts"]}
     assert local.startswith("cpu:cpu @ ")
 
@@ -100,7 +101,7 @@ def test_a_pin_recorded_on_a_gpu_never_judges_a_cpu_row_under_the_same_name(
     the row says why and is unpinned (never noisy or drifted against it)."""
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    project.run("--compile-pin-update", "--compile-hardware=runner").assert_outcomes(passed=1)
+    project.pin_update("--compile-hardware=runner").assert_outcomes(passed=1)
     edit_pins(
         project.pins_dir,
         "none",
@@ -127,7 +128,7 @@ def test_a_pin_recorded_on_a_gpu_never_judges_a_cpu_row_under_the_same_name(
 def test_a_new_test_file_in_a_pinned_project_is_no_runner_warning(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     project.tests(MLP_TEST.replace("test_mlp", "test_new_a"), name="test_new")
     project.tests(MLP_TEST.replace("test_mlp", "test_new_b"), name="test_newer")
     # Time-advisory: the pinned row's verdict is beside the point (and load-dependent).
@@ -249,9 +250,10 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     assert python.exists(), f"JAXCOMPILE_OLD_JAX_PYTHON={configured} does not exist"
     project.conftest(cache=False)
     project.tests(MLP_TEST)
-    import jax
-
-    if jax.__version__ == OLD_JAX:
+    # Read, not imported: pytester unloads what a test imports, and jaxlib's extension does
+    # not survive a second import in this process (a later test importing jax aborted).
+    jax_version = importlib.metadata.version("jax")
+    if jax_version == OLD_JAX:
         pytest.skip(f"this Python runs jax {OLD_JAX} itself")
     pinned = subprocess.run(
         [
@@ -283,14 +285,14 @@ def test_a_jax_upgrade_prints_the_upgrade_block_and_can_gate(project: JaxProject
     )
     result.stdout.fnmatch_lines(
         [
-            f"jax upgrade {OLD_JAX} -> {jax.__version__} on ci-runner: 1 row(s) compared with "
+            f"jax upgrade {OLD_JAX} -> {jax_version} on ci-runner: 1 row(s) compared with "
             f"their {OLD_JAX} pins, median *x (report only; compile_max_upgrade_slowdown makes "
             "it a gate).",
             "  slowest: test_models.py::test_mlp [[]jit[]] *x",
         ]
     )
     upgrade = project.report()["upgrades"][0]
-    assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax.__version__, 1)
+    assert (upgrade["old"], upgrade["new"], upgrade["rows"]) == (OLD_JAX, jax_version, 1)
     gated = project.run("--compile-hardware=ci-runner", "-o", "compile_max_upgrade_slowdown=0")
     # Judge the gated run by its own figure: the ratio moves between runs.
     gated_ratio = project.report()["upgrades"][0]["median_ratio"]
