@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import compileall
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -22,6 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers
+def pytest_configure(config: pytest.Config) -> None:
+    """The plugin's bytecode, compiled once before any worker or session starts. The
+    sessions the tests start import the plugin from src/ (an editable install); where no
+    bytecode is written (PYTHONDONTWRITEBYTECODE, as on CI machines) each compiled its
+    modules from source again, about 0.2 s of CPU in each of some 300 sessions. An
+    installed plugin has its bytecode from pip, as here."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(REPO / "src", quiet=1)
+
+
 def regenerating_docs() -> bool:
     """Whether the docs checks rewrite a stale example in place (`JAXCOMPILE_REGENERATE_DOCS=1`)
     rather than only fail on it."""
@@ -39,8 +52,9 @@ PROFILE_FAILING = ("-o", "compile_profile_failing=always")
 class JaxProject:
     """A throwaway pytest project that uses the plugin with a real persistent cache."""
 
-    def __init__(self, pytester: pytest.Pytester) -> None:
+    def __init__(self, pytester: pytest.Pytester, made: PinsMade | None = None) -> None:
         self.pytester = pytester
+        self._made = made
         self.path = pytester.path
         self.cache_dir = pytester.path / "jaxcache"
         self.pins_dir = pytester.path / "pins"
@@ -75,6 +89,15 @@ class JaxProject:
             "-p", "no:cacheprovider", "--compile-report", str(report), *PROFILE_NEVER, *args
         )
 
+    def pin_update(self, *args: str) -> PinSetup:
+        """`--compile-pin-update` (with `args`) as a test's setup, its output unread. Where a
+        project identical in its files, environment and `args` was pinned earlier in this
+        process (another test's setup), its pins, persistent cache and report are copied
+        here instead: that session would import JAX and compile the same modules again."""
+        if self._made is None or any((self.path / name).exists() for name in PinsMade.KEPT):
+            return PinSetup.of(self.run("--compile-pin-update", *args))
+        return self._made.pin_update(self, args)
+
     def report(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.path / "report.json").read_text())
         return data
@@ -108,6 +131,84 @@ class JaxProject:
         if not self.pins_dir.is_dir():
             return {}
         return {path.name: path.read_bytes() for path in sorted(self.pins_dir.glob("*.toml"))}
+
+
+@dataclasses.dataclass(frozen=True)
+class PinSetup:
+    """What a test's setup pinning ended with (`JaxProject.pin_update`)."""
+
+    ret: int
+    outcomes: dict[str, int]
+
+    def assert_outcomes(self, **expected: int) -> None:
+        """As `RunResult.assert_outcomes`: the kinds not named are expected to be none."""
+        kinds = ("passed", "skipped", "failed", "errors", "xpassed", "xfailed")
+        seen = {kind: self.outcomes.get(kind, 0) for kind in kinds}
+        assert seen == {kind: expected.get(kind, 0) for kind in kinds}, self.outcomes
+
+    @classmethod
+    def of(cls, result: pytest.RunResult) -> PinSetup:
+        return cls(int(result.ret), dict(result.parseoutcomes()))
+
+
+class PinsMade:
+    """The results of the setup pin updates run in this process, by what they ran on: the
+    project's files (its own directory named alike in every project), the environment and
+    the arguments. Only what the session wrote is kept: pins, persistent cache, report."""
+
+    KEPT = ("pins", "jaxcache", "report.json")
+    # what pytester writes beside a session it runs (its output, its temporary directories)
+    NOT_INPUT = (*KEPT, "stdout", "stderr")
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def pin_update(self, project: JaxProject, args: tuple[str, ...]) -> PinSetup:
+        stored = self.directory / self._fingerprint(project.path, args)
+        if stored.is_dir():
+            for name in self.KEPT:
+                _copy(stored / name, project.path / name)
+        else:
+            setup = PinSetup.of(project.run("--compile-pin-update", *args))
+            scratch = stored.with_name(stored.name + ".partial")
+            scratch.mkdir()
+            for name in self.KEPT:
+                _copy(project.path / name, scratch / name)
+            (scratch / "setup.json").write_text(json.dumps(dataclasses.asdict(setup)))
+            scratch.rename(stored)
+        return PinSetup(**json.loads((stored / "setup.json").read_text()))
+
+    @staticmethod
+    def _fingerprint(path: Path, args: tuple[str, ...]) -> str:
+        digest = hashlib.sha256(repr(args).encode())
+        here = str(path).encode()
+        for file in sorted(path.rglob("*")):
+            parts = file.relative_to(path).parts
+            if parts[0] in PinsMade.NOT_INPUT or parts[0].startswith("runpytest-"):
+                continue
+            if any(part.startswith(".") or part == "__pycache__" for part in parts):
+                continue
+            if file.is_file():
+                digest.update(
+                    b"\0".join(
+                        [
+                            str(file.relative_to(path)).encode(),
+                            file.read_bytes().replace(here, b"<project>"),
+                            b"",
+                        ]
+                    )
+                )
+        for name, value in sorted(os.environ.items()):
+            if name not in ("PYTEST_CURRENT_TEST", "PYTEST_DEBUG_TEMPROOT"):  # set per test
+                digest.update(f"{name}={value}\0".replace(str(path), "<project>").encode())
+        return digest.hexdigest()[:32]
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target)
+    elif source.is_file():
+        shutil.copy2(source, target)
 
 
 RENDEZVOUS = """
@@ -239,11 +340,18 @@ def _logic_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> JaxProject:
+def project(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pins_made: PinsMade
+) -> JaxProject:
     # The load gate reads the host's load; pin it low so verdicts under test do not depend
     # on what else this machine runs. Tests of the gate itself set their own value.
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "0")
-    return JaxProject(pytester)
+    return JaxProject(pytester, pins_made)
+
+
+@pytest.fixture(scope="session")
+def pins_made(tmp_path_factory: pytest.TempPathFactory) -> PinsMade:
+    return PinsMade(tmp_path_factory.mktemp("pins-made"))
 
 
 # The options of every session a test starts: file order (below), and without this suite's
@@ -355,7 +463,7 @@ EXPECTED = {
 def make_pinned_suite(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(PINNED_SUITE.replace("{gone}", GONE))
-    project.run("--compile-pin-update").assert_outcomes(passed=5)
+    project.pin_update().assert_outcomes(passed=5)
     set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
     project.tests(PINNED_SUITE.replace("{gone}", "") + UNPINNED)
 

@@ -287,5 +287,5 @@ def test_a_growth_limit_with_no_figure_to_judge_asks_a_census_row_for_no_pin(
     assert (row["budget_only"], row["op_count"]) == (True, None)
     assert project.verdicts()[("test_ops", "jit(step)")] == "budget"
     assert "--compile-pin-update" not in result.stdout.str()
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     assert list(project.pins_dir.glob("*.toml")) == []

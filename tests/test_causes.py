@@ -29,7 +29,7 @@ def test_a_grown_model_names_the_operations_that_grew_and_keeps_its_text(
     project.conftest(cache=False)
     project.tests(MLP_TEST)
     monkeypatch.setenv("JAXMODELS_DEPTH", "4")
-    project.run("--compile-pin-update").assert_outcomes(passed=2)
+    project.pin_update().assert_outcomes(passed=2)
     pin_text = next(project.pins_dir.glob("*.toml")).read_text()
     assert '"stablehlo.tanh" = 4' in pin_text  # the histogram is pinned
 
@@ -184,8 +184,8 @@ def test_a_changed_compile_option_is_named_as_the_compile_options_part(
         pytest.skip(f"jax {jax.__version__}'s jit takes no compiler_options")
     project.conftest(cache=True, min_compile_time=0.0)
     project.tests(OPTIONS_TEST)
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     monkeypatch.setenv("FAST", "1")
     result = project.run("-v")
     assert project.rows()[("test_mlp", "jit")]["cache_state"] == "cold"

@@ -287,7 +287,7 @@ def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
 ) -> None:
     project.conftest(cache=False)
     _make_deeper(project, 2)
-    project.run("--compile-pin-update")
+    project.pin_update()
     pinned = project.rows()[("test_mlp", "vag")]["op_count"]
     _make_deeper(project, 4)
     # Time drift (a tiny pin forced by hand) names what changed deterministically.
@@ -319,7 +319,7 @@ def test_a_grown_module_is_named_in_the_drift_and_gated_deterministically(
 def test_time_advisory_reports_drift_without_failing(project: JaxProject) -> None:
     project.conftest(cache=False)
     _make_deeper(project, 2)
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     project.pytester.makeini("[pytest]\ncompile_time_advisory = true\n")
     result = project.run("--compile-floor", "0")
@@ -332,7 +332,7 @@ def test_compile_count_is_pinned_and_a_change_is_reported(project: JaxProject) -
     project.conftest(cache=False)
     project.tests(IMPLICIT_TEST)
     # Its max_compiles judges the budget-only test: no pin (docs/verdicts.md#budget-only-tests)
-    project.run("--compile-pin-update")
+    project.pin_update()
     assert list(project.pins_dir.glob("*.toml")) == []
     # The session's census asks for every compile's seconds: pinned, and the test's count.
     project.run("--compile-census", "--compile-pin-update")

@@ -82,7 +82,7 @@ def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
 def test_drift_on_an_unchanged_module_points_at_the_environment(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0", "-v")  # where to look: a detail, under -v
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -92,7 +92,7 @@ def test_drift_on_an_unchanged_module_points_at_the_environment(project: JaxProj
 def test_drift_does_not_hide_a_test_failure_exit_status(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS + "\n    def test_broken():\n        assert False\n")
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -102,7 +102,7 @@ def test_drift_does_not_hide_a_test_failure_exit_status(project: JaxProject) -> 
 def test_improvement_is_reported_and_fails_only_when_asked(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 100.0)
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
@@ -116,7 +116,7 @@ def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
 
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     _pin_value(project, f'jax_version = "{jax.__version__}"', 'jax_version = "0.0.1"')
     project.set_pin_field("compile_s", 0.0001)
     result = project.run("--compile-floor", "0")
@@ -133,7 +133,7 @@ def test_jax_version_bump_is_unpinned_not_drift(project: JaxProject) -> None:
 def test_corrupt_pin_file_is_a_usage_error_and_stays_untouched(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     (path,) = project.pins_dir.glob("*.toml")
     broken = path.read_text().replace("compile_s = ", "compile_s = = ")
     path.write_text(broken)
@@ -151,7 +151,7 @@ def test_pin_file_broken_during_the_session_stops_the_update_cleanly(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     (path,) = project.pins_dir.glob("*.toml")
     project.tests(
         MODEL_TESTS
@@ -295,7 +295,7 @@ def test_ini_options_are_read_and_cli_wins(project: JaxProject) -> None:
         compile_tolerance = 7
         """
     )
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     assert list((project.path / "compile-pins").glob("*--mixed--none--*.toml"))
     report = project.report()
     assert report["thresholds"]["tolerance"] == 7.0
@@ -379,7 +379,7 @@ def test_stale_pins_are_reported(project: JaxProject) -> None:
             jax_compile(jax.jit(jax.grad(mlp_loss)), *mlp_example_args(), transform="grad")
         """
     )
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.tests(
         """
         import jax
@@ -601,7 +601,7 @@ def test_a_compile_that_raises_keeps_its_row_shown_failed_and_never_judged(
     assert "compile failed after" in verdict["note"]
     assert "**failed**" in summary.read_text()
     assert "No such compile option" in summary.read_text()
-    project.run("--compile-pin-update").assert_outcomes(failed=1)
+    project.pin_update().assert_outcomes(failed=1)
     assert not list(project.pins_dir.glob("*.toml"))  # never pinned
 
 
@@ -637,5 +637,5 @@ def test_a_function_that_raises_while_tracing_leaves_a_failed_row_with_its_secon
     result.stdout.fnmatch_lines(
         ["*failed * test_models.py::test_broken [[]broken[]] * [[]the tracing raised ValueError*"]
     )
-    project.run("--compile-pin-update").assert_outcomes(failed=1)
+    project.pin_update().assert_outcomes(failed=1)
     assert not list(project.pins_dir.glob("*.toml"))  # never pinned

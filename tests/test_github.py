@@ -169,7 +169,7 @@ def _github_project(project: JaxProject) -> Path:
             "{gone}", 'jax_compile(jax.grad(mlp_loss), *mlp_example_args(), transform="gone")'
         )
     )
-    project.run("--compile-pin-update").assert_outcomes(passed=3)
+    project.pin_update().assert_outcomes(passed=3)
     set_pins(project.pins_dir, {"test_drift": 0.000001, "test_improved": 1000.0}, 1000.0)
     project.tests(SUITE.replace("{gone}", ""))
     summary = project.path / "step-summary.md"

@@ -358,7 +358,7 @@ def test_a_4x_batch_fails_on_temp_bytes_and_the_unchanged_model_passes(
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
     project.pytester.makeini("[pytest]\ncompile_max_memory_growth = 0.5\n")
-    project.run("--compile-pin-update").assert_outcomes(passed=2)
+    project.pin_update().assert_outcomes(passed=2)
     pinned = project.rows()[("test_model", "vag")]
     # A measured row carries the compile's peak RSS, its growth, and temp and flops.
     assert pinned["compile_rss_scope"] == "compile"
@@ -421,7 +421,7 @@ def test_the_first_compile_of_a_process_drifts_on_rss_over_a_tiny_pin(
             x, y = np.ones((8, 16), np.float32), np.ones((8, 4), np.float32)
             jax_compile(m.mlp_loss, params, x, y, transform="loss")
     """)
-    project.run("--compile-pin-update").assert_outcomes(passed=1)
+    project.pin_update().assert_outcomes(passed=1)
     first = project.rows()[("test_first", "loss")]
     assert first["compile_rss_growth_mib"] > 1.0
     project.set_pin_field("compile_rss_growth_mib", 0.0)

@@ -47,7 +47,7 @@ def test_rows_measured_under_load_are_noisy_unless_strict(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     project.set_pin_field("compile_cpu_s", None)  # no CPU seconds to judge it on
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
@@ -69,7 +69,7 @@ def test_rows_under_load_are_judged_on_cpu_seconds(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     # The wall figure is far over its pin, the CPU figure within any tolerance: noisy.
     project.set_pin_field("compile_s", 0.0001)
@@ -92,7 +92,7 @@ def test_rows_under_load_are_judged_on_cpu_seconds(
 def test_cpu_metric_judges_process_cpu_seconds(project: JaxProject) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     row = project.rows()[("test_mlp", "vag")]
     assert row["compile_cpu_s"] > 0
     project.set_pin_field("compile_s", 1000.0)  # wall: far faster than pinned
@@ -126,7 +126,7 @@ def test_census_rows_record_the_load_and_are_noisy_above_it(
 ) -> None:
     project.conftest(cache=False)
     project.tests(CENSUS_TESTS)
-    project.run("--compile-pin-update")
+    project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     assert project.run("--compile-floor", "0").ret == pytest.ExitCode.OK
