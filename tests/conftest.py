@@ -148,7 +148,11 @@ class PinSetup:
 
     @classmethod
     def of(cls, result: pytest.RunResult) -> PinSetup:
-        return cls(int(result.ret), dict(result.parseoutcomes()))
+        try:
+            outcomes = dict(result.parseoutcomes())
+        except ValueError:  # no summary line (a usage error): no outcome to count
+            outcomes = {}
+        return cls(int(result.ret), outcomes)
 
 
 class PinsMade:
