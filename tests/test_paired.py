@@ -676,7 +676,9 @@ def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_lit
     _one_repin_command_in_every_output(project, result.stdout.str(), summary.read_text())
     verdicts = project.verdicts()
     assert verdicts[("test_deep", "grad")] == "DRIFT"
-    assert verdicts[("test_a", "grad")] == "ok"
+    # The equal row passes: ok, or on a noisy runner not decided by the pairs allowed
+    # (noisy, docs/paired.md; the newest matrix session saw it): never DRIFT.
+    assert verdicts[("test_a", "grad")] in ("ok", "noisy"), verdicts
     rows = project.rows()
     assert rows[("test_b", "grad")]["paired_new_cpu_s"] is None  # unchanged
     report = project.report()
