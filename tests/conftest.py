@@ -361,9 +361,10 @@ def pins_made(tmp_path_factory: pytest.TempPathFactory) -> PinsMade:
 # The options of every session a test starts: file order (below), and without this suite's
 # own Hypothesis plugin, which imports all of Hypothesis when pytest starts (a second of
 # every inner session's start-up, on hundreds of them); no project a test makes uses it.
-# Nor pytest-cov's, where scripts/coverage.sh installed it: coverage itself measures those
-# sessions (`patch = subprocess`), and its plugin's import costs each a tenth of a second.
-INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest -p no:pytest_cov"
+# Nor pytest-benchmark's (a test extra; no project a test makes benchmarks), nor pytest-cov's,
+# where scripts/coverage.sh installed it: coverage itself measures those sessions
+# (`patch = subprocess`). Each plugin's import is paid again by every session.
+INNER_SESSION_OPTIONS = "-p no:randomly -p no:hypothesispytest -p no:benchmark -p no:pytest_cov"
 
 
 @pytest.fixture(autouse=True)
