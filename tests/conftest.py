@@ -29,8 +29,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """The plugin's bytecode, compiled once before any worker or session starts. The
     sessions the tests start import the plugin from src/ (an editable install); where no
     bytecode is written (PYTHONDONTWRITEBYTECODE, as on CI machines) each compiled its
-    modules from source again, about 0.2 s of CPU in each of some 300 sessions. An
-    installed plugin has its bytecode from pip, as here."""
+    modules from source again, about 0.2 s of CPU a session. An installed plugin has its
+    bytecode from pip, as here."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(REPO / "src", quiet=1)
 
@@ -95,8 +95,12 @@ class JaxProject:
         process (another test's setup), its pins, persistent cache and report are copied
         here instead: that session would import JAX and compile the same modules again."""
         if self._made is None or any((self.path / name).exists() for name in PinsMade.KEPT):
-            return PinSetup.of(self.run("--compile-pin-update", *args))
+            return self.pin_session(args)
         return self._made.pin_update(self, args)
+
+    def pin_session(self, args: tuple[str, ...]) -> PinSetup:
+        """The pin update `pin_update` stands for, run here."""
+        return PinSetup.of(self.run("--compile-pin-update", *args))
 
     def report(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.path / "report.json").read_text())
@@ -173,8 +177,9 @@ class PinsMade:
             for name in self.KEPT:
                 _copy(stored / name, project.path / name)
         else:
-            setup = PinSetup.of(project.run("--compile-pin-update", *args))
+            setup = project.pin_session(args)
             scratch = stored.with_name(stored.name + ".partial")
+            shutil.rmtree(scratch, ignore_errors=True)  # left by a test stopped mid-copy
             scratch.mkdir()
             for name in self.KEPT:
                 _copy(project.path / name, scratch / name)
