@@ -9,4 +9,6 @@ fi
 # shellcheck disable=SC1091
 . "$repo/.venv/bin/activate"
 python -m pip install --quiet --disable-pip-version-check --upgrade pip
-python -m pip install --quiet --disable-pip-version-check -e "$repo[test]"
+# scripts/venv-constraints.txt: what the suite holds back, and why.
+python -m pip install --quiet --disable-pip-version-check -e "$repo[test]" \
+  --constraint "$repo/scripts/venv-constraints.txt"
