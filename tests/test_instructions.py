@@ -421,6 +421,25 @@ def test_a_dump_without_xla_s_fusion_compiler_pool_says_nothing_of_it() -> None:
     assert fusion_compilers_reused(older_jaxlib) is None
 
 
+def test_a_dump_is_read_to_its_edges_and_by_whole_numbers() -> None:
+    """The dump is read by literal searches (a regex over megabytes took ~10 s a count under
+    valgrind): a block at the dump's first line or its last, without a final newline, is
+    read, and function (2) is never read as (23)."""
+    from pytest_jaxcompile.backends.jax.instructions_child import fusion_compilers_reused
+
+    dump = _dump(4, 1, elsewhere=2)
+    pool_first = (
+        f"fn=(2) {POOL_GET}\n0 40\ncfn=(3) {POOL_CREATE}\ncalls=1 0\n"
+        "fn=(1) xla::cpu::ParallelFusionEmitter::AddFusion()\ncfn=(2)\ncalls=4 0"
+    ).encode()
+    assert fusion_compilers_reused(pool_first) == 3
+    assert fusion_compilers_reused(dump.rstrip(b"\n").rsplit(b"\n", 1)[0]) == 3
+    more = dump.replace(b"calls=1 0\n", b"calls=1 0\ncfn=(23)\ncalls=9 0\n", 1)
+    assert fusion_compilers_reused(more) == 3  # (23)'s calls are another function's
+    last = dump + b"fn=(2)\ncfn=(3)\ncalls=1 0"
+    assert fusion_compilers_reused(last) == 2  # a fifth instance created, at the very end
+
+
 @pytest.mark.parametrize(
     ("cpus", "worker", "cpu"),
     [
