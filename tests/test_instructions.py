@@ -438,6 +438,14 @@ def test_a_dump_is_read_to_its_edges_and_by_whole_numbers() -> None:
     assert fusion_compilers_reused(more) == 3  # (23)'s calls are another function's
     last = dump + b"fn=(2)\ncfn=(3)\ncalls=1 0"
     assert fusion_compilers_reused(last) == 2  # a fifth instance created, at the very end
+    # Not a function's naming line (a file's, a longer name), a call without its calls
+    # line, a block or a call cut off at the dump's end: each read as nothing.
+    odd = f"fl=(9) {POOL_GET}\nfn=(8) {POOL_GET}(int)\n".encode() + dump.replace(
+        b"fn=(2)\n0 40\n", b"fn=(2)\n0 40\ncfn=(3)\n0 7\n", 1
+    )
+    assert fusion_compilers_reused(odd) == 3
+    assert fusion_compilers_reused(odd + b"fn=(2)") == 3
+    assert fusion_compilers_reused(odd + b"fn=(2)\ncfn=(3)") == 3
 
 
 @pytest.mark.parametrize(
