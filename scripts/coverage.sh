@@ -7,7 +7,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$repo/scripts/setup-venv.sh"
 python -m pip install --quiet --disable-pip-version-check -e "$repo[test,coverage]" \
-  --constraint "$repo/scripts/venv-constraints.txt"
+  --constraint "$venv_constraints"
 # The upgrade tests' older jax, where scripts/test.sh built it (they skip without it).
 old_python="$repo/.venv-jax-0.9.2/bin/python"
 if [ -x "$old_python" ]; then

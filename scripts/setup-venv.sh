@@ -9,6 +9,9 @@ fi
 # shellcheck disable=SC1091
 . "$repo/.venv/bin/activate"
 python -m pip install --quiet --disable-pip-version-check --upgrade pip
-# scripts/venv-constraints.txt: what the suite holds back, and why.
+# What the project's venvs hold back, and why; every install into them uses it (a script
+# that sources this one reads it from venv_constraints). Not exported: nox's sessions and
+# the built-wheel test install what a user would get.
+venv_constraints="$repo/scripts/venv-constraints.txt"
 python -m pip install --quiet --disable-pip-version-check -e "$repo[test]" \
-  --constraint "$repo/scripts/venv-constraints.txt"
+  --constraint "$venv_constraints"

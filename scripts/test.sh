@@ -16,7 +16,7 @@ if [ ! -x "$old_venv/bin/python" ]; then
   python -m venv "$old_venv"
 fi
 "$old_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "jax==$old_jax" "jaxlib==$old_jax" -e "$repo" --constraint "$repo/scripts/venv-constraints.txt"
+  "jax==$old_jax" "jaxlib==$old_jax" -e "$repo" --constraint "$venv_constraints"
 export JAXCOMPILE_OLD_JAX_PYTHON="$old_venv/bin/python"
 cd "$repo"
 ruff check src tests examples benchmarks conftest_example.py noxfile.py

@@ -35,13 +35,14 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(REPO / "src", quiet=1)
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     """JAX, imported in every process that runs tests, before any test. pytester takes
     modules a test imported out of `sys.modules` when the test ends, and jaxlib's extension
     cannot load twice in one process: a later test that imported JAX again (directly or
-    through the plugin) aborted its whole worker, only in some orders of the tests."""
-    import jax  # noqa: F401
+    through the plugin) aborted its whole worker, only in some orders of the tests. A
+    pytest-xdist controller runs no test, so it does not pay the import."""
+    if not session.config.pluginmanager.hasplugin("dsession"):
+        import jax  # noqa: F401
 
 
 def regenerating_docs() -> bool:
