@@ -503,6 +503,11 @@ def test_a_noisy_row_the_floor_kept_from_drift_names_the_floor(tmp_path: Path) -
     )
     assert within.note is not None and "judged on CPU seconds, within tolerance" in within.note
     assert "stayed within tolerance on CPU seconds" in row_view(within, THRESHOLDS).meaning
+    # A block holding both: each reason counted.
+    from pytest_jaxcompile.gate.view.meaning import meaning
+
+    both = meaning(Status.NOISY, [within, floored, within], THRESHOLDS)
+    assert "stayed on CPU seconds within tolerance (2) or within the 0.25 s floor (1)" in both
 
 
 def test_rows_the_paired_gate_stands_for_are_no_reason_to_say_it_judges_almost_nothing(
