@@ -44,7 +44,10 @@ def test_lifecycle_pin_pass_then_a_heavier_model_fails_the_session(
     pinned_ops = project.rows()[("test_mlp", "vag")]["op_count"]  # differs by jax version
     assert pinned_ops > 0
 
-    result = project.run()
+    # Unchanged, judged against its real pins. The suite's sessions see no load (conftest),
+    # so a 1 s floor stands in for the load gate a user's busy runner has: one compile that
+    # waited for a core on this 2-core machine is not what this run is about.
+    result = project.run("-o", "compile_floor=1")
     assert result.ret == pytest.ExitCode.OK
     assert project.verdicts()[("test_mlp", "vag")] in ("ok", "improved")  # never fails
 
@@ -104,6 +107,8 @@ def test_improvement_is_reported_and_fails_only_when_asked(project: JaxProject) 
     project.tests(MODEL_TESTS)
     project.pin_update()
     project.set_pin_field("compile_s", 100.0)
+    for phase in ("trace_s", "lower_s"):  # judged too: a stalled trace is not the point here
+        project.set_pin_field(phase, None)
     result = project.run()
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["*improved: 1 row(s) compiled faster than their pin*"])

@@ -129,7 +129,9 @@ def test_census_rows_record_the_load_and_are_noisy_above_it(
     project.pin_update()
     project.set_pin_field("compile_s", 0.0001)
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
-    assert project.run("--compile-floor", "0").ret == pytest.ExitCode.OK
+    # The wall figure far over its pin; the CPU figure, two sessions' measurements of a tiny
+    # compile with no floor, within any tolerance: noisy, whatever the host did.
+    assert project.run("--compile-floor", "0", "--compile-tolerance", "1000").ret == 0
     (row,) = project.report()["records"]
     assert row["source"] == "census"
     assert row["host_state"]["load_per_core"] == 3.5
@@ -214,7 +216,9 @@ def test_a_pin_update_above_the_max_load_warns_that_the_pins_hold_the_wait(
     assert result.stdout.str().count(busy) == 1  # once per session
     # Pins kept as they were (every figure within a third of a wide floor): load changed
     # no pinned figure, so nothing to say.
-    kept = project.run("--compile-pin-update", "-o", "compile_floor=30")
+    kept = project.run(
+        "--compile-pin-update", "-o", "compile_floor=30", "-o", "compile_rss_floor_mib=1000"
+    )
     assert "kept as they were" in kept.stdout.str() and busy not in kept.stdout.str()
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "0.5")
     quiet = project.run("--compile-pin-update")

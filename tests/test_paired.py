@@ -447,7 +447,12 @@ def test_pins_travel_a_bigger_module_fails_paired_an_equal_one_passes_a_lost_one
     # Another runner, with no pin of its own: judged beside the laptop's module, here.
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "ci-runner")
     monkeypatch.setenv("MODEL_DEPTH", "12")
-    bigger = project.run("--compile-paired", "-v", *PROFILE_FAILING)  # -v: the whole note
+    # A paired floor below the default (0.05 s, half of this module's compile on some jax
+    # versions): the first look needs each of its pairs past the bound, and one pair whose
+    # base compile waited for a core must not push the decision to a later look.
+    bigger = project.run(
+        "--compile-paired", "-v", "-o", "compile_paired_floor=0.01", *PROFILE_FAILING
+    )  # -v: the whole note
     assert bigger.ret == pytest.ExitCode.TESTS_FAILED
     out = bigger.stdout.str()
     assert "DRIFT      test_models.py::test_model [grad]" in out
@@ -588,7 +593,13 @@ def test_a_budget_pairs_the_likeliest_regression_first_and_names_the_rows_it_lef
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_WORKSPACE", str(project.path.parent))
     # A budget spent before the child starts: the likeliest row still gets its first look.
-    result = project.run("--compile-paired", "-o", "compile_paired_budget=0.001")
+    result = project.run(
+        "--compile-paired",
+        "-o",
+        "compile_paired_budget=0.001",
+        "-o",
+        "compile_paired_floor=0.01",  # each of the first look's pairs past the bound
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     rows = project.rows()
     deep = rows[("test_deep", "grad")]
@@ -661,10 +672,10 @@ def test_small_modules_are_judged_a_deeper_one_drifts_an_equal_one_passes_at_lit
     project.conftest(cache=False)
     project.tests(THREE_ROWS)
     assert project.run("--compile-pin-update", "--compile-paired").ret == 0
-    # Twice the layers: its compile grows by more than the paired floor (0.05 s) on
+    # Three times the layers: its compile grows well past the paired floor (0.05 s) on
     # every supported jax (jax 0.4.30 compiles 40 % more layers only 0.04 s slower), and a
-    # DRIFT needs the whole interval past the floor in seconds
-    monkeypatch.setenv("DEPTH_deep", "10")
+    # DRIFT needs the whole interval past the floor in seconds, on a busy runner too
+    monkeypatch.setenv("DEPTH_deep", "15")
     monkeypatch.setenv("NAME_a", "renamed")
     # As on GitHub Actions: the step summary and annotations come from this session too.
     summary = project.path / "step_summary.md"

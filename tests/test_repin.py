@@ -123,9 +123,10 @@ def test_pinning_an_unchanged_project_twice_changes_no_pin_file_byte(
 ) -> None:
     project.conftest(cache=False)
     project.tests(MODEL_TESTS)
-    # A floor far above any jitter of these small compiles: every figure is within a third
-    # of its margin, so only the rule decides whether the timestamps and loads are rewritten.
-    project.pytester.makeini("[pytest]\ncompile_floor = 30\n")
+    # Floors far above any jitter of these small compiles (seconds, and the RSS a compile's
+    # threads happen to touch): every figure is within a third of its margin, so only the
+    # rule decides whether the timestamps and loads are rewritten.
+    project.pytester.makeini("[pytest]\ncompile_floor = 30\ncompile_rss_floor_mib = 1000\n")
     first = project.run("--compile-pin-update")
     assert first.ret == pytest.ExitCode.OK
     pinned = project.pin_files()
