@@ -124,7 +124,7 @@ def test_not_decided_says_the_runners_noise_and_what_would_decide_it() -> None:
         dataclasses.replace(THRESHOLDS, paired_tolerance=0.06, paired_max_pairs=10),
     )
     assert near is not None and near.status is None
-    needed = near.pairs_to_decide(0.06)
+    needed = near.pairs_to_decide()
     assert needed is not None and 10 < needed <= 60
     assert f"more pairs (about {needed}: compile_paired_max_pairs = " in near.undecided_text(0.06)
 
@@ -249,6 +249,38 @@ def test_a_row_the_floor_decided_says_so(tmp_path: Path) -> None:
         verdict.note
     )
     assert judge(record, store, THRESHOLDS).status is Status.NOISY  # 1 % floor: not decided
+
+
+def test_a_row_the_floor_bounded_names_the_floor_in_every_output(tmp_path: Path) -> None:
+    """docs/paired.md#not-decided: a small module's change about as large as the floor's
+    share of it: undecided against the floor, not the tolerance, and every output says so."""
+    from pytest_jaxcompile.gate.view.meaning import meaning
+
+    store = _store_with_pin(tmp_path)
+    floor = dataclasses.replace(THRESHOLDS, paired_floor_s=0.05)
+    ratios = [1.1, 1.3, 1.12, 1.28, 1.16, 1.26, 1.18, 1.24, 1.2, 1.22]
+    record = paired([0.25] * 10, [0.25 * ratio for ratio in ratios])
+    verdict = judge(record, store, floor)
+    assert verdict.status is Status.NOISY and verdict.paired_not_decided
+    assert verdict.note is not None
+    assert "is too large to judge 1.20x against the 0.05 s floor (20%)" in verdict.note
+    assert verdict.note.endswith("a quieter runner, more pairs or a lower compile_paired_floor")
+    view = row_view(verdict, floor)
+    assert view.figures.text().endswith("(pairs' ratio 1.20x, paired floor 0.05 s: 20%)")
+    assert view.figures.limit == pytest.approx(0.2)  # the JSON report's limit: the bound
+    assert "too large for the 0.05 s paired floor within the pairs allowed" in view.meaning
+
+    # DRIFTs: by the floor on a small module, by the tolerance on a large one.
+    small = judge(paired([0.25] * 6, [0.75] * 6), store, floor)
+    large = judge(paired([5.0] * 6, [15.0] * 6), store, floor)
+    assert (small.status, large.status) == (Status.DRIFT, Status.DRIFT)
+    by = "beside them on this machine, by more than {} with confidence"
+    assert by.format("the 0.05 s paired floor") in meaning(Status.DRIFT, [small], floor)
+    assert by.format("5%") in meaning(Status.DRIFT, [large], floor)
+    assert by.format("5% or the 0.05 s paired floor") in meaning(
+        Status.DRIFT, [small, large], floor
+    )
+    assert row_view(large, floor).figures.text().endswith("paired tolerance 5%)")
 
 
 def test_a_deterministic_verdict_is_kept_and_noted(tmp_path: Path) -> None:

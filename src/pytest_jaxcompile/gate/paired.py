@@ -174,10 +174,11 @@ class PairedComparison:
             max_pairs=max_pairs,
         )
 
-    def pairs_to_decide(self, tolerance: float) -> int | None:
+    def pairs_to_decide(self) -> int | None:
         """About how many pairs in all would decide it (the interval narrows as one over
-        the square root of the pairs); None when the median sits on the tolerance."""
-        bound = 1 + tolerance if self.ratio >= 1 else 1 / (1 + tolerance)
+        the square root of the pairs); None when the median sits on the bound it was
+        judged against (the tolerance, or the floor's share where that is larger)."""
+        bound = 1 + self.bound if self.ratio >= 1 else 1 / (1 + self.bound)
         distance = abs(self.ratio - bound)
         half_width = max(self.ratio - self.low, self.high - self.ratio)
         if distance <= 0 or half_width <= 0:
@@ -191,17 +192,19 @@ class PairedComparison:
         floor set the bound, ``paired floor 0.05 s: 17%`` in place of the tolerance."""
         cost = "" if self.cost_s is None else f", cost {self.cost_s:.1f} s"
         made = f" ({self.made} made)" if self.made != self.pairs else ""
-        bound = (
-            f"paired floor {self.floor_s:.2g} s: {self.bound:.0%}"
-            if self.by_floor
-            else f"paired tolerance {percent(tolerance)}"
-        )
         return (
             f"paired with {self.against}: {self.pairs} pairs{made}, {self.metric} "
             f"{self.base_s:.3f} s -> {self.new_s:.3f} s (medians), pairs' ratio {self.ratio:.2f}x "
             f"({SEQUENTIAL_CONFIDENCE:.0%} sequential interval {self.low:.2f}x-{self.high:.2f}x, "
-            f"{bound}){cost}"
+            f"{self.bound_text(tolerance)}){cost}"
         )
+
+    def bound_text(self, tolerance: float) -> str:
+        """The bound the pairs were judged against: ``paired tolerance 4%``, or where the
+        floor set it ``paired floor 0.05 s: 17%`` (of this module's seconds)."""
+        if self.by_floor:
+            return f"paired floor {self.floor_s:.2g} s: {self.bound:.0%}"
+        return f"paired tolerance {percent(tolerance)}"
 
     @property
     def floor_s(self) -> float:
@@ -232,12 +235,17 @@ class PairedComparison:
             f"compile, measured) is too large to judge {self.ratio:.2f}x against {against} "
             f"(it resolves {resolution(resolvable(self.noise, allowed))} in {allowed} pairs)"
         )
-        needed = self.pairs_to_decide(tolerance)
+        needed = self.pairs_to_decide()
         more = "more pairs"
         if needed is not None and needed <= LOOKS[-1] and needed > allowed:
             look = next(pairs for pairs in LOOKS if pairs >= needed)
             more = f"more pairs (about {needed}: compile_paired_max_pairs = {look})"
-        return f"{head}; to decide it: a quieter runner, {more} or a wider compile_paired_tolerance"
+        # Only the option that set the bound moves it: a wider tolerance under a larger
+        # floor's share changes nothing.
+        option = (
+            "a lower compile_paired_floor" if self.by_floor else "a wider compile_paired_tolerance"
+        )
+        return f"{head}; to decide it: a quieter runner, {more} or {option}"
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,9 @@ class Figures:
     # A paired verdict's ratio: the pairs' ratio, which the verdict judged (their
     # Hodges-Lehmann estimate, not the ratio of the two medians)
     judged_ratio: float | None = None
+    # The limit as the gate named it, where the metric's own name would not say it: a
+    # paired verdict's floor (``paired floor 0.05 s: 17%``), larger than its tolerance
+    limit_said: str | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -151,6 +154,8 @@ class Figures:
         return f"{self.ratio:.2f}x"
 
     def limit_text(self) -> str:
+        if self.limit_said is not None:
+            return self.limit_said
         if self.limit is None:
             return ""
         sign = "" if self.metric.growth_limit is None else "+"
@@ -173,12 +178,16 @@ def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
     if verdict.phase == PAIRED_PHASE:
         comparison = PairedComparison.of(verdict.record, thresholds)
         if comparison is not None:  # both sides compiled now: the pin's module is "pin"
+            tolerance = (
+                thresholds.paired_tolerance if verdict.tolerance is None else verdict.tolerance
+            )
             return Figures(
                 _BY_NAME[f"paired {comparison.metric}"],
                 comparison.new_s,
                 comparison.base_s,
-                verdict.tolerance,
+                comparison.bound if comparison.by_floor else verdict.tolerance,
                 judged_ratio=comparison.ratio,
+                limit_said=comparison.bound_text(tolerance) if comparison.by_floor else None,
             )
     metric = compared_metric(verdict)
     limit = verdict.tolerance

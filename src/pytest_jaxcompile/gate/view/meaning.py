@@ -16,6 +16,7 @@ from pytest_jaxcompile._constants import (
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
+from pytest_jaxcompile.gate.paired import PairedComparison
 from pytest_jaxcompile.gate.status import Status, Verdict, floor_decided
 from pytest_jaxcompile.gate.view.repin import repin_command
 
@@ -81,15 +82,14 @@ _INSTRUCTIONS_DRIFT = (
 # A DRIFT the pairs decided (the verdict's phase is PAIRED_PHASE).
 _PAIRED_DRIFT = (
     "compiled slower than their pin's module compiled beside them on this machine, by more "
-    "than {paired} with confidence"
+    "than {paired_over} with confidence"
 )
 # Noisy rows the pairs did not decide (`Verdict.paired_not_decided`).
 _PAIRED_NOT_DECIDED = (
     "was compiled beside its pin's module on this machine, and the pairs did not decide it: "
-    "this runner's noise is too large for the {paired} tolerance within the pairs allowed",
+    "this runner's noise is too large for {paired_bound} within the pairs allowed",
     "were compiled beside their pin's module on this machine, and the pairs did not decide "
-    "them: this runner's noise is too large for the {paired} tolerance within the pairs "
-    "allowed",
+    "them: this runner's noise is too large for {paired_bound} within the pairs allowed",
 )
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
 _OTHER_DRIFTS = {
@@ -126,8 +126,30 @@ def meaning(
         rss_floor=thresholds.rss_floor_mib,
         cpu=_noisy_cpu(verdicts, plural, thresholds),
         instructions=thresholds.instructions_tolerance,
-        paired=percent(thresholds.paired_tolerance),
+        **_paired_bounds(verdicts, thresholds),
     )
+
+
+def _paired_bounds(verdicts: Sequence[Verdict], thresholds: Thresholds) -> dict[str, str]:
+    """What the pairs judged the rows against: the paired tolerance, or the paired floor
+    where its share of a small module is larger (as `paired_over`, ``4%``, and as
+    `paired_bound`, ``the 4% tolerance``)."""
+    comparisons = (
+        PairedComparison.of(verdict.record, thresholds)
+        for verdict in verdicts
+        if verdict.phase == PAIRED_PHASE
+    )
+    by_floor = {comparison.by_floor for comparison in comparisons if comparison is not None}
+    tolerance = percent(thresholds.paired_tolerance)
+    floor = f"the {thresholds.paired_floor_s:g} s paired floor"
+    if by_floor == {True}:
+        return {"paired_over": floor, "paired_bound": floor}
+    if True in by_floor:
+        return {
+            "paired_over": f"{tolerance} or {floor}",
+            "paired_bound": f"the {tolerance} tolerance or {floor}",
+        }
+    return {"paired_over": tolerance, "paired_bound": f"the {tolerance} tolerance"}
 
 
 def _noisy_cpu(verdicts: Sequence[Verdict], plural: bool, thresholds: Thresholds) -> str:
