@@ -87,6 +87,30 @@ def _outcome(tmp_path: Path, fail_on_improvement: bool = False) -> SessionOutcom
     return outcome
 
 
+def test_an_advisory_drift_and_a_pin_update_of_budget_rows_say_what_they_do(
+    tmp_path: Path,
+) -> None:
+    from pytest_jaxcompile.gate.status import Status, Verdict
+    from pytest_jaxcompile.gate.view.meaning import BUDGET_NOT_PINNED
+
+    advisory = _outcome(tmp_path)
+    advisory.thresholds = Thresholds(time_advisory=True)
+    store = PinStore.load(tmp_path / "pins")
+    advisory.verdicts = judge_all([v.record for v in advisory.verdicts], store, advisory.thresholds)
+    advisory.failed = False
+    assert "compiled slower than their pin by more than the tolerance" in step_summary(advisory)
+    assert "; reported only (time advisory)." in step_summary(advisory)
+
+    # A pin update whose key holds budget rows only: nothing pinned there, and said so.
+    budget = SessionOutcome(
+        rootdir=tmp_path, pins_dir=tmp_path / "pins", thresholds=Thresholds(), pin_update=True
+    )
+    budget.verdicts = [Verdict(make_record(budget_only=True), Status.BUDGET)]
+    lines = step_summary(budget).splitlines()
+    assert f"1 {BUDGET_NOT_PINNED}." in lines
+    assert not [line for line in lines if line.endswith("row(s) pinned.")]
+
+
 def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path) -> None:
     outcome = _outcome(tmp_path)
     lines = annotation_commands(outcome, record_path_resolver(tmp_path, tmp_path), tmp_path)
