@@ -407,6 +407,10 @@ def test_an_upgrade_block_does_not_cut_the_step_summary_short(tmp_path: Path) ->
     drift = next(line for line in text.splitlines() if line.startswith("DRIFT: 1 row(s)"))
     assert drift.endswith("the session fails.")
     assert "pytest --compile-pin-update tests/t.py::test_drift" in text.splitlines()
+    # Its annotation ends with the command that pins the new version.
+    annotations = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
+    (upgrade,) = [line for line in annotations if "jax upgrade 0.10.1 -> 0.10.2" in line]
+    assert "%0APin 0.10.2 when it is the baseline: pytest --compile-pin-update " in upgrade
 
 
 def test_the_step_summary_table_shows_the_figures_the_verdict_compared(tmp_path: Path) -> None:
