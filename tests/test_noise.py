@@ -131,7 +131,8 @@ def test_census_rows_record_the_load_and_are_noisy_above_it(
     monkeypatch.setenv("JAXCOMPILE_LOAD_PER_CORE", "3.5")
     # The wall figure far over its pin; the CPU figure, two sessions' measurements of a tiny
     # compile with no floor, within any tolerance: noisy, whatever the host did.
-    assert project.run("--compile-floor", "0", "--compile-tolerance", "1000").ret == 0
+    result = project.run("--compile-floor", "0", "--compile-tolerance", "1000")
+    assert result.ret == pytest.ExitCode.OK
     (row,) = project.report()["records"]
     assert row["source"] == "census"
     assert row["host_state"]["load_per_core"] == 3.5

@@ -201,10 +201,14 @@ class PairedComparison:
 
     def bound_text(self, tolerance: float) -> str:
         """The bound the pairs were judged against: ``paired tolerance 4%``, or where the
-        floor set it ``paired floor 0.05 s: 17%`` (of this module's seconds)."""
-        if self.by_floor:
-            return f"paired floor {self.floor_s:.2g} s: {self.bound:.0%}"
-        return f"paired tolerance {percent(tolerance)}"
+        floor set it `floor_bound_text`."""
+        return self.floor_bound_text or f"paired tolerance {percent(tolerance)}"
+
+    @property
+    def floor_bound_text(self) -> str | None:
+        """``paired floor 0.05 s: 17%`` (of this module's seconds) where the floor, not the
+        tolerance, set the bound; else None."""
+        return f"paired floor {self.floor_s:.2g} s: {self.bound:.0%}" if self.by_floor else None
 
     @property
     def floor_s(self) -> float:

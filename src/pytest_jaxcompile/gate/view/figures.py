@@ -178,16 +178,13 @@ def figures(verdict: Verdict, thresholds: Thresholds) -> Figures:
     if verdict.phase == PAIRED_PHASE:
         comparison = PairedComparison.of(verdict.record, thresholds)
         if comparison is not None:  # both sides compiled now: the pin's module is "pin"
-            tolerance = (
-                thresholds.paired_tolerance if verdict.tolerance is None else verdict.tolerance
-            )
             return Figures(
                 _BY_NAME[f"paired {comparison.metric}"],
                 comparison.new_s,
                 comparison.base_s,
                 comparison.bound if comparison.by_floor else verdict.tolerance,
                 judged_ratio=comparison.ratio,
-                limit_said=comparison.bound_text(tolerance) if comparison.by_floor else None,
+                limit_said=comparison.floor_bound_text,
             )
     metric = compared_metric(verdict)
     limit = verdict.tolerance
