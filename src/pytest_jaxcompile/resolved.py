@@ -56,6 +56,7 @@ class Settings:
     modules_dir: Path | None = None  # None: <pins_dir>/modules
     profile: bool = False  # profile every row, not only failing ones; store modules on pin update
     profile_failing: bool = True  # compile_profile_failing: profile the failing rows
+    accept_label: str | None = None  # compile_accept_label: CI's accept label, for advice
 
     @property
     def module_store_dir(self) -> Path:
@@ -118,6 +119,7 @@ class Settings:
             modules_dir=values["compile_modules_dir"],
             profile=bool(values["compile_profile"]),
             profile_failing=values["compile_profile_failing"] != "never",
+            accept_label=values["compile_accept_label"] or None,
             instructions_recount=bool(values["compile_instructions_recount"]),
             instructions_required=bool(values["compile_instructions_required"]),
         )

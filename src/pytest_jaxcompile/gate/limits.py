@@ -62,6 +62,7 @@ class Thresholds:
     # looks left cannot decide it; the gate judges with the child's last look)
     paired_max_pairs: int = DEFAULT_MAX_PAIRS
     paired_required: bool = False  # a paired row the pairs did not decide fails the gate
+    accept: bool = False  # failing rows are reported as accepted; the session passes
 
     def __post_init__(self) -> None:
         """Every number a finite number >= 0 (None: not set), whoever built these: a nan

@@ -234,6 +234,23 @@ OPTIONS: tuple[Option, ...] = (
         threshold="time_advisory",
     ),
     Option(
+        "compile_accept",
+        "flag",
+        "accept this session's failing rows: each is reported as accepted and the session "
+        "passes (CI: set by the pull request's accept label; the merge makes the change "
+        "the baseline)",
+        env="JAXCOMPILE_ACCEPT",
+        threshold="accept",
+    ),
+    Option(
+        "compile_accept_label",
+        "text",
+        "the pull-request label that accepts a change in CI (the example gate workflow's): "
+        "under GitHub Actions a failing session names it as the way back",
+        metavar="LABEL",
+        env="JAXCOMPILE_ACCEPT_LABEL",
+    ),
+    Option(
         "compile_expect_warm",
         "flag",
         "for jobs that restore a compilation cache: a cold row "
