@@ -76,8 +76,11 @@ def row_fails(status: Status, thresholds: Thresholds) -> bool:
     MISS and GREW are deterministic and always fail; time verdicts fail unless
     time-advisory; an improvement fails only when asked. Noisy rows never fail: a loaded
     row that drifted on CPU seconds too is DRIFT, not noisy. Budget rows never fail the
-    gate: a compile_budget over its limit fails its own test.
+    gate: a compile_budget over its limit fails its own test. Under compile_accept (a change
+    accepted, e.g. by a pull request's label) no row fails: `would_fail` says which would.
     """
+    if thresholds.accept:
+        return False
     if status in (Status.MISS, Status.GREW):
         return True
     if status in (Status.FAILED, Status.BUDGET):
@@ -117,8 +120,12 @@ class Verdict:
     def fails(self, thresholds: Thresholds) -> bool:
         """`row_fails`; and a paired row not decided, with compile_paired_required."""
         if self.paired_not_decided and thresholds.paired_required:
-            return not thresholds.time_advisory
+            return not thresholds.time_advisory and not thresholds.accept
         return row_fails(self.status, thresholds)
+
+    def would_fail(self, thresholds: Thresholds) -> bool:
+        """Whether it would fail but for compile_accept: a row the acceptance covers."""
+        return self.fails(dataclasses.replace(thresholds, accept=False))
 
     @property
     def paired_not_decided(self) -> bool:

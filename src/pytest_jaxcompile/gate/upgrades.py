@@ -45,6 +45,10 @@ class UpgradeReport:
         return sorted(self.verdicts, key=lambda v: -_nearest_ratio(v))[:count]
 
     def fails(self, thresholds: Thresholds) -> bool:
+        return not thresholds.accept and self.slower_than_allowed(thresholds)
+
+    def slower_than_allowed(self, thresholds: Thresholds) -> bool:
+        """Over compile_max_upgrade_slowdown, accepted or not."""
         limit = thresholds.max_upgrade_slowdown
         median = self.median_ratio
         return limit is not None and median is not None and median > 1 + limit

@@ -169,8 +169,8 @@ def _sentence(block: Block, fails: str = "the session fails") -> str:
     """A block's text with the words of GitHub's job output for what it does."""
     if block.fails and block.kind is not BlockKind.PIN_ERROR:
         return f"{block.text}; {fails}."
-    if block.advisory:
-        return f"{block.text}; reported only (time advisory)."
+    if block.reported_only:
+        return f"{block.text}; {block.reported_only}."
     if block.kind in (
         BlockKind.WARNING,
         BlockKind.CLOBBER,

@@ -288,8 +288,8 @@ def sentence(block: Block) -> str:
     """A block's text with the terminal's words for what it does to the session."""
     if block.fails and block.kind is not BlockKind.PIN_ERROR:
         return f"{block.text}; {FAILS}."
-    if block.advisory:
-        return f"{block.text}; reported only (time advisory)."
+    if block.reported_only:
+        return f"{block.text}; {block.reported_only}."
     if block.kind is BlockKind.WARNING:
         return f"warning: {block.text}."
     if block.kind is BlockKind.CLOBBER:

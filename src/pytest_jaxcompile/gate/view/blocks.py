@@ -19,7 +19,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import pairing_cost
-from pytest_jaxcompile.gate.status import Status, Tone, Verdict, row_fails
+from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
 from pytest_jaxcompile.gate.view.repin import repin_command
@@ -48,15 +48,17 @@ class Block:
     """One thing the session says besides its rows: a sentence, its details, what to do.
 
     `text` has no consequence and no final stop: each output adds its own wording for
-    `fails` (the terminal's "the session fails", a comment's "this run fails") and for
-    `advisory` (reported only).
+    `fails` (the terminal's "the session fails", a comment's "this run fails"); a block
+    that would fail but is reported only says why in `reported_only`, which every output
+    appends as it is.
     """
 
     kind: BlockKind
     tone: Tone
     text: str
     fails: bool = False
-    advisory: bool = False  # a time verdict reported only (compile_time_advisory)
+    # why a block that would fail does not: compile_time_advisory, or an accepted change
+    reported_only: str | None = None
     details: tuple[str, ...] = ()
     advice: str | None = None
     command: str | None = None
@@ -70,20 +72,39 @@ def _status_block(
 ) -> Block:
     verdicts = [row.verdict for row in rows]
     means = meaning(status, verdicts, thresholds)
-    what = advice(status, (row.cell for row in rows), arguments)
+    # an accepted change needs no way back
+    what = None if thresholds.accept else advice(status, (row.cell for row in rows), arguments)
     return Block(
         BlockKind.STATUS,
         status.tone,
         f"{status.value}: {len(rows)} row(s) {means}",
         fails=any(verdict.fails(thresholds) for verdict in verdicts),
-        advisory=status in (Status.DRIFT, Status.IMPROVED)
-        and thresholds.time_advisory
-        and not row_fails(status, thresholds),
+        reported_only=_reported_only(
+            any(verdict.would_fail(thresholds) for verdict in verdicts),
+            thresholds,
+            advisory=status in (Status.DRIFT, Status.IMPROVED) and thresholds.time_advisory,
+        ),
         advice=None if what is None else what[0],
         command=None if what is None else what[1],
         status=status,
         rows=tuple(rows),
     )
+
+
+ACCEPTED = (
+    "accepted (compile_accept): reported only; the change becomes the pin when re-pinned, "
+    "in CI when the merge makes it the baseline"
+)
+TIME_ADVISORY = "reported only (time advisory)"
+
+
+def _reported_only(would_fail: bool, thresholds: Thresholds, *, advisory: bool) -> str | None:
+    """Why a block whose rows would fail does not fail the session, if it does not."""
+    if would_fail and thresholds.accept:
+        return ACCEPTED
+    if advisory and not thresholds.accept:
+        return TIME_ADVISORY
+    return None
 
 
 def _upgrade_block(
@@ -98,7 +119,7 @@ def _upgrade_block(
         text += f", median {median:.2f}x"
     limit = thresholds.max_upgrade_slowdown
     fails = upgrade.fails(thresholds)
-    if fails and limit is not None:
+    if upgrade.slower_than_allowed(thresholds) and limit is not None:
         text += f"; slower than the allowed +{percent(limit)}"
     elif limit is not None:
         text += f"; within the allowed +{percent(limit)}"
@@ -120,6 +141,9 @@ def _upgrade_block(
         Tone.BAD if fails else Tone.WARN,
         text,
         fails=fails,
+        reported_only=_reported_only(
+            upgrade.slower_than_allowed(thresholds), thresholds, advisory=False
+        ),
         details=tuple(details),
         advice=f"Pin {upgrade.new} when it is the baseline:",
         command=repin_command((v.record.cell for v in upgrade.verdicts), arguments),
