@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 from conftest import regenerating_docs
 
 if TYPE_CHECKING:
@@ -342,19 +343,27 @@ def test_ini_settings_shown_in_the_docs_are_ini_keys_and_defaults_are_the_codes(
     ) in readme
 
 
-def test_the_quickstart_gets_ci_pins_with_the_command_the_repin_workflow_gives() -> None:
-    """README's way to CI pins: the re-pin workflow, and the command its summary prints."""
+def test_the_quickstart_leads_with_the_ci_baseline_and_keeps_committed_pins_documented() -> None:
+    """README's way to a CI gate: the baseline the gate workflow keeps, its accept label as
+    the workflow sets it; committed pins (the re-pin workflow, and the command its summary
+    prints) the documented alternative."""
     readme = (REPO / "README.md").read_text()
     quickstart = readme[readme.index("## Quickstart") : readme.index("## Try it here")]
+    gate = yaml.safe_load((REPO / "docs" / "examples" / "jaxcompile.yml").read_text())
+    label = gate["jobs"]["tests"]["env"]["JAXCOMPILE_ACCEPT_LABEL"]
+    assert label == gate["jobs"]["instructions"]["env"]["JAXCOMPILE_ACCEPT_LABEL"]
+    baseline = quickstart.index("### In CI: a baseline that follows main")
+    assert baseline < quickstart.index("### On your machine: pins")
+    assert f"`{label}`" in quickstart[baseline:]
     assert "docs/examples/jaxcompile-repin.yml" in quickstart
     repin = (REPO / "docs" / "examples" / "jaxcompile-repin.yml").read_text()
     (printed,) = re.findall(r'echo "(gh run download [^"]+)"', repin)
     documented = printed.replace("${GITHUB_RUN_ID}", "<run-id>").replace(
         "${GITHUB_REPOSITORY}", "<owner>/<repo>"
     )
-    assert documented in quickstart
-    gate = (REPO / "docs" / "examples" / "jaxcompile.yml").read_text()
-    assert "jax compile re-pin > Run workflow" in gate  # the gate names the workflow to run
+    guide = (REPO / "docs" / "github-actions.md").read_text()
+    assert documented in guide
+    assert guide.index("### A baseline that follows main") < guide.index("### Re-pinning")
     assert "name: jax compile re-pin" in repin
 
 
