@@ -1770,6 +1770,23 @@ def _verdicts_busy_pin_update(tmp_path: Path) -> list[str]:
     return ["$ pytest --compile-pin-update", *terminal(pinned)]
 
 
+@sample("verdicts-pin-outrun")
+def _verdicts_pin_outrun(tmp_path: Path) -> list[str]:
+    """docs/verdicts.md: the first test's cold pin of test_mlp's value_and_grad hand-edited
+    to 50 s, its rows judged under --compile-strict."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
+    outcome = gate_outcome(
+        tmp_path,
+        _first_test_rows("cold", 50.0, 0.041),
+        _first_test_rows("cold", 0.100, 0.043),
+        session_s=3.0,
+        thresholds=Thresholds(strict=True),
+    )
+    assert outcome.failed
+    return ["$ pytest --compile-strict", *terminal(outcome)]
+
+
 def row_lines(printed: list[str], starts: str) -> list[str]:
     """The printed row line starting with `starts` and the cause lines under it."""
     index = next(i for i, line in enumerate(printed) if line.startswith(starts))

@@ -70,7 +70,8 @@ def _status_block(
 ) -> Block:
     verdicts = [row.verdict for row in rows]
     means = meaning(status, verdicts, thresholds)
-    what = advice(status, (row.cell for row in rows), arguments)
+    outrun = any(verdict.pin_outrun for verdict in verdicts)
+    what = advice(status, (row.cell for row in rows), arguments, outrun)
     return Block(
         BlockKind.STATUS,
         status.tone,
