@@ -1787,6 +1787,22 @@ def _verdicts_pin_outrun(tmp_path: Path) -> list[str]:
     return ["$ pytest --compile-strict", *terminal(outcome)]
 
 
+@sample("pins-added-compile-raised")
+def _pins_added_compile_raised(tmp_path: Path) -> list[str]:
+    """docs/pins.md: a changed cache hit whose compile afresh (its twin) ran out of memory."""
+    raised = (
+        "its compile with the persistent cache bypassed (its twin) raised after 0.512 s: "
+        "JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB."
+    )
+    pinned = [row(FIRST_MLP, "vag", 0.100), row(FIRST_MLP, "vag", 0.004, "warm")]
+    hit = row(FIRST_MLP, "vag", 0.004, "warm", fingerprint="sha256:deeper")
+    hit.added_compile_error = raised
+    printed = terminal(gate_outcome(tmp_path, pinned, [hit]))
+    start = next(i for i, line in enumerate(printed) if line.startswith("warning: a compile"))
+    end = next(i for i in range(start + 1, len(printed)) if not printed[i].startswith("  "))
+    return printed[start:end]
+
+
 def row_lines(printed: list[str], starts: str) -> list[str]:
     """The printed row line starting with `starts` and the cause lines under it."""
     index = next(i for i, line in enumerate(printed) if line.startswith(starts))

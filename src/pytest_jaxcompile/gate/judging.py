@@ -30,7 +30,7 @@ from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import OTHER_SETTINGS, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds, floor_decided
-from pytest_jaxcompile.gate.twins import CACHE_HITS, census_twin_note, twin_note
+from pytest_jaxcompile.gate.twins import CACHE_HITS, no_twin_note, twin_note
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
@@ -93,9 +93,9 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_figures(record, store, thresholds)
-    census = census_twin_note(record, store)
-    if census is not None:
-        verdict = verdict.with_note(census)
+    no_twin = no_twin_note(record, store)
+    if no_twin is not None:
+        verdict = verdict.with_note(no_twin)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict
