@@ -1779,6 +1779,39 @@ def _verdicts_busy_pin_update(tmp_path: Path) -> list[str]:
     return ["$ pytest --compile-pin-update", *terminal(pinned)]
 
 
+@sample("verdicts-pin-outrun")
+def _verdicts_pin_outrun(tmp_path: Path) -> list[str]:
+    """docs/verdicts.md: the first test's cold pin of test_mlp's value_and_grad hand-edited
+    to 50 s, its rows judged under --compile-strict."""
+    from pytest_jaxcompile.gate.limits import Thresholds
+
+    outcome = gate_outcome(
+        tmp_path,
+        _first_test_rows("cold", 50.0, 0.041),
+        _first_test_rows("cold", 0.100, 0.043),
+        session_s=3.0,
+        thresholds=Thresholds(strict=True),
+    )
+    assert outcome.failed
+    return ["$ pytest --compile-strict", *terminal(outcome)]
+
+
+@sample("pins-added-compile-raised")
+def _pins_added_compile_raised(tmp_path: Path) -> list[str]:
+    """docs/pins.md: a changed cache hit whose compile afresh (its twin) ran out of memory."""
+    raised = (
+        "its compile with the persistent cache bypassed (its twin) raised after 0.512 s: "
+        "JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB."
+    )
+    pinned = [row(FIRST_MLP, "vag", 0.100), row(FIRST_MLP, "vag", 0.004, "warm")]
+    hit = row(FIRST_MLP, "vag", 0.004, "warm", fingerprint="sha256:deeper")
+    hit.added_compile_error = raised
+    printed = terminal(gate_outcome(tmp_path, pinned, [hit]))
+    start = next(i for i, line in enumerate(printed) if line.startswith("warning: a compile"))
+    end = next(i for i in range(start + 1, len(printed)) if not printed[i].startswith("  "))
+    return printed[start:end]
+
+
 def row_lines(printed: list[str], starts: str) -> list[str]:
     """The printed row line starting with `starts` and the cause lines under it."""
     index = next(i for i, line in enumerate(printed) if line.startswith(starts))

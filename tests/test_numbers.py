@@ -74,6 +74,7 @@ def test_a_whole_number_is_an_int_not_a_bool_nor_a_float() -> None:
         "compile_floor",
         "compile_loaded_accelerator_tolerance",
         "compile_max_memory_growth",
+        "compile_max_speedup",
     ],
 )
 @pytest.mark.parametrize("text", BAD_TEXTS)

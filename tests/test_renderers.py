@@ -155,6 +155,50 @@ def test_the_drift_sentence_names_the_kinds_of_drift_its_rows_have(tmp_path: Pat
     assert not any("memory" in text for text in closing if text.startswith("DRIFT:"))
 
 
+def test_a_row_its_pin_no_longer_judges_says_so_and_names_the_re_pin_everywhere(
+    tmp_path: Path,
+) -> None:
+    """A pin hand-edited to 50 s for a 0.012 s row: every output says the pin no longer
+    judges the row and gives the one re-pin command; under compile_strict it fails in each."""
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+
+    location = ("tests/test_models.py", 3)
+    PinStore.load(tmp_path).update([make_record(compile_s=50.0, location=location)])
+    row = make_record(compile_s=0.012, location=location)
+    repin = "pytest --compile-pin-update tests/test_models.py::test_mlp"
+    for strict in (False, True):
+        outcome = conclude(
+            [row],
+            [row.cell],
+            [],
+            PinStore.load(tmp_path),
+            GateSettings(Thresholds(strict=strict), pin_update=False),
+            rootdir=tmp_path,
+        )
+        assert outcome.failed is strict
+        closing = [text for text, _ in summary_lines(outcome, verbose=False)]
+        sentence = (
+            "improved: 1 row(s) compiled faster than their pin by more than 10x: their pin "
+            "no longer judges them"
+        )
+        assert sentence + ("; the session fails." if strict else ".") in closing, closing
+        assert f"Re-pin and commit the pin files, so that a pin judges them again: {repin}" in (
+            closing
+        )
+        assert any(text.strip().startswith("its pin no longer judges it: ") for text in closing)
+        (verdict,) = build_report(outcome, [row], [], "0.1.0")["verdicts"]
+        assert (verdict["status"], verdict["pin_outrun"], verdict["fails"]) == (
+            "improved",
+            True,
+            strict,
+        )
+        assert "no longer judges" in step_summary(outcome) and repin in step_summary(outcome)
+        assert repin in pr_comment(outcome)
+        (annotation,) = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
+        assert annotation.startswith("::error" if strict else "::warning"), annotation
+        assert "its pin no longer judges it" in annotation and repin in annotation
+
+
 def test_the_key_header_says_when_its_pin_file_does_not_exist_yet(tmp_path: Path) -> None:
     outcome = outcome_with([Status.UNPINNED], tmp_path, failed=False)
     outcome.pin_files = {outcome.verdicts[0].record.key: tmp_path / "p.toml"}

@@ -7,6 +7,7 @@ import dataclasses
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import INTENDED, JaxProject, printed_repin
@@ -17,7 +18,7 @@ from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.gate.twins import accepted_pin, census_twin_note, twin_wanted
+from pytest_jaxcompile.gate.twins import accepted_pin, no_twin_note, twin_wanted
 from pytest_jaxcompile.gate.view import row_view
 from pytest_jaxcompile.gate.view.causes import brief
 from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
@@ -73,9 +74,9 @@ def test_which_twin_a_row_needs(tmp_path: Path) -> None:
     # The census holds no module: no twin, and the row says why it was judged on its hit
     census = _warm(source="census")
     assert twin_wanted(census, store, pin_update=False) is None
-    note = census_twin_note(census, store)
+    note = no_twin_note(census, store)
     assert note is not None and "the census keeps no module to compile afresh" in note
-    assert census_twin_note(_warm(), store) is None
+    assert no_twin_note(_warm(), store) is None
 
 
 def test_a_changed_cache_hit_is_judged_on_its_twin_against_the_cold_pin(tmp_path: Path) -> None:
@@ -105,6 +106,142 @@ def test_a_changed_cache_hit_is_judged_on_its_twin_against_the_cold_pin(tmp_path
     with pytest.raises(RecordDataError, match="twin_cache_state"):
         check_record_data(twin.to_dict() | {"twin_cache_state": "tepid"})
     assert CompileRecord.from_dict(twin.to_dict()) == twin
+
+
+# A compile added to measure a row that raised (backends/jax/recompile.py: raised_text)
+TWIN_RAISED = (
+    "its compile with the persistent cache bypassed (its twin) raised after 0.512 s: "
+    "JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8.00GiB."
+)
+
+
+def test_a_row_whose_twin_raised_is_kept_judged_on_its_hit_and_said_in_every_output(
+    tmp_path: Path,
+) -> None:
+    """A changed cache hit whose twin compile raised: the row stays (no twin), judged on its
+    hit, which its note says first with the error; a warning names it in every output; it
+    fails nothing by itself, and the error is a record field checked where records are
+    read."""
+    from pytest_jaxcompile.output.github import step_summary
+    from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
+    from pytest_jaxcompile.output.terminal import summary_lines
+
+    _pin(tmp_path, cache_state="cold", compile_s=0.3, compile_cpu_s=0.3)
+    store = _pin(tmp_path, cache_state="warm", compile_s=0.04, compile_cpu_s=0.04)
+    hit = _warm(compile_cpu_s=0.04, added_compile_error=TWIN_RAISED)
+    verdict = judge(hit, store, THRESHOLDS)
+    assert verdict.status is Status.OK and not verdict.twin
+    assert verdict.note is not None and verdict.note.endswith(
+        "its module changed since its pin, yet it was judged on its warm cache hit: " + TWIN_RAISED
+    )
+    settings = GateSettings(THRESHOLDS, pin_update=False)
+    outcome = conclude([hit], [hit.cell], [], store, settings, rootdir=tmp_path)
+    assert not outcome.failed
+    warning = (
+        "warning: a compile added to measure 1 row(s) raised: each row keeps what its own "
+        "compile measured, and no test failed for it."
+    )
+    printed = " ".join(" ".join(text for text, _ in summary_lines(outcome, False)).split())
+    assert f"{warning} {hit.name}: {TWIN_RAISED}" in printed, printed
+    assert TWIN_RAISED in step_summary(outcome)
+    report = build_report(outcome, [hit], [], "0.1.0")
+    assert report["records"][0]["added_compile_error"] == TWIN_RAISED
+    assert any("a compile added to measure 1 row(s) raised" in w for w in report["warnings"])
+    write_report(tmp_path / "r.json", report)
+    assert load_report(tmp_path / "r.json").records == [hit]
+    with pytest.raises(RecordDataError, match="added_compile_error"):
+        check_record_data(hit.to_dict() | {"added_compile_error": 3})
+    # A pin update says so too (the row is pinned in its own cache state only)
+    pinned = conclude(
+        [hit], [hit.cell], [], store, GateSettings(THRESHOLDS, True), rootdir=tmp_path
+    )
+    assert warning in [text for text, _ in summary_lines(pinned, False)]
+
+
+def _uncompilable() -> Any:
+    """A real module whose compile raises: a custom call to a target no handler is
+    registered for (XLA's NOT_FOUND at compile time; the lowering is fine)."""
+    import jax
+    import jax.numpy as jnp
+
+    try:
+        from jax import ffi
+    except ImportError:
+        try:
+            from jax.extend import ffi
+        except ImportError:
+            pytest.skip("this jax lowers no FFI custom call")
+    shape = jax.ShapeDtypeStruct((4,), jnp.float32)
+    call = ffi.ffi_call("jaxcompile_no_such_target", shape)
+    return jax.jit(lambda x: call(x)).lower(jnp.ones(4, jnp.float32))
+
+
+@pytest.mark.integration
+def test_a_twin_or_a_repeat_whose_compile_raises_keeps_the_row_and_its_error() -> None:
+    """The compiles added to measure a row, on a real module whose compile raises: the twin
+    and compile_repeat's repeats raise inside the plugin, never out of it; the row keeps its
+    own figures, and the error names the compile that raised."""
+    from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
+    from pytest_jaxcompile.backends.jax.recompile import repeat_compiles, twin_compile
+
+    lowered = _uncompilable()
+    monitor = CompileMonitor()
+    row = _warm()
+    try:
+        twin_compile(monitor, row, lowered, "cold", cache_configured=True)
+        samples, error = repeat_compiles(monitor, lowered, 2, bypass_cache=False)
+    finally:
+        monitor.uninstall()
+    assert (row.twin_cache_state, row.twin_compile_s, row.compile_s) == (None, None, 0.04)
+    assert row.added_compile_error is not None
+    assert re.match(
+        r"its compile with the persistent cache bypassed \(its twin\) raised after \d+\.\d{3} "
+        r"s: \w+: .*jaxcompile_no_such_target",
+        row.added_compile_error,
+    ), row.added_compile_error
+    assert samples == []
+    assert error is not None and error.startswith("compile_repeat's compile 2 of 3 raised after ")
+    assert "jaxcompile_no_such_target" in error
+
+
+@pytest.mark.integration
+def test_the_fixture_keeps_a_row_whose_twin_compile_raised_and_its_test_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fixture itself, in this process: its own compile succeeds, the twin's compile
+    options are made invalid (an XLA option given a value it refuses), so XLA raises on the
+    twin alone. The fixture returns the Compiled and records the row with the error."""
+    import jax
+    import jax.numpy as jnp
+
+    from pytest_jaxcompile.backends import MeasureContext
+    from pytest_jaxcompile.backends.jax import recompile
+    from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
+    from pytest_jaxcompile.backends.jax.monitor import CompileMonitor
+
+    monkeypatch.setattr(recompile, "CACHE_BYPASS_OPTIONS", {"xla_embed_ir_in_executable": "x"})
+    context = MeasureContext(
+        cell="tests/t.py::test_twin",
+        mixed_precision=False,
+        tolerance=None,
+        location=None,
+        twin_wanted=lambda record: "cold",
+    )
+    sunk: list[CompileRecord] = []
+    monitor = CompileMonitor()
+    try:
+        measure = JaxCompile(monitor, JaxEnvironment.detect(None), context, sunk.append)
+        compiled = measure(lambda x: jnp.sin(x) * 2, jnp.ones(4, jnp.float32), transform="sin")
+    finally:
+        monitor.uninstall()
+    assert isinstance(compiled, jax.stages.Compiled)
+    (row,) = sunk
+    assert row.compile_s is not None and row.error is None and row.twin() is None
+    assert row.added_compile_error is not None
+    assert row.added_compile_error.startswith(
+        "its compile with the persistent cache bypassed (its twin) raised after "
+    )
+    assert "xla_embed_ir_in_executable" in row.added_compile_error
 
 
 def test_a_pin_update_pins_the_twin_beside_the_row(tmp_path: Path) -> None:

@@ -316,6 +316,36 @@ def test_session_fails_on_drift_and_on_improvement_only_when_asked(store: PinSto
     assert session_failed(improved, Thresholds(fail_on_improvement=True))
 
 
+def test_a_pin_far_above_its_row_no_longer_judges_it_and_strict_fails_it(tmp_path: Path) -> None:
+    """A pin hand-edited to 50 s for a 0.012 s row: improved, said to judge nothing (the
+    seconds a regression back could reach and still pass), and failing under compile_strict
+    (reported only when time is advisory); a row within compile_max_speedup of its pin, or
+    within the floor of it, is what it was."""
+    pins = [
+        make_record(compile_s=50.0),
+        make_record(transform="jit", compile_s=0.5),
+        make_record(transform="small", compile_s=0.2),
+    ]
+    PinStore.load(tmp_path).update(pins)
+    store = PinStore.load(tmp_path)
+    outrun = judge(make_record(compile_s=0.012), store, Thresholds())
+    faster = judge(make_record(transform="jit", compile_s=0.1), store, Thresholds())  # 5x
+    floored = judge(make_record(transform="small", compile_s=0.012), store, Thresholds())
+    assert (outrun.status, outrun.pin_outrun) == (Status.IMPROVED, True)
+    assert outrun.note is not None
+    assert outrun.note.startswith(
+        "its pin no longer judges it: 0.012 s against the pin's 50.000 s, faster by more than "
+        "compile_max_speedup (10x), so a regression up to 87.500 s would pass; "
+    )
+    assert (faster.status, faster.pin_outrun) == (Status.IMPROVED, False)
+    assert (floored.status, floored.pin_outrun) == (Status.OK, False)  # 17x, within 0.25 s
+    assert not session_failed([outrun, faster, floored], Thresholds())
+    assert session_failed([outrun], Thresholds(strict=True))
+    assert not session_failed([faster, floored], Thresholds(strict=True))
+    assert not session_failed([outrun], Thresholds(strict=True, time_advisory=True))
+    assert not judge(make_record(compile_s=0.012), store, Thresholds(max_speedup=5000)).pin_outrun
+
+
 def test_stale_pins_are_those_of_tests_that_ran_without_measuring(store: PinStore) -> None:
     record = make_record()
     ran = {record.cell}

@@ -65,6 +65,11 @@ DEFAULT_TOLERANCE = 0.75
 DEFAULT_FLOOR_S = 0.25
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
 DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
+# A row faster than its pin by more than this factor is told its pin no longer judges it
+# (a regression back to many times its seconds would pass): the noise measured is far
+# inside it (unchanged modules up to 3.2x their pins under load, docs/benchmarks.md#gate-
+# quality; one compile's seconds across days on an idle machine up to 2x).
+DEFAULT_MAX_SPEEDUP = 10.0
 # MiB of RSS growth during a compile that a row must also exceed to be DRIFT on memory: a
 # process's first compile alone grows it by tens of MiB (docs/benchmarks.md#compile-memory).
 DEFAULT_RSS_FLOOR_MIB = 128.0

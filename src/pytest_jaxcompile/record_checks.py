@@ -128,6 +128,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("twin_cache_state", "text"),
     ("twin_compile_s", "number"),
     ("twin_compile_cpu_s", "number"),
+    ("added_compile_error", "text"),
     ("profile", "object"),
     ("compile_options_digest", "text"),
 )

@@ -224,6 +224,11 @@ class CompileRecord:
     twin_cache_state: str | None = None
     twin_compile_s: float | None = None
     twin_compile_cpu_s: float | None = None
+    # A compile added to measure the row (a compile_repeat repeat, the twin) that raised:
+    # which, after how long, and its error (backends/jax/recompile.py: "its compile with the
+    # persistent cache bypassed (its twin) raised after 0.012 s: ..."). The row keeps what
+    # its own compile measured, and its test does not fail for it. None: none raised.
+    added_compile_error: str | None = None
     # The compile profile (a failing row's, every row's with --compile-profile; docs/
     # profile.md): the row's module ("new") and, where the module store holds it, its pin's
     # module ("base") compiled again in a child with XLA's pass timers on: seconds per HLO

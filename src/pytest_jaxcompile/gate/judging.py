@@ -30,7 +30,7 @@ from pytest_jaxcompile.gate.paired import judge_paired
 from pytest_jaxcompile.gate.pins import OTHER_SETTINGS, OWN_KEY, Pin, PinStore
 from pytest_jaxcompile.gate.profile import judge_profile
 from pytest_jaxcompile.gate.status import Status, Verdict, compared_seconds, floor_decided
-from pytest_jaxcompile.gate.twins import CACHE_HITS, census_twin_note, twin_note
+from pytest_jaxcompile.gate.twins import CACHE_HITS, no_twin_note, twin_note
 from pytest_jaxcompile.records import SCOPE_TEST, ComparabilityKey, CompileRecord
 
 PHASES = ("compile_s", "trace_s", "lower_s")  # the figures judged, each against its pin
@@ -93,9 +93,9 @@ def judge(record: CompileRecord, store: PinStore, thresholds: Thresholds) -> Ver
         elif not thresholds.expect_warm:
             warmth_note = None  # a changed module recompiles: only worth saying when asked
     verdict = _judge_figures(record, store, thresholds)
-    census = census_twin_note(record, store)
-    if census is not None:
-        verdict = verdict.with_note(census)
+    no_twin = no_twin_note(record, store)
+    if no_twin is not None:
+        verdict = verdict.with_note(no_twin)
     versions = versions_note(record, verdict.pin)
     if warmth_note is None and versions is None:
         return verdict
@@ -111,7 +111,34 @@ def _judge_figures(record: CompileRecord, store: PinStore, thresholds: Threshold
     verdict = _judge_memory(verdict, limits_for(record, verdict.pin, thresholds))
     verdict = judge_instructions(verdict, store, thresholds)
     verdict = judge_paired(verdict, thresholds)
-    return judge_profile(verdict, thresholds)
+    return outrun_pin(judge_profile(verdict, thresholds), thresholds)
+
+
+def outrun_pin(verdict: Verdict, thresholds: Thresholds) -> Verdict:
+    """An improved row faster than its pin by more than compile_max_speedup: a pin that far
+    above the row no longer judges it (a regression back to many times its seconds would
+    pass, as under a hand-edited figure), said first on the row with the seconds that would
+    pass (`Verdict.pin_outrun`: the view asks for the re-pin, compile_strict fails it)."""
+    record, pin = verdict.record, verdict.pin
+    if verdict.status is not Status.IMPROVED or pin is None or verdict.phase != "compile_s":
+        return verdict
+    measured, pinned = compared_seconds(record, pin, verdict.metric)
+    if measured is None or pinned is None or measured * thresholds.max_speedup >= pinned:
+        return verdict
+    limits = limits_for(record, pin, thresholds)
+    tolerance = limits.tolerance if verdict.tolerance is None else verdict.tolerance
+    passing = max(pinned * (1 + tolerance), pinned + limits.floor_s)
+    unit = " CPU" if verdict.metric == METRIC_CPU else ""
+    note = (
+        f"its pin no longer judges it: {measured:.3f} s{unit} against the pin's {pinned:.3f} s, "
+        f"faster by more than compile_max_speedup ({thresholds.max_speedup:g}x), so a "
+        f"regression up to {passing:.3f} s would pass"
+    )
+    return dataclasses.replace(
+        verdict,
+        pin_outrun=True,
+        note=note if verdict.note is None else f"{note}; {verdict.note}",
+    )
 
 
 def judge_on_twin(

@@ -17,6 +17,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_MAX_PAIRS,
+    DEFAULT_MAX_SPEEDUP,
     DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_RSS_FLOOR_MIB,
@@ -41,8 +42,11 @@ class Thresholds:
     expect_warm: bool = False  # a cold row of a module unchanged since its warm pin fails
     metric: str = METRIC_WALL  # what verdicts compare: wall or process CPU seconds
     max_load: float | None = DEFAULT_MAX_LOAD  # load per core; None: never noisy
-    strict: bool = False  # judge noisy rows too
+    strict: bool = False  # judge noisy rows too; fail rows their pin no longer judges
     fail_on_improvement: bool = False  # an improved row fails the gate too
+    # An improved row faster than its pin by more than this factor: its pin no longer judges
+    # it (said on the row; it fails under `strict`)
+    max_speedup: float = DEFAULT_MAX_SPEEDUP
     require_pinned: bool = False  # an unpinned row fails the gate
     max_upgrade_slowdown: float | None = None  # a jax upgrade slower than this fails
     # Accelerator rows above max_load: judged on wall seconds with this tolerance, since

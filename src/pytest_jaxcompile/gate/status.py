@@ -110,6 +110,9 @@ class Verdict:
     # Judged on the row's twin (`CompileRecord.twin`): its module, changed since its pin,
     # hit the cache and was compiled again with the persistent cache bypassed (gate/twins.py)
     twin: bool = False
+    # Improved beyond compile_max_speedup: the pin is so far above the row that it no longer
+    # judges it (judging.outrun_pin); a re-pin is asked for, and compile_strict fails it
+    pin_outrun: bool = False
 
     @property
     def judged(self) -> CompileRecord:
@@ -118,8 +121,11 @@ class Verdict:
         return self.record if twin is None else twin
 
     def fails(self, thresholds: Thresholds) -> bool:
-        """`row_fails`; and a paired row not decided, with compile_paired_required."""
+        """`row_fails`; and a paired row not decided, with compile_paired_required; and a
+        row its pin no longer judges (`pin_outrun`), with compile_strict."""
         if self.paired_not_decided and thresholds.paired_required:
+            return not thresholds.time_advisory and not thresholds.accept
+        if self.pin_outrun and thresholds.strict:
             return not thresholds.time_advisory and not thresholds.accept
         return row_fails(self.status, thresholds)
 

@@ -12,7 +12,8 @@ compiled once more in the session with the persistent cache bypassed, its **twin
 against the cold pin (gate/judging.py), or paired (gate/paired.py). A pin update pins
 both: a changed row that hit the cache pins its twin cold beside its warm pin, and a cold
 row whose warm pin holds another module compiles again from the cache to pin it warm.
-Census rows keep no module to compile: `census_twin_note` says so on the row.
+Census rows keep no module to compile, and a twin compile may raise: `no_twin_note` says
+so on the row.
 
 PYTEST_DONT_REWRITE
 """
@@ -94,17 +95,26 @@ def twin_wanted(record: CompileRecord, store: PinStore, pin_update: bool) -> str
     return None
 
 
-def census_twin_note(record: CompileRecord, store: PinStore) -> str | None:
-    """Why a census row that hit the cache though its module changed is judged on its
-    cache hit (said on the row, never silently); None for any other row."""
-    if record.source != CENSUS_SOURCE or record.cache_state not in CACHE_HITS:
+def no_twin_note(record: CompileRecord, store: PinStore) -> str | None:
+    """Why a row that hit the cache though its module changed is judged on its cache hit
+    (said on the row, never silently): a census row keeps no module to compile afresh; a
+    fixture row's compile afresh raised (`CompileRecord.added_compile_error`, which the
+    row keeps). None for any other row."""
+    if record.cache_state not in CACHE_HITS or record.twin() is not None:
+        return None
+    census = record.source == CENSUS_SOURCE
+    if not census and record.added_compile_error is None:
         return None
     if not changed_since_accepted(record, store):
         return None
+    why = (
+        "the census keeps no module to compile afresh (measure it with the jax_compile fixture)"
+        if census
+        else f"{record.added_compile_error}"
+    )
     return (
         f"its module changed since its pin, yet it was judged on its {record.cache_state} "
-        "cache hit: the census keeps no module to compile afresh (measure it with the "
-        "jax_compile fixture)"
+        f"cache hit: {why}"
     )
 
 

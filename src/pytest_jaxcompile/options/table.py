@@ -23,6 +23,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_LOADED_ACCELERATOR_TOLERANCE,
     DEFAULT_MAX_LOAD,
     DEFAULT_MAX_PAIRS,
+    DEFAULT_MAX_SPEEDUP,
     DEFAULT_PAIRED_FLOOR_S,
     DEFAULT_PAIRED_TIMEOUT_S,
     DEFAULT_PAIRED_TOLERANCE,
@@ -175,7 +176,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compile_strict",
         "flag",
-        "judge the wall seconds of rows measured above the max load too",
+        "judge the wall seconds of rows measured above the max load too, and fail a row "
+        "faster than its pin by more than compile_max_speedup (its pin no longer judges it)",
         threshold="strict",
         on_command_line=True,
     ),
@@ -263,6 +265,16 @@ OPTIONS: tuple[Option, ...] = (
         "flag",
         "also fail when a row compiles faster than its pin beyond the tolerance",
         threshold="fail_on_improvement",
+    ),
+    Option(
+        "compile_max_speedup",
+        "number",
+        "a row faster than its pin by more than this factor (10 = a tenth of the pin's "
+        "seconds) is told that its pin no longer judges it and to re-pin; "
+        "--compile-strict fails it",
+        default=DEFAULT_MAX_SPEEDUP,
+        metavar="FACTOR",
+        threshold="max_speedup",
     ),
     Option(
         "compile_require_pinned",

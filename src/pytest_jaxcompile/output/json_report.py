@@ -77,6 +77,7 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
         "phase": verdict.phase,
         "op_changes": [] if verdict.pin is None else op_changes(record, verdict.pin),
         "cache_lost": verdict.cache_lost,
+        "pin_outrun": verdict.pin_outrun,
         "nearest": None
         if nearest is None
         else {

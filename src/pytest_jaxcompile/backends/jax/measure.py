@@ -381,9 +381,13 @@ class JaxCompile:
                 entries_after=entries_after,
             )
         )
+        repeat_error = None  # a repeat that raised: the row keeps the compiles that ran
         if fresh and self._context.repeat > 1 and verdict.cache_state is not CacheState.MEMORY:
             bypass = verdict.cache_state is CacheState.COLD and settings.configured
-            samples += repeat_compiles(self._monitor, lowered, self._context.repeat - 1, bypass)
+            repeated, repeat_error = repeat_compiles(
+                self._monitor, lowered, self._context.repeat - 1, bypass
+            )
+            samples += repeated
         walls = [wall for wall, _ in samples]
         record = new_record(
             self._context,
@@ -426,6 +430,7 @@ class JaxCompile:
                     settings=in_force,
                     **compiled_figures(compiled),
                     **memory.figures(SCOPE_COMPILE),
+                    added_compile_error=repeat_error,
                 ),
             ),
         )

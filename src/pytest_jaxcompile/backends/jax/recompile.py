@@ -11,6 +11,10 @@ is read from or left in the cache. Turning ``jax_enable_compilation_cache`` off 
 do: JAX decides once per process whether the cache is used (compilation_cache.is_cache_used).
 These compiles are bracketed as repeats in the compile monitor: no test's compiles.
 
+Measuring never breaks what it measures: a compile added here that raises (out of memory, a
+compiler error) fails no test and loses no row. The row keeps what the fixture's own compile
+measured, and the error is noted on it (`CompileRecord.added_compile_error`, `raised_text`).
+
 PYTEST_DONT_REWRITE
 """
 
@@ -27,24 +31,43 @@ from pytest_jaxcompile.records import CompileRecord
 
 # An XLA debug option at its default value: the same compile, a different cache key.
 CACHE_BYPASS_OPTIONS = {"xla_embed_ir_in_executable": False}
+ERROR_CHARS = 2000  # of an error kept on a row
+# Each twin compile as its row's note names it, by the cache state wanted.
+TWIN_COMPILES = {
+    "cold": "its compile with the persistent cache bypassed (its twin)",
+    "warm": "its compile again from the persistent cache (its warm twin)",
+}
+
+
+def raised_text(compile_named: str, seconds: float, error: Exception) -> str:
+    """``its compile with the persistent cache bypassed (its twin) raised after 0.012 s:
+    JaxRuntimeError: ...``: a compile added to measure a row that raised, as its row keeps
+    it (`CompileRecord.added_compile_error`)."""
+    text = f"{compile_named} raised after {seconds:.3f} s: {type(error).__name__}: {error}"
+    return text.strip()[:ERROR_CHARS]
 
 
 def repeat_compiles(
     monitor: CompileMonitor, lowered: Any, times: int, bypass_cache: bool
-) -> list[tuple[float, float]]:
+) -> tuple[list[tuple[float, float]], str | None]:
     """More fresh compiles of the same module, in the first one's cache state: (wall, CPU
-    seconds) each. After a cold compile filled the persistent cache, a plain repeat would
-    be a hit: a cold compile is repeated with the cache bypassed."""
-    samples = []
+    seconds) each, and the error of the one that raised (`raised_text`; None: none did),
+    after which none more is tried. After a cold compile filled the persistent cache, a
+    plain repeat would be a hit: a cold compile is repeated with the cache bypassed."""
+    samples: list[tuple[float, float]] = []
     options = dict(CACHE_BYPASS_OPTIONS) if bypass_cache else {}
     with monitor.capture(repeat=True), _writes_suppressed(bypass_cache):
-        for _ in range(times):
+        for index in range(times):
             clear_in_process_caches()
             cpu_before = cpu_seconds()
             start = time.perf_counter()
-            lowered.compile(compiler_options=options)
+            try:
+                lowered.compile(compiler_options=options)
+            except Exception as error:  # the row keeps the compiles that ran
+                named = f"compile_repeat's compile {index + 2} of {times + 1}"
+                return samples, raised_text(named, time.perf_counter() - start, error)
             samples.append((time.perf_counter() - start, cpu_seconds() - cpu_before))
-    return samples
+    return samples, None
 
 
 def twin_compile(
@@ -57,14 +80,21 @@ def twin_compile(
     """Compile the row's module once more in the cache state `wanted` and keep it as the
     row's twin (its ``twin_*`` fields): "cold", with the persistent cache bypassed ("none"
     where no cache is configured); "warm", from the entry its cold compile just wrote. A
-    "warm" twin that found no entry is noted on the row and left out."""
+    "warm" twin that found no entry is noted on the row and left out; a twin compile that
+    raised is left out, its error kept on the row (``added_compile_error``)."""
     uncached = wanted == "cold"
     options = dict(CACHE_BYPASS_OPTIONS) if uncached else {}
     with monitor.capture(repeat=True) as events, _writes_suppressed(uncached):
         clear_in_process_caches()
         cpu_before = cpu_seconds()
         start = time.perf_counter()
-        lowered.compile(compiler_options=options)
+        try:
+            lowered.compile(compiler_options=options)
+        except Exception as error:  # the row stays as its own compile measured it
+            raised = raised_text(TWIN_COMPILES[wanted], time.perf_counter() - start, error)
+            earlier = record.added_compile_error
+            record.added_compile_error = raised if earlier is None else f"{earlier}; {raised}"
+            return
         wall_s = time.perf_counter() - start
         cpu_s = cpu_seconds() - cpu_before
     if not uncached and not events.count(EVENT_CACHE_HIT):

@@ -72,8 +72,11 @@ def _status_block(
 ) -> Block:
     verdicts = [row.verdict for row in rows]
     means = meaning(status, verdicts, thresholds)
+    outrun = any(verdict.pin_outrun for verdict in verdicts)
     # an accepted change needs no way back
-    what = None if thresholds.accept else advice(status, (row.cell for row in rows), arguments)
+    what = (
+        None if thresholds.accept else advice(status, (row.cell for row in rows), arguments, outrun)
+    )
     return Block(
         BlockKind.STATUS,
         status.tone,
@@ -225,6 +228,22 @@ def _warning_blocks(outcome: Outcome) -> list[Block]:
             )
         )
     return blocks
+
+
+def added_compile_block(outcome: Outcome) -> Block | None:
+    """Rows a compile added to measure them raised on (a compile_repeat repeat, the twin:
+    `CompileRecord.added_compile_error`), each named with its error: kept as their own
+    compile measured them, their tests not failed for it; also in a pin update."""
+    raised = [verdict.record for verdict in outcome.verdicts if verdict.record.added_compile_error]
+    if not raised:
+        return None
+    return Block(
+        BlockKind.WARNING,
+        Tone.WARN,
+        f"a compile added to measure {len(raised)} row(s) raised: each row keeps what its own "
+        "compile measured, and no test failed for it",
+        details=tuple(f"{record.name}: {record.added_compile_error}" for record in raised),
+    )
 
 
 def _modules_stored(outcome: Outcome) -> str:
@@ -394,6 +413,9 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
         blocks.append(Block(BlockKind.PAIRED, Tone.BAD if fails else Tone.PLAIN, text, fails=fails))
     if judging:
         blocks += _warning_blocks(outcome)
+    added = added_compile_block(outcome)
+    if added is not None:
+        blocks.append(added)
     blocks += instructions_blocks(outcome)
     busy = busy_pin_text(outcome)
     if busy is not None:

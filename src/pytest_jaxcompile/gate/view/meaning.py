@@ -91,6 +91,12 @@ _PAIRED_NOT_DECIDED = (
     "were compiled beside their pin's module on this machine, and the pairs did not decide "
     "them: this runner's noise is too large for {paired_bound} within the pairs allowed",
 )
+# Improved rows faster than their pin by more than compile_max_speedup (`Verdict.pin_outrun`).
+_OUTRUN = (
+    "compiled faster than its pin by more than {max_speedup:g}x: its pin no longer judges it",
+    "compiled faster than their pin by more than {max_speedup:g}x: their pin no longer judges them",
+)
+_OUTRUN_ADVICE = "Re-pin and commit the pin files, so that a pin judges them again:"
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
 _OTHER_DRIFTS = {
     RSS_PHASE: _RSS_DRIFT,
@@ -117,6 +123,9 @@ def meaning(
         phases = {verdict.phase for verdict in verdicts}
         meanings = meanings if phases - set(_OTHER_DRIFTS) else []
         meanings += [text for phase, text in _OTHER_DRIFTS.items() if phase in phases]
+    if status is Status.IMPROVED and any(verdict.pin_outrun for verdict in verdicts):
+        judged = [verdict for verdict in verdicts if not verdict.pin_outrun]
+        meanings = (meanings if judged else []) + [_OUTRUN[plural]]
     if status is Status.NOISY and any(verdict.paired_not_decided for verdict in verdicts):
         loaded = [verdict for verdict in verdicts if not verdict.paired_not_decided]
         meanings = (meanings if loaded else []) + [_PAIRED_NOT_DECIDED[plural]]
@@ -126,6 +135,7 @@ def meaning(
         rss_floor=thresholds.rss_floor_mib,
         cpu=_noisy_cpu(verdicts, plural, thresholds),
         instructions=thresholds.instructions_tolerance,
+        max_speedup=thresholds.max_speedup,
         **_paired_bounds(verdicts, thresholds),
     )
 
@@ -193,11 +203,12 @@ def _floor_decided(verdict: Verdict, thresholds: Thresholds) -> bool:
 
 
 def advice(
-    status: Status, cells: Iterable[str], arguments: Iterable[str] = ()
+    status: Status, cells: Iterable[str], arguments: Iterable[str] = (), outrun: bool = False
 ) -> tuple[str, str] | None:
     """What to do about rows of this status: (the sentence, the command), or None;
-    `arguments`: the session's re-pin options."""
-    sentence = _ADVICE.get(status)
+    `arguments`: the session's re-pin options; `outrun`: a row among them its pin no
+    longer judges (`Verdict.pin_outrun`)."""
+    sentence = _OUTRUN_ADVICE if outrun and status is Status.IMPROVED else _ADVICE.get(status)
     if sentence is None:
         return None
     return sentence, repin_command(cells, arguments)

@@ -91,7 +91,7 @@ class RowView:
         return self.status.value
 
     def advice(self) -> tuple[str, str] | None:
-        return advice(self.status, [self.cell], self.repin_arguments)
+        return advice(self.status, [self.cell], self.repin_arguments, self.verdict.pin_outrun)
 
 
 def row_view(
