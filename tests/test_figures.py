@@ -109,7 +109,7 @@ def test_the_fresh_compiles_of_changed_modules_are_in_the_compile_time_and_the_g
     # The JSON report and the step summary say the same figures, from the one view
     report = build_report(both, hits, [], "0.1.0")
     assert report["spend"]["fresh_compiles"] == {"rows": 4, "seconds": 13.0}
-    assert report["spend"]["gate_s"] == 30.5
+    assert report["spend"]["gate_total_s"] == 30.5
     assert report["spend"]["lines"] == _text(both)[:2]
     summary = step_summary(both)
     assert "Of it, the gate's fresh compiles of 4 changed module(s) 13.0 s" not in summary

@@ -145,7 +145,7 @@ class Spend:
         return {
             "compile_s": round(self.compile_s, 6),
             "fresh_compiles": {"rows": self.fresh_rows, "seconds": round(self.fresh_s, 6)},
-            "gate_s": round(self.gate_total_s, 6),
+            "gate_total_s": round(self.gate_total_s, 6),
             "session_s": self.session_s,
             "summed_over_workers": self.workers if self.workers > 1 else None,
             "lines": self.lines(),
