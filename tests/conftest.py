@@ -249,8 +249,12 @@ def meet(directory, name, parties=2, timeout=120.0):
 """
 
 _FIGURE = re.compile(r"\d+\.\d+")
-# The compile share of a serial session, or the workers' sum beside the wall under -n N.
-_SHARE = re.compile(r" \(\d+%\)| of the session's N s| summed over \d+ workers, session N s wall")
+# The compile share of a serial session, or the workers' sum beside the wall under -n N
+# (the compile time's, the gate's own and the pairing's).
+_SHARE = re.compile(
+    r" \(\d+%\)| of the session's N s| summed over \d+ workers(, session N s wall| \(session N s "
+    r"wall\))?"
+)
 _DURATION = re.compile(r"\s+N s  ")  # a --compile-durations line: ranked by measured time
 # A profile's phase reads "0.3 ms" under a tenth of a second and "1.234 s" above: which unit
 # a phase gets depends on how long it took this time, so both mask alike.

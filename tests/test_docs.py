@@ -1921,8 +1921,10 @@ def _pins_changed_warm_row(tmp_path: Path) -> list[str]:
         twin_cache_state="cold",
         twin_compile_s=0.760,
     )
-    printed = terminal(gate_outcome(tmp_path, pinned, [hit]))
-    return row_lines(printed, f"  DRIFT      {cell} [grad]")
+    printed = terminal(gate_outcome(tmp_path, pinned, [hit], session_s=3.1))
+    # What it spent, then the row under the key of the cold pin that judged it
+    drift = row_lines(printed, f"  DRIFT      {cell} [grad]")
+    return [*printed[1:3], header_line(printed), *drift]
 
 
 @sample("pins-stale")

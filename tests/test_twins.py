@@ -379,6 +379,18 @@ def test_a_change_fails_whatever_the_cache_holds_and_a_printed_re_pin_accepts_it
                 judged = "module changed since its pin: judged on a compile with the cache"
                 assert judged in verdicts[name]["note"].replace("persistent cache", "cache")
             assert verdicts["test_seconds"]["measured"] == rows["test_seconds"]["twin_compile_s"]
+            # Shown under the cold key of the pin that judged them; their fresh compiles
+            # are the gate's, counted in the compile time and in what the gate spent
+            assert {v["judged_key"]["cache_state"] for v in verdicts.values()} == {"cold"}
+            spend = project.report()["spend"]
+            fresh = sum(row["twin_compile_s"] for row in rows.values())
+            assert spend["fresh_compiles"] == {"rows": 2, "seconds": pytest.approx(fresh)}
+            compile_line, gate_line = spend["lines"]
+            assert "; of it, the gate's fresh compiles of 2 changed module(s) " in compile_line
+            assert gate_line.startswith("the gate itself spent ") and "; after the tests, " in (
+                gate_line
+            )
+            assert compile_line in out and gate_line in out
     accepted = {name: row["fingerprint"] for name, row in rows.items()}
     accepted_ops = rows["test_paired"]["op_count"]
 
@@ -386,6 +398,10 @@ def test_a_change_fails_whatever_the_cache_holds_and_a_printed_re_pin_accepts_it
     # state's pin holds the accepted module, and the store keeps only the accepted modules.
     repin = project.run(*printed_repin(result.stdout.str(), INTENDED))
     assert repin.ret == 0, repin.stdout.str()
+    # Each key it pinned under says so: the warm rows' own, and their twins' cold
+    repin.stdout.fnmatch_lines(
+        ["*| cold  (pins/*", "  pinned     2 row(s)", "*| warm  (pins/*", "  pinned     2 row(s)"]
+    )
     pinned = {
         (group.key.cache_state, cell.split("::")[-1]): pin.fingerprint
         for group in PinStore.load(project.pins_dir).groups()

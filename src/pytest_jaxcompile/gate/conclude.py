@@ -16,6 +16,7 @@ from pathlib import Path
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
 from pytest_jaxcompile.gate.dropping import dropped_figures
+from pytest_jaxcompile.gate.grouping import shown_key
 from pytest_jaxcompile.gate.instructions import instructions_pin
 from pytest_jaxcompile.gate.judging import judge_all, judged_by_budget
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
@@ -108,6 +109,7 @@ def conclude(
                 lambda record, pin: limits_for(record, pin, settings.thresholds),
             )
             outcome.pins_written, outcome.pins_kept = update.written, update.kept
+            outcome.pinned = update.pinned
         except (PinFileError, PinLockTimeout) as error:
             outcome.pin_error = f"{error}. Nothing was written; fix it and re-run."
     outcome.verdicts = judge_all(rows, store, settings.thresholds)
@@ -118,7 +120,8 @@ def conclude(
         and verdict.status is not Status.BUDGET  # never pinned: nothing to ask
         and instructions_pin(verdict.record, store) is None
     ]
-    outcome.pin_files = {key: store.path_for(key) for key in {row.key for row in rows}}
+    shown = {shown_key(verdict) for verdict in outcome.verdicts} | set(outcome.pinned)
+    outcome.pin_files = {key: store.path_for(key) for key in shown}
     outcome.upgrades = upgrade_reports(outcome.verdicts)
     saved = [ledger.overlays.get("cache_saved_s") for ledger in outcome.ledgers]
     outcome.cache_saved_s = sum(figure for figure in saved if figure) or None

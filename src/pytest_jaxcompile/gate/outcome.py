@@ -12,7 +12,7 @@ from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import AlwaysCold
 from pytest_jaxcompile.gate.dropping import Dropped
 from pytest_jaxcompile.gate.limits import Thresholds
-from pytest_jaxcompile.gate.pins import PinStore
+from pytest_jaxcompile.gate.pins import PinStore, RowId
 from pytest_jaxcompile.gate.stale import CompileCountChange, StalePin
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
@@ -91,6 +91,9 @@ class Outcome:
     # --compile-instructions-required: a row not counted fails the session
     instructions_required: bool = False
     pins_kept: int = 0  # re-pinned pins left as they were (every figure within a third)
+    # A pin update: the rows each key's pin file now pins from this session (a changed
+    # row's twin under its twin's key too); a key absent here was written nothing
+    pinned: dict[ComparabilityKey, frozenset[RowId]] = field(default_factory=dict)
     pin_error: str | None = None  # the pin update could not be written
     # A pin update refused: the kinds of figure it would have dropped (pin_error says so)
     dropped: list[Dropped] = field(default_factory=list)
@@ -113,8 +116,9 @@ class Outcome:
     coverage: Coverage = field(default_factory=Coverage)  # why unpinned rows are unpinned
     # Rows no persistent cache can serve, found against the pins as the session started
     always_cold: list[AlwaysCold] = field(default_factory=list)
-    # Each judged key's own pin file (where its pins live, or will once pinned): a MISS
-    # row is compared with the warm key's pin, yet listed under its own (cold) key.
+    # Each shown key's own pin file (where its pins live, or will once pinned; the keys
+    # rows are shown under, `grouping.shown_key`, and those a pin update pinned): a MISS
+    # row is compared with its own (cold) key's pin, and listed there.
     pin_files: dict[ComparabilityKey, Path] = field(default_factory=dict)
 
     def instructions_uncounted(self) -> list[tuple[CompileRecord, str]]:

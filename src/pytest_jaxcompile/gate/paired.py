@@ -266,15 +266,18 @@ class PairingCost:
     noise: float | None = None  # the rows' noise per compile, median (0.03: 3 %)
     resolves: float | None = None  # the tolerance that noise resolves within max_pairs
     max_pairs: int = DEFAULT_MAX_PAIRS
+    workers: int = 1  # > 1: pytest-xdist's workers paired their own rows, `seconds` summed
 
     def describe(self) -> str:
         """``paired 2 changed rows in 48 s: 14 plain compiles a row (6 and 8 pairs), 1 not
-        decided; noise 3.1% per compile: this runner resolves about 4% in 20 pairs``."""
+        decided; noise 3.1% per compile: this runner resolves about 4% in 20 pairs``; under
+        xdist ``in 15 s summed over 2 workers``."""
         pairs = [str(count) for count in self.pairs]
         listed = pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"
+        summed = f" summed over {self.workers} workers" if self.workers > 1 else ""
         text = (
             f"paired {self.rows} changed row{'s' if self.rows != 1 else ''} in "
-            f"{self.seconds:.0f} s: {self.plain_compiles:.0f} plain compiles a row "
+            f"{self.seconds:.0f} s{summed}: {self.plain_compiles:.0f} plain compiles a row "
             f"({listed} pairs)"
         )
         if self.by_floor:
@@ -289,9 +292,12 @@ class PairingCost:
         return text
 
 
-def pairing_cost(records: Iterable[CompileRecord], thresholds: Thresholds) -> PairingCost | None:
+def pairing_cost(
+    records: Iterable[CompileRecord], thresholds: Thresholds, workers: int = 1
+) -> PairingCost | None:
     """The session's pairing cost from its rows' own figures (so merged reports and xdist
-    workers' rows add up the same); None when no row was paired. A row's plain compile is
+    workers' rows add up the same; `workers` > 1: said summed over them); None when no row
+    was paired. A row's plain compile is
     its pin's module's, the median of its paired wall seconds: a changed row costs its
     pairs' two compiles each, the new module's as large as it has become."""
     paired = [
@@ -325,6 +331,7 @@ def pairing_cost(records: Iterable[CompileRecord], thresholds: Thresholds) -> Pa
         noise=noise,
         resolves=None if noise is None else resolvable(noise, max_pairs),
         max_pairs=max_pairs,
+        workers=workers,
     )
 
 

@@ -50,8 +50,10 @@ __all__ = [
     "PinLockTimeout",
     "PinStore",
     "PinUpdate",
+    "RowId",
     "kept_figures",
     "lock_path",
+    "never_pinned",
     "pin_file_name",
     "pin_line",
     "read_pin_file",
@@ -173,11 +175,25 @@ LimitsOf = Callable[[CompileRecord, "Pin | None"], Margins]
 
 @dataclass
 class PinUpdate:
-    """What a pin update did: the files it wrote, and how many re-pinned pins it kept as
-    they were (every figure within a third of its margin)."""
+    """What a pin update did: the files it wrote, how many re-pinned pins it kept as they
+    were (every figure within a third of its margin), and the rows each key's file now pins
+    from this update (written or kept as they were)."""
 
     written: list[Path] = field(default_factory=list)
     kept: int = 0
+    pinned: dict[ComparabilityKey, frozenset[RowId]] = field(default_factory=dict)
+
+
+def never_pinned(record: CompileRecord) -> str | None:
+    """Why no pin update pins this row, in a few words (None: it can be pinned): a failed
+    row, a row without a compile figure, a cache state that compiled nothing or is unknown."""
+    if record.error is not None:
+        return "failed"
+    if record.unmeasured is not None:
+        return "no compile time"
+    if not record.state.judged:
+        return f"{record.cache_state} cache state"
+    return None
 
 
 class PinStore:
@@ -325,7 +341,8 @@ class PinStore:
     ) -> PinUpdate:
         """Pin these records (one per cell/transform/variant/key; the last wins).
 
-        `unknown` and `memory` rows are never pinned; other pins are left untouched.
+        Rows `never_pinned` names (failed, unmeasured, `unknown` and `memory` rows) are
+        never pinned; other pins are left untouched.
         `compiles` (per cell) is pinned in every file that receives a row of that cell.
         With `limits_of` (the limits the gate judges a row and its pin with), a re-pinned
         unchanged module keeps each measured figure that moved by less than a third of its
@@ -334,12 +351,12 @@ class PinStore:
         compiles = compiles or {}
         by_key: dict[ComparabilityKey, dict[RowId, CompileRecord]] = {}
         for record in records:
-            if record.state.judged and record.unmeasured is None:
+            if never_pinned(record) is None:
                 by_key.setdefault(record.key, {})[record.row_id] = record
         if not by_key:
             return PinUpdate()
         self.directory.mkdir(parents=True, exist_ok=True)
-        update = PinUpdate()
+        update = PinUpdate(pinned={key: frozenset(rows) for key, rows in by_key.items()})
         from filelock import FileLock, Timeout  # only when pinning: start-up stays light
 
         lock = FileLock(str(lock_path(self.directory)))

@@ -32,7 +32,6 @@ from pytest_jaxcompile.gate.view import (
     RowView,
     SessionView,
     session_view,
-    spend_lines,
     split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
@@ -257,7 +256,7 @@ def step_summary(outcome: Outcome, title: str = "jax compile times") -> str:
 
 def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
     view = session_view(outcome)
-    lines = [f"## {title}: {view.headline}", "", *_spend(outcome)]
+    lines = [f"## {title}: {view.headline}", "", *_spend(view)]
     if view.counts():
         lines += [f"Compile rows: {view.counts_text()}.", ""]
     lines += _block_lines(view, SUMMARY_FAILS)
@@ -286,11 +285,12 @@ SUMMARY_FAILS = "the session fails"  # the step summary's words for what fails
 COMMENT_FAILS = "this run fails"  # a pull-request comment's
 
 
-def _spend(outcome: Outcome) -> list[str]:
-    """What the session spent compiling, as a paragraph: it leads, as in the terminal."""
+def _spend(view: SessionView) -> list[str]:
+    """What the session and the gate spent (the view's), as paragraphs: they lead, as in
+    the terminal."""
     return [
         paragraph
-        for line in spend_lines(outcome)
+        for line in ([] if view.spend is None else view.spend.lines())
         for paragraph in (f"{_text(line[0].upper() + line[1:])}.", "")
     ]
 
@@ -335,8 +335,13 @@ def _group_lines(group: GroupView, outcome: Outcome, with_ok: bool) -> list[str]
     if group.pin_file is not None:
         lines += [f"Pin file: {_code(relative(group.pin_file, outcome.rootdir))}", ""]
     if outcome.pin_update:  # compared with the pins just written: nothing to list
-        if group.pinned_rows or not group.budget_rows:
+        if group.pinned_rows or not (group.budget_rows or group.not_pinned):
             lines += [f"{group.pinned_rows} row(s) pinned.", ""]
+        if group.not_pinned:
+            lines += [
+                f"{group.not_pinned_rows} row(s) not pinned ({_text(group.not_pinned_text())}).",
+                "",
+            ]
         if group.budget_rows:
             lines += [f"{group.budget_rows} {BUDGET_NOT_PINNED}.", ""]
         return lines
@@ -441,7 +446,7 @@ def pr_comment(
 def _pr_comment(
     view: SessionView, changed: list[RowView], limit: int, report: str | None, title: str
 ) -> str:
-    lines = [COMMENT_MARKER, f"### {title}: {view.headline}", "", *_spend(view.outcome)]
+    lines = [COMMENT_MARKER, f"### {title}: {view.headline}", "", *_spend(view)]
     if view.counts():
         lines += [f"Compile rows: {view.counts_text()}.", ""]
     if changed:

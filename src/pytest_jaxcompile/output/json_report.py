@@ -58,6 +58,7 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
         "transform": record.transform,
         "variant": record.variant,
         "key": record.key.to_dict(),
+        "judged_key": row.key.to_dict(),
         "status": verdict.status.value,
         "fails": row.fails,
         "metric": figures.metric.name,
@@ -106,7 +107,9 @@ def build_report(
     """The JSON report; its schema is documented in docs/report-schema.md."""
     view = session_view(outcome)
     records = list(records)
-    cost = None if outcome.pin_update else pairing_cost(records, outcome.thresholds)
+    cost = (
+        None if outcome.pin_update else pairing_cost(records, outcome.thresholds, outcome.workers)
+    )
     return {
         "report_kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -119,6 +122,7 @@ def build_report(
         "rootdir": str(outcome.rootdir),
         "session_s": outcome.session_s,
         "gate_s": dict(outcome.gate_s),
+        "spend": None if view.spend is None else view.spend.to_dict(),
         "profiled_rows": outcome.profiled_rows,
         "workers": outcome.workers,
         "ran_cells": sorted(outcome.ran_cells),

@@ -30,7 +30,6 @@ from pytest_jaxcompile.gate.view import (
     SessionView,
     compile_seconds_per_test,
     session_view,
-    spend_lines,
     split_folds,
 )
 from pytest_jaxcompile.output import outcome_of, summary_section
@@ -83,8 +82,15 @@ def verdict_lines(view: SessionView, verbose: bool) -> list[Line]:
             if view.outcome.pin_error is not None:
                 lines.append((f"  not pinned {len(group.rows)} row(s)", {}))
                 continue
-            if group.pinned_rows or not group.budget_rows:
+            if group.pinned_rows or not (group.budget_rows or group.not_pinned):
                 lines.append((f"  pinned     {group.pinned_rows} row(s)", {}))
+            if group.not_pinned:
+                lines.append(
+                    (
+                        f"  not pinned {group.not_pinned_rows} row(s) ({group.not_pinned_text()})",
+                        {},
+                    )
+                )
             if group.budget_rows:
                 lines.append((f"  budget     {group.budget_rows} {BUDGET_NOT_PINNED}", {}))
             continue
@@ -121,7 +127,8 @@ def summary_lines(outcome: Outcome, verbose: bool, durations: int = 5) -> list[L
     spent on compiling first, then the verdicts, then the details, then the session's
     blocks; `durations` expensive compiles and tests are listed (0: all)."""
     view = session_view(outcome)
-    lines = [(text, {"bold": True}) for text in spend_lines(outcome)]
+    spend = [] if view.spend is None else view.spend.lines()
+    lines = [(text, {"bold": True}) for text in spend]
     lines.extend(verdict_lines(view, verbose))
     lines.extend(trace_profile_lines(view))
     lines.extend((text, {}) for text in duration_lines(outcome, durations, verbose))

@@ -11,8 +11,8 @@ against a comment's "this run fails") lives with that output.
 Its parts live in this package's modules, one per concept: `figures` (the metrics and the
 figures a verdict compared), `meaning` (what a status means, what to do), `repin` (the
 re-pin command), `rows` (a row as shown, and the folds), `blocks` (the session's blocks),
-`spend` (compile seconds, the trace profile). This module builds the session's view and
-names what the outputs use.
+`spend` (the tests' compile seconds and the gate's own, the trace profile). This module
+builds the session's view and names what the outputs use.
 
 PYTEST_DONT_REWRITE
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.outcome import Outcome
-from pytest_jaxcompile.gate.pins import pin_file_name
+from pytest_jaxcompile.gate.pins import never_pinned, pin_file_name
 from pytest_jaxcompile.gate.status import Status, Verdict
 from pytest_jaxcompile.gate.view.blocks import (
     Block,
@@ -50,9 +50,11 @@ from pytest_jaxcompile.gate.view.rows import (
 )
 from pytest_jaxcompile.gate.view.spend import (
     TRACE_GROUPS,
+    Spend,
     TraceRollup,
     TraceShare,
     compile_seconds_per_test,
+    session_spend,
     spend_lines,
     trace_rollup,
 )
@@ -71,6 +73,7 @@ __all__ = [
     "Metric",
     "RowView",
     "SessionView",
+    "Spend",
     "TraceRollup",
     "TraceShare",
     "advice",
@@ -85,6 +88,7 @@ __all__ = [
     "instructions_blocks",
     "repin_command",
     "row_view",
+    "session_spend",
     "session_view",
     "spend_lines",
     "split_folds",
@@ -94,11 +98,17 @@ __all__ = [
 
 @dataclass(frozen=True)
 class GroupView:
-    """The rows of one comparability key, most severe first, and where its pins live."""
+    """The rows shown under one comparability key (`grouping.shown_key`), most severe
+    first, and where its pins live; in a pin update, what its file pins."""
 
     key: ComparabilityKey
     pin_file: Path | None
     rows: tuple[RowView, ...]
+    # A pin update: the rows this key's file pins from the session (a changed row's twin
+    # under its twin's key too: such a key may show no row of its own), and the rows shown
+    # here that no file pins, counted by why (`pins.never_pinned`: "failed", ...)
+    pinned_rows: int = 0
+    not_pinned: tuple[tuple[str, int], ...] = ()
 
     @property
     def budget_rows(self) -> int:
@@ -106,9 +116,15 @@ class GroupView:
         return sum(1 for row in self.rows if row.status is Status.BUDGET)
 
     @property
-    def pinned_rows(self) -> int:
-        """In a pin update: the rows pinned (all but the budget rows)."""
-        return len(self.rows) - self.budget_rows
+    def not_pinned_rows(self) -> int:
+        return sum(count for _, count in self.not_pinned)
+
+    def not_pinned_text(self) -> str:
+        """Why the rows not pinned were not: ``failed`` (one reason), else by reason:
+        ``1 failed, 2 unknown cache state``."""
+        if len(self.not_pinned) == 1:
+            return self.not_pinned[0][0]
+        return ", ".join(f"{count} {why}" for why, count in self.not_pinned)
 
 
 @dataclass(frozen=True)
@@ -120,6 +136,7 @@ class SessionView:
     blocks: tuple[Block, ...]  # in BlockKind order; STATUS blocks in the Status order
     failed: bool
     trace: TraceRollup | None = None  # where tracing time went (compile_trace_profile)
+    spend: Spend | None = None  # what the session and the gate spent (None: a pin update)
 
     @property
     def rows(self) -> list[RowView]:
@@ -163,32 +180,70 @@ class SessionView:
 def group_pin_file(
     outcome: Outcome, key: ComparabilityKey, verdicts: Sequence[Verdict]
 ) -> Path | None:
-    """The pin file of the group's own key, where any of its rows was judged against pins.
+    """The pin file of the group's own key: in a pin update, where it pinned rows (none
+    where it pinned nothing: no line names a file not written); else where any of its rows
+    was judged against pins.
 
-    Never a verdict's own pin file: a MISS row (cold) is compared with its warm pin, and an
-    instruction count with a pin of any key, yet the group is the cold key's.
+    Never a verdict's own pin file: an instruction count is compared with a pin of any key,
+    yet the group is the key the row is shown under.
     """
-    if all(verdict.pin_file is None for verdict in verdicts):
+    if outcome.pin_update and outcome.pin_error is None:
+        if key not in outcome.pinned:
+            return None
+    elif all(verdict.pin_file is None for verdict in verdicts):
         return None
     found = outcome.pin_files.get(key)
     return found if found is not None else outcome.pins_dir / pin_file_name(key)
 
 
+def _not_pinned(
+    outcome: Outcome, key: ComparabilityKey, verdicts: Sequence[Verdict]
+) -> Counter[str]:
+    """A pin update's rows shown under `key` that no pin file holds, counted by why."""
+    if not outcome.pin_update or outcome.pin_error is not None:
+        return Counter()
+    pinned = outcome.pinned.get(key, frozenset())
+    return Counter(
+        never_pinned(verdict.record) or "not pinned"
+        for verdict in verdicts
+        if verdict.status is not Status.BUDGET and verdict.record.row_id not in pinned
+    )
+
+
 def session_view(outcome: Outcome) -> SessionView:
     """The view of a concluded session (or of merged reports, or of a records corpus)."""
     groups = []
-    for key, verdicts in by_key(outcome.verdicts):
+    grouped = by_key(outcome.verdicts)
+    if outcome.pin_update:  # a key pinned only through twins is said too
+        shown = {key for key, _ in grouped}
+        grouped += [(key, []) for key in sorted(outcome.pinned) if key not in shown]
+    for key, verdicts in grouped:
         pin_file = group_pin_file(outcome, key, verdicts)
         rows = tuple(
             row_view(v, outcome.thresholds, outcome.pin_update, outcome.repin_arguments)
             for v in verdicts
         )
-        groups.append(GroupView(key, pin_file, rows))
-    groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
+        not_pinned = _not_pinned(outcome, key, verdicts)
+        groups.append(
+            GroupView(
+                key,
+                pin_file,
+                rows,
+                pinned_rows=len(outcome.pinned.get(key, ())),
+                not_pinned=tuple(sorted(not_pinned.items())),
+            )
+        )
+    groups.sort(key=lambda group: (_severity(group), group.key))
     return SessionView(
         outcome,
         tuple(groups),
         tuple(session_blocks(outcome, [row for group in groups for row in group.rows])),
         outcome.failed,
         trace_rollup(verdict.record for verdict in outcome.verdicts),
+        session_spend(outcome),
     )
+
+
+def _severity(group: GroupView) -> int:
+    """A group's most severe row's (a group of a pin update's twins only: the last)."""
+    return group.rows[0].status.severity if group.rows else len(Status)

@@ -400,7 +400,9 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
     blocks += [Block(BlockKind.SETTINGS, Tone.PLAIN, note) for note in outcome.settings_notes]
     judging = not outcome.pin_update
     cost = (
-        pairing_cost((verdict.record for verdict in outcome.verdicts), outcome.thresholds)
+        pairing_cost(
+            (verdict.record for verdict in outcome.verdicts), outcome.thresholds, outcome.workers
+        )
         if judging
         else None
     )

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_jaxcompile.gate.grouping import shown_key
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.profile import profile_note
@@ -70,7 +71,8 @@ class RowView:
 
     @property
     def key(self) -> ComparabilityKey:
-        return self.verdict.record.key
+        """The key the row is shown under: its judged compile's (`grouping.shown_key`)."""
+        return shown_key(self.verdict)
 
     @property
     def expected_recompile(self) -> bool:

@@ -31,54 +31,157 @@ def compile_seconds_per_test(outcome: Outcome) -> dict[str, float]:
     return per_test
 
 
-def spend_lines(outcome: Outcome) -> list[str]:
-    """What the session spent compiling, its share of the session, and the cache states."""
-    if not outcome.verdicts or outcome.pin_update:
-        return []
-    spent = sum(compile_seconds_per_test(outcome).values())
-    text = f"compile time: {spent:.1f} s"
-    if outcome.workers > 1:  # worker seconds add up past the wall: no share of it
-        text += f" summed over {outcome.workers} workers"
-        if outcome.session_s:
-            text += f", session {outcome.session_s:.1f} s wall"
-    elif outcome.session_s:
-        text += f" of the session's {outcome.session_s:.1f} s ({spent / outcome.session_s:.0%})"
-    states = Counter(verdict.record.cache_state for verdict in outcome.verdicts)
-    text += f", {len(outcome.verdicts)} compile row(s): " + ", ".join(
-        f"{count} {state}" for state, count in sorted(states.items(), key=lambda i: -i[1])
-    )
-    if outcome.cache_saved_s and outcome.cache_saved_s > 0:
-        text += (
-            f"; the persistent cache saved at least {outcome.cache_saved_s:.1f} s (JAX's figure)"
-        )
-    own = gate_cost_line(outcome)
-    return [text] if own is None else [text, own]
-
-
 # What the gate itself does after the tests (Outcome.gate_s), as every output names it.
 COUNTING, PAIRING, PROFILING = "counting instructions", "pairing", "profiling"
 GATE_WORKS = (COUNTING, PAIRING, PROFILING)  # the order every output names them in
 PROFILE_OFF = "-o compile_profile_failing=never skips it"
 
 
-def gate_cost_line(outcome: Outcome) -> str | None:
-    """``after the tests, the gate itself spent 67.7 s: pairing 48.7 s, profiling 1 row(s)
-    19.0 s (-o compile_profile_failing=never skips it)``: apart from the tests' compile
-    time, part of the session's seconds (under xdist, the workers' summed); each work that
-    ran, in a fixed order; None when the gate did nothing after the tests."""
-    spent = outcome.gate_s
-    if not spent:
-        return None
-    parts = []
-    for work in sorted(spent, key=lambda work: (*GATE_WORKS, work).index(work)):
-        if work == PROFILING:
-            parts.append(
-                f"profiling {outcome.profiled_rows} row(s) {spent[work]:.1f} s ({PROFILE_OFF})"
+def fresh_compiles(records: Iterable[CompileRecord]) -> tuple[int, float]:
+    """The compiles the gate added inside the tests: each row's twin (gate/twins.py: a
+    changed module compiled afresh, the persistent cache bypassed, or in a pin update from
+    the cache), as (rows, seconds). Workers' rows and merged reports' add up alike."""
+    twins = [record.twin_compile_s for record in records if record.twin_compile_s is not None]
+    return len(twins), sum(twins)
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What the session spent compiling, and what the gate itself spent, as every output
+    says it: the tests' compile seconds, the gate's fresh compiles of changed modules
+    inside the tests, its works after the tests; each beside the session's wall seconds,
+    or said summed over the workers where pytest-xdist's workers added them up."""
+
+    compile_s: float  # the tests' compile seconds (`compile_seconds_per_test`)
+    rows: int  # compile rows
+    states: tuple[tuple[str, int], ...]  # rows per cache state, the most first
+    fresh_rows: int  # rows whose module the gate compiled afresh (their twins)
+    fresh_s: float  # those compiles' wall seconds
+    gate_s: tuple[tuple[str, float], ...]  # after the tests, by work (`GATE_WORKS` order)
+    profiled_rows: int
+    session_s: float | None  # the session's wall seconds
+    workers: int  # > 1: the seconds above are summed over the workers
+    cache_saved_s: float | None  # JAX's figure
+
+    @property
+    def total_compile_s(self) -> float:
+        """Every compile of the session: the tests' and the gate's fresh ones."""
+        return self.compile_s + self.fresh_s
+
+    @property
+    def gate_total_s(self) -> float:
+        """The gate's own seconds: its fresh compiles and its works after the tests."""
+        return self.fresh_s + sum(seconds for _, seconds in self.gate_s)
+
+    def _beside_session(self) -> str:
+        """`` summed over 2 workers, session 16.0 s wall`` where workers added seconds up;
+        else `` of the session's 20.6 s (79%)``: never a sum beside a smaller wall unsaid."""
+        if self.workers > 1:
+            text = f" summed over {self.workers} workers"
+            return text + (f", session {self.session_s:.1f} s wall" if self.session_s else "")
+        if not self.session_s:
+            return ""
+        share = self.total_compile_s / self.session_s
+        return f" of the session's {self.session_s:.1f} s ({share:.0%})"
+
+    def fresh_text(self) -> str:
+        """``the gate's fresh compiles of 4 changed module(s) 13.0 s``."""
+        return (
+            f"the gate's fresh compiles of {self.fresh_rows} changed module(s) {self.fresh_s:.1f} s"
+        )
+
+    def compile_line(self) -> str:
+        """``compile time: 16.2 s of the session's 20.6 s (79%), 4 compile row(s): 4 warm;
+        of it, the gate's fresh compiles of 4 changed module(s) 13.0 s (the persistent cache
+        bypassed)``."""
+        text = f"compile time: {self.total_compile_s:.1f} s" + self._beside_session()
+        text += f", {self.rows} compile row(s): " + ", ".join(
+            f"{count} {state}" for state, count in self.states
+        )
+        if self.fresh_rows:
+            text += f"; of it, {self.fresh_text()} (the persistent cache bypassed)"
+        if self.cache_saved_s and self.cache_saved_s > 0:
+            text += (
+                f"; the persistent cache saved at least {self.cache_saved_s:.1f} s (JAX's figure)"
             )
-        else:
-            parts.append(f"{work} {spent[work]:.1f} s")
-    total = sum(spent.values())
-    return f"after the tests, the gate itself spent {total:.1f} s: " + ", ".join(parts)
+        return text
+
+    def gate_line(self) -> str | None:
+        """``after the tests, the gate itself spent 67.7 s: pairing 48.7 s, profiling 1
+        row(s) 19.0 s (-o compile_profile_failing=never skips it)``; with fresh compiles of
+        changed modules, ``the gate itself spent 30.5 s: fresh compiles of 4 changed
+        module(s) in their tests 13.0 s; after the tests, pairing 17.5 s``; under xdist
+        ``... spent 21.4 s summed over 2 workers (session 16.0 s wall): ...``. Apart from the
+        tests' compile time, part of the session's seconds; None when the gate added
+        nothing."""
+        if not self.gate_s and not self.fresh_rows:
+            return None
+        works = []
+        for work, seconds in self.gate_s:
+            if work == PROFILING:
+                works.append(
+                    f"profiling {self.profiled_rows} row(s) {seconds:.1f} s ({PROFILE_OFF})"
+                )
+            else:
+                works.append(f"{work} {seconds:.1f} s")
+        spent = f"{self.gate_total_s:.1f} s"
+        if self.workers > 1:
+            spent += f" summed over {self.workers} workers"
+            spent += f" (session {self.session_s:.1f} s wall)" if self.session_s else ""
+        if not self.fresh_rows:
+            return f"after the tests, the gate itself spent {spent}: " + ", ".join(works)
+        text = (
+            f"the gate itself spent {spent}: fresh compiles of {self.fresh_rows} changed "
+            f"module(s) in their tests {self.fresh_s:.1f} s"
+        )
+        return text + (f"; after the tests, {', '.join(works)}" if works else "")
+
+    def lines(self) -> list[str]:
+        own = self.gate_line()
+        return [self.compile_line()] if own is None else [self.compile_line(), own]
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON report's ``spend``: these figures as every output says them."""
+        return {
+            "compile_s": round(self.compile_s, 6),
+            "fresh_compiles": {"rows": self.fresh_rows, "seconds": round(self.fresh_s, 6)},
+            "gate_total_s": round(self.gate_total_s, 6),
+            "session_s": self.session_s,
+            "summed_over_workers": self.workers if self.workers > 1 else None,
+            "lines": self.lines(),
+        }
+
+
+def session_spend(outcome: Outcome) -> Spend | None:
+    """What the session spent (None: a pin update, or no compile row)."""
+    if not outcome.verdicts or outcome.pin_update:
+        return None
+    records = [verdict.record for verdict in outcome.verdicts]
+    states = Counter(record.cache_state for record in records)
+    fresh_rows, fresh_s = fresh_compiles(records)
+    spent = outcome.gate_s
+    return Spend(
+        compile_s=sum(compile_seconds_per_test(outcome).values()),
+        rows=len(records),
+        states=tuple(sorted(states.items(), key=lambda item: -item[1])),
+        fresh_rows=fresh_rows,
+        fresh_s=fresh_s,
+        gate_s=tuple(
+            (work, spent[work])
+            for work in sorted(spent, key=lambda work: (*GATE_WORKS, work).index(work))
+        ),
+        profiled_rows=outcome.profiled_rows,
+        session_s=outcome.session_s,
+        workers=outcome.workers,
+        cache_saved_s=outcome.cache_saved_s,
+    )
+
+
+def spend_lines(outcome: Outcome) -> list[str]:
+    """What the session spent compiling, its share of the session, the cache states, and
+    what the gate itself spent (`Spend`)."""
+    spend = session_spend(outcome)
+    return [] if spend is None else spend.lines()
 
 
 # --------------------------------------------------------------------------- trace profile
