@@ -94,9 +94,17 @@ class Repository:
         github = {"event_name": "pull_request", "sha": sha, "ref": "refs/pull/7/merge"}
         return self._run({**github, "event": event}, "gha-ubuntu-latest")
 
+    def report(self) -> dict[str, Any]:
+        path = self.project.path / "reports" / "jaxcompile.json"
+        report: dict[str, Any] = json.loads(path.read_text())
+        return report
+
     def verdicts(self) -> dict[str, str]:
-        report = json.loads((self.project.path / "reports" / "jaxcompile.json").read_text())
-        return {v["cell"].split("::")[-1]: v["status"] for v in report["verdicts"]}
+        return {v["cell"].split("::")[-1]: v["status"] for v in self.report()["verdicts"]}
+
+    def records(self) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = self.report()["records"]
+        return records
 
 
 def baselines_of(cache: ActionsCache) -> list[str]:
@@ -142,6 +150,7 @@ def test_the_baseline_follows_main_and_a_label_accepts_a_change(
         assert "Compile baseline restored: " + baselines[0] in failing.output
         assert repo.verdicts()["test_mlp"] == "GREW"
         assert repo.verdicts()["test_attention"] == "ok", failing.output
+        assert "1 row(s) paired" in said or "paired 1 changed row" in said
         assert failing.step("Save the compile baseline").outcome == "skipped"
 
     # The same pull request with the accept label passes and says the change is accepted.
@@ -166,6 +175,8 @@ def test_the_baseline_follows_main_and_a_label_accepts_a_change(
     assert following.succeeded, following.output
     assert "Compile baseline restored: " + baselines[-1] in following.output
     assert set(repo.verdicts().values()) == {"ok"}
+    # an accepted change stops costing: the baseline holds its module, nothing compiles afresh
+    assert not [record for record in repo.records() if record.get("twin_cache_state")]
 
     # A new runner class records its own baseline on its first run of the default branch.
     other = repo.push(repo.main, hardware="gha-ubuntu-24-arm")
