@@ -38,7 +38,7 @@ from pytest_jaxcompile.gate.view.blocks import (
 )
 from pytest_jaxcompile.gate.view.figures import METRICS, Figures, Metric, compared_metric, figures
 from pytest_jaxcompile.gate.view.meaning import BUDGET_NOT_PINNED, advice
-from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.repin import Repin, ci_way, repin_command
 from pytest_jaxcompile.gate.view.rows import (
     FOLDED,
     Fold,
@@ -69,12 +69,14 @@ __all__ = [
     "Fold",
     "GroupView",
     "Metric",
+    "Repin",
     "RowView",
     "SessionView",
     "TraceRollup",
     "TraceShare",
     "advice",
     "busy_pin_text",
+    "ci_way",
     "compared_metric",
     "compile_seconds_per_test",
     "coverage_text",
@@ -179,10 +181,7 @@ def session_view(outcome: Outcome) -> SessionView:
     groups = []
     for key, verdicts in by_key(outcome.verdicts):
         pin_file = group_pin_file(outcome, key, verdicts)
-        rows = tuple(
-            row_view(v, outcome.thresholds, outcome.pin_update, outcome.repin_arguments)
-            for v in verdicts
-        )
+        rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
         groups.append(GroupView(key, pin_file, rows))
     groups.sort(key=lambda group: (group.rows[0].status.severity, group.key))
     return SessionView(

@@ -17,7 +17,7 @@ from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.view.causes import brief, note_parts
 from pytest_jaxcompile.gate.view.figures import Figures, figures
-from pytest_jaxcompile.gate.view.meaning import advice, meaning
+from pytest_jaxcompile.gate.view.meaning import meaning
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 
@@ -37,7 +37,6 @@ class RowView:
     # Where inside XLA the compile spent its time (the compile profile; also in `causes`,
     # as part of the note): for outputs that show no notes, the dashboard's tables.
     profile: str | None = None
-    repin_arguments: tuple[str, ...] = ()  # the session's, for the row's re-pin command
 
     @property
     def status(self) -> Status:
@@ -90,15 +89,11 @@ class RowView:
             )
         return self.status.value
 
-    def advice(self) -> tuple[str, str] | None:
-        return advice(self.status, [self.cell], self.repin_arguments)
-
 
 def row_view(
     verdict: Verdict,
     thresholds: Thresholds,
     pin_update: bool = False,
-    repin_arguments: tuple[str, ...] = (),
 ) -> RowView:
     return RowView(
         verdict,
@@ -109,7 +104,6 @@ def row_view(
         details=note_parts(verdict.note),
         meaning=meaning(verdict.status, [verdict], thresholds, plural=False),
         profile=profile_note(verdict, thresholds),
-        repin_arguments=repin_arguments,
     )
 
 
