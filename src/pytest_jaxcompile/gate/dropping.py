@@ -65,13 +65,9 @@ def dropped_figures(
             and (record.fingerprint is None or record.fingerprint != pin.fingerprint)
         ):
             uncounted.append(record)
-        if stored:
+        if stored and record.fingerprint not in stored:  # a stored module drops nothing
             target = pairing_target(record, store)
-            if (
-                isinstance(target, PairingTarget)
-                and target.pin.fingerprint in stored
-                and record.fingerprint not in stored
-            ):
+            if isinstance(target, PairingTarget) and target.pin.fingerprint in stored:
                 unstored.append(record)
     return [
         Dropped(
