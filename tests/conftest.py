@@ -267,9 +267,13 @@ INTENDED = "If the change is intended, re-pin and commit the pin files: "
 
 def printed_repin(output: str, sentence: str) -> list[str]:
     """The re-pin command printed after `sentence`, as a shell would split it, less
-    ``pytest``."""
+    ``pytest`` and the variables it sets before it (``JAXCOMPILE_HARDWARE=...``), which must
+    be this process's own: the session it starts runs with them as printed."""
     (line,) = [line for line in output.splitlines() if line.startswith(sentence)]
     words = shlex.split(line.removeprefix(sentence))
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        name, value = words.pop(0).split("=", 1)
+        assert os.environ.get(name) == value, line
     assert words[:2] == ["pytest", "--compile-pin-update"], line
     return words[1:]
 

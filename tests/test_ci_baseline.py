@@ -151,6 +151,9 @@ def test_the_baseline_follows_main_and_a_label_accepts_a_change(
         assert repo.verdicts()["test_mlp"] == "GREW"
         assert repo.verdicts()["test_attention"] == "ok", failing.output
         assert "1 row(s) paired" in said or "paired 1 changed row" in said
+        # the way back named is the label, never a command that pins a laptop
+        assert f"add the label `{LABEL}`" in said or f"label `{LABEL}`" in said, said
+        assert "--compile-pin-update" not in said
         assert failing.step("Save the compile baseline").outcome == "skipped"
 
     # The same pull request with the accept label passes and says the change is accepted.

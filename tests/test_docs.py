@@ -734,8 +734,9 @@ def test_the_github_outputs_in_the_docs_are_what_the_code_writes(tmp_path: Path)
     outcome = gate_outcome(
         tmp_path, pinned, rows, session_s=6.1, thresholds=Thresholds(tolerance=0.5)
     )
-    # The doc shows the re-pin command's fenced block indented (it sits in a fenced block).
-    summary = re.sub(r"```bash\n(.*)\n```", r"    \1", step_summary(outcome))
+    # In GitHub Actions, with the example gate workflow's accept label: the CI's way back.
+    outcome.github_actions, outcome.accept_label = True, "compile-change-accepted"
+    summary = step_summary(outcome)
     page = "docs/github-actions.md"
     assert_shown(page, "6. stale pins.", summary.rstrip("\n").split("\n"))
     commands = annotation_commands(outcome, record_path_resolver(tmp_path, tmp_path), tmp_path)
@@ -2379,6 +2380,28 @@ def _profile_unstored(tmp_path: Path) -> list[str]:
     note = profile_note(judge(record, PinStore.load(tmp_path), thresholds), thresholds)
     assert note is not None
     return [note]
+
+
+@sample("pins-repin-keeps")
+def _pins_repin_keeps(tmp_path: Path) -> list[str]:
+    """A plain session's DRIFT after pins made with --compile-paired: the printed re-pin
+    adds --compile-paired, which the pins' stored module needs."""
+    from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+    from pytest_jaxcompile.gate.conclude import GateSettings, conclude
+    from pytest_jaxcompile.gate.limits import Thresholds
+    from pytest_jaxcompile.gate.modules import ModuleStore
+    from pytest_jaxcompile.gate.pins import PinStore
+
+    cell, cpu = "tests/test_lib.py::test_integrate", {"platform": "cpu", "device_kind": "cpu"}
+    text = "module @jit_integrate {}\n"
+    modules = ModuleStore(tmp_path / "pins" / "modules")
+    modules.write(fingerprint_of(text), StagedModule(text, b"options", 1, "cpu"))
+    pinned = row(cell, "grad", 0.3, hardware_detail=cpu, fingerprint=fingerprint_of(text))
+    pins = pin(tmp_path, [pinned])
+    changed = row(cell, "grad", 1.5, hardware_detail=cpu)
+    settings = GateSettings(Thresholds(), pin_update=False, unstored_modules_dir=modules.directory)
+    outcome = conclude([changed], [cell], [], PinStore.load(pins), settings, rootdir=tmp_path)
+    return [line for line in terminal(outcome) if line.startswith("If the change is intended")]
 
 
 @sample("pins-repin-refused")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import JaxProject, edit_pins, set_pins
-from records_factory import make_record
+from records_factory import HARDWARE, make_record
 
 from pytest_jaxcompile.gate.judging import judge_all
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -59,21 +59,29 @@ def test_paths_are_relative_to_the_workspace(tmp_path: Path) -> None:
     assert path_of(make_record(location=None)) is None
 
 
-def _outcome(tmp_path: Path, fail_on_improvement: bool = False) -> SessionOutcome:
+def _outcome(
+    tmp_path: Path, fail_on_improvement: bool = False, hardware: str = HARDWARE
+) -> SessionOutcome:
     store = PinStore.load(tmp_path / "pins")
-    drift = make_record(cell="tests/t.py::test_drift", location=("tests/t.py", 10))
-    improved = make_record(cell="tests/t.py::test_fast|x", location=("tests/t.py", 20))
-    ok = make_record(cell="tests/t.py::test_ok")
-    warm = make_record(cell="tests/t.py::test_warm", cache_state="warm")
+    drift = make_record(
+        cell="tests/t.py::test_drift", location=("tests/t.py", 10), hardware=hardware
+    )
+    improved = make_record(
+        cell="tests/t.py::test_fast|x", location=("tests/t.py", 20), hardware=hardware
+    )
+    ok = make_record(cell="tests/t.py::test_ok", hardware=hardware)
+    warm = make_record(cell="tests/t.py::test_warm", cache_state="warm", hardware=hardware)
     store.update([drift, improved, ok, warm])
     key = drift.key
     store = PinStore.load(tmp_path / "pins")
     measured = [
-        make_record(cell=drift.cell, location=drift.location, compile_s=5.0),
-        make_record(cell=improved.cell, location=improved.location, compile_s=0.1),
+        make_record(cell=drift.cell, location=drift.location, compile_s=5.0, hardware=hardware),
+        make_record(
+            cell=improved.cell, location=improved.location, compile_s=0.1, hardware=hardware
+        ),
         ok,
         warm,
-        make_record(cell="tests/t.py::test_new", location=("tests/t.py", 30)),
+        make_record(cell="tests/t.py::test_new", location=("tests/t.py", 30), hardware=hardware),
     ]
     outcome = SessionOutcome(
         rootdir=tmp_path,
@@ -109,6 +117,71 @@ def test_an_advisory_drift_and_a_pin_update_of_budget_rows_say_what_they_do(
     lines = step_summary(budget).splitlines()
     assert f"1 {BUDGET_NOT_PINNED}." in lines
     assert not [line for line in lines if line.endswith("row(s) pinned.")]
+
+
+ACCEPT = (
+    "If the change is intended, add the label `compile-change-accepted` to the pull request: "
+    "the run then passes, and the merge makes the change the baseline for gha-ubuntu-latest."
+)
+REPIN_WORKFLOW = (
+    "If the change is intended, re-pin on gha-ubuntu-latest with the re-pin workflow "
+    "(docs/examples/jaxcompile-repin.yml: Actions > jax compile re-pin > Run workflow) and "
+    "commit the pins it proposes; a pin made on a laptop does not judge this runner class."
+)
+
+
+@pytest.mark.parametrize(
+    ("label", "sentence"), [("compile-change-accepted", ACCEPT), (None, REPIN_WORKFLOW)]
+)
+def test_in_github_actions_every_output_names_the_ci_way_back_never_a_laptop_command(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    label: str | None,
+    sentence: str,
+) -> None:
+    """Under GITHUB_ACTIONS a command run on a laptop pins the laptop: the annotations, the
+    step summary, the comment, the terminal and the JSON report give the CI's way, one
+    sentence, and `merge` renders it again from the reports."""
+    from pytest_jaxcompile.cli import main
+    from pytest_jaxcompile.output.github import pr_comment
+    from pytest_jaxcompile.output.json_report import build_report, load_report, write_report
+    from pytest_jaxcompile.output.terminal import summary_lines
+
+    outcome = _outcome(tmp_path, hardware="gha-ubuntu-latest")
+    outcome.github_actions, outcome.accept_label = True, label
+    outcome.repin_environment = ("JAXCOMPILE_HARDWARE=gha-ubuntu-latest",)
+    annotations = annotation_commands(outcome, record_path_resolver(tmp_path, None), None)
+    (drift,) = [line for line in annotations if line.startswith("::error")]
+    terminal = [text for text, _ in summary_lines(outcome, verbose=True)]
+    report = build_report(outcome, [v.record for v in outcome.verdicts], [], "0.0.0")
+    markdown = sentence.replace(">", "&gt;")  # as Markdown writes plain text
+    outputs = {
+        "annotations": escape_data(sentence) in drift,
+        "step summary": markdown in step_summary(outcome),
+        "comment": markdown in pr_comment(outcome),
+        "terminal": sentence in terminal,
+        "report": {"kind": "status", "status": "DRIFT", "advice": sentence, "command": None}
+        in report["way_back"],
+    }
+    assert outputs == dict.fromkeys(outputs, True)
+    every = "\n".join(
+        [*annotations, step_summary(outcome), pr_comment(outcome), *terminal, str(report)]
+    )
+    assert "--compile-pin-update" not in every
+
+    # merge, from the report: the same sentence, in its terminal and its annotations.
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "report.json"
+    write_report(path, report)
+    loaded = load_report(path)
+    assert (loaded.github_actions, loaded.accept_label) == (True, label)
+    assert main(["merge", str(path)]) == 1
+    merged = capsys.readouterr().out
+    assert sentence in merged and "--compile-pin-update" not in merged
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert main(["merge", str(path)]) == 1
+    assert escape_data(sentence) in capsys.readouterr().out
 
 
 def test_annotations_point_at_the_test_function_and_the_stale_pin(tmp_path: Path) -> None:
@@ -233,7 +306,11 @@ def test_summary_and_annotations_when_the_variables_are_set(
     spend = next(line for line in result.stdout.lines if line.startswith("compile time: "))
     assert f"\n\nC{spend[1:]}.\n\n" in text
     assert "| **DRIFT** | `test_models.py::test_drift` | jit |" in text
-    assert "pytest --compile-pin-update test_models.py::test_drift\n" in text
+    # The way back is the CI's (this runner class's re-pin workflow), never a command that
+    # would pin the laptop it is run on.
+    assert "If the change is intended, re-pin on cpu:" in text
+    assert "with the re-pin workflow (docs/examples/jaxcompile-repin.yml" in text
+    assert "--compile-pin-update" not in text + result.stdout.str()
     assert "| `test_models.py::test_stale` | gone |" in text
 
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path))  # a directory: cannot append

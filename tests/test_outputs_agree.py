@@ -166,6 +166,8 @@ def outcomes(draw: st.DrawFn) -> Outcome:
         compile_count_changes=[CompileCountChange("tests/t.py::test_c", 3, 1, ("why\n<b>",))]
         if draw(st.booleans())
         else [],
+        github_actions=draw(st.booleans()),
+        accept_label=draw(st.sampled_from([None, "compile-change-accepted"])),
     )
     outcome.failed = (
         outcome.pin_error is not None
@@ -252,6 +254,32 @@ def test_every_output_over_random_outcomes(
         assert comment.splitlines()[1].startswith("### jax compile times: FAIL")
     for text in (comment,):
         assert "the session fails" not in text and "-v lists" not in text
+
+    # The way back, one sentence (and command) per block, in every output that shows it;
+    # under GitHub Actions never a command that would pin the machine it is run on.
+    for block in view.blocks:
+        way_back = block.way_back()
+        if way_back is None:
+            continue
+        assert _words(way_back) in terminal_words
+        if block.command is None:
+            assert (
+                _markdown(str(block.advice)) in summary and _markdown(str(block.advice)) in comment
+            )
+        assert {
+            "kind": block.kind.value,
+            "status": None if block.status is None else block.status.value,
+            "advice": block.advice,
+            "command": block.command,
+        } in report["way_back"]
+    if outcome.github_actions and outcome.pin_error is None:
+        for text in (terminal, summary, comment, "\n".join(annotations), json.dumps(report)):
+            assert "--compile-pin-update" not in text
+    loaded = load_report(path)
+    assert (loaded.github_actions, loaded.accept_label) == (
+        outcome.github_actions,
+        outcome.accept_label,
+    )
 
     # The same counts everywhere, in the Status order.
     counts = view.counts_text()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,16 +13,18 @@ from conftest import INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.dropping import dropped_figures
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
 from pytest_jaxcompile.gate.modules import ModuleStore
+from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import (
     Pin,
     PinStore,
     kept_figures,
     within_repin_margin,
 )
-from pytest_jaxcompile.gate.view import repin_command
+from pytest_jaxcompile.gate.view import BlockKind, Repin, repin_command, session_view
 
 CELL = "tests/test_models.py::test_mlp"
 
@@ -179,6 +184,80 @@ def test_a_repin_that_would_drop_a_count_or_a_stored_module_names_the_option(
     )
 
 
+def _drifted(tmp_path: Path, hardware: str = "gha-ubuntu-latest") -> tuple[PinStore, Outcome]:
+    """Pins holding a count and a stored module (made with --compile-instructions and
+    --compile-paired); a plain session whose changed module drifted in one test of the
+    file, while another test of it is unchanged and a third file's test pinned plainly."""
+    modules = ModuleStore(tmp_path / "pins" / "modules")
+    old = _stored_module(modules, "module @jit_f {}\n")
+    counted = {"compile_instructions": 5_000_000, "compile_instructions_identity": "id"}
+    drift = make_record(hardware=hardware, fingerprint=old, hardware_detail=CPU, **counted)
+    same = dataclasses.replace(drift, cell="tests/test_models.py::test_same")
+    plain = make_record(hardware=hardware, cell="tests/test_other.py::test_plain")
+    PinStore.load(tmp_path / "pins").update([drift, same, plain])
+    store = PinStore.load(tmp_path / "pins")
+    changed = dataclasses.replace(
+        drift, fingerprint="sha256:" + "1" * 64, compile_s=5.0, **dict.fromkeys(counted)
+    )
+    unchanged = dataclasses.replace(same, **dict.fromkeys(counted))
+    outcome = conclude(
+        [changed, unchanged, plain],
+        [changed.cell, unchanged.cell, plain.cell],
+        [],
+        store,
+        GateSettings(Thresholds(), pin_update=False, unstored_modules_dir=modules.directory),
+        rootdir=tmp_path,
+    )
+    return store, outcome
+
+
+def test_a_failing_sessions_repin_keeps_what_its_pins_hold_and_is_not_refused(
+    tmp_path: Path,
+) -> None:
+    """The printed re-pin adds what the gate's refusal would name, decided from the pins of
+    the tests it re-pins: run as printed (counting, storing modules), nothing is dropped."""
+    store, outcome = _drifted(tmp_path)
+    outcome.repin_environment = ("JAXCOMPILE_HARDWARE=gha-ubuntu-latest",)
+    assert outcome.repin_keeps == {
+        "tests/test_models.py::test_mlp": ("--compile-instructions", "--compile-paired")
+    }
+    (drift,) = session_view(outcome).blocks_of(BlockKind.STATUS)
+    assert drift.command == (
+        "JAXCOMPILE_HARDWARE=gha-ubuntu-latest pytest --compile-pin-update "
+        "--compile-instructions --compile-paired tests/test_models.py::test_mlp"
+    )
+    # The re-pin as printed: it counts the rows and stores their modules, so its update
+    # keeps every figure; without the options it is the refusal the issue met.
+    words = drift.command.split()
+    records = [verdict.record for verdict in outcome.verdicts]
+    counting = "--compile-instructions" in words
+    repin = [
+        dataclasses.replace(record, compile_instructions=6_000_000) if counting else record
+        for record in records
+        if record.cell in words
+    ]
+    stores = "--compile-paired" in words
+    modules_dir = None if stores else tmp_path / "pins" / "modules"
+    assert not dropped_figures(
+        repin, store, modules=None if modules_dir is None else ModuleStore(modules_dir)
+    )
+    assert len(dropped_figures(repin, store, modules=ModuleStore(tmp_path / "pins" / "modules")))
+    # A command naming a file keeps what any of its tests' pins hold; one naming only
+    # tests whose pins lose nothing adds nothing.
+    repin_of = Repin.of(outcome)
+    assert repin_of.command(["tests/test_other.py::test_plain"]) == (
+        "JAXCOMPILE_HARDWARE=gha-ubuntu-latest pytest --compile-pin-update "
+        "tests/test_other.py::test_plain"
+    )
+    many = [f"tests/test_models.py::test_{name}" for name in ("mlp", "a", "b", "c")]
+    assert repin_of.command(many).endswith(
+        "--compile-instructions --compile-paired tests/test_models.py"
+    )
+    assert repin_of.command(["tests/test_models.py::test_same"]).endswith(
+        "--compile-pin-update tests/test_models.py::test_same"
+    )
+
+
 def test_the_repin_command_repeats_the_sessions_options_before_the_tests() -> None:
     command = repin_command(
         ["tests/a.py::test_x"], ("--compile-paired", "--compile-hardware=ci runner")
@@ -274,3 +353,48 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
     (verdict,) = project.report()["verdicts"]
     assert (verdict["status"], verdict["metric"]) == ("DRIFT", "paired cpu")
     assert f"paired with pins/{ci_pins.name}" in verdict["note"]  # its own key's pin now
+
+
+REPIN_LINE = re.compile(r"((?:[A-Z_]+=\S+ )*pytest --compile-pin-update .*)$")
+
+
+def test_the_printed_repin_after_paired_pins_works_as_printed_on_a_warm_and_an_empty_cache(
+    project: JaxProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pins made with --compile-paired (stored modules) under a hardware name from the
+    environment; a regression fails a plain run, whose printed re-pin, run literally from a
+    shell without that variable, succeeds; the next plain run passes, warm and cold."""
+    project.conftest()
+    project.tests(PAIRED_MODEL)
+    monkeypatch.setenv("JAXCOMPILE_HARDWARE", "gha-ubuntu-latest")
+    assert project.run("--compile-pin-update", "--compile-paired").ret == pytest.ExitCode.OK
+    assert list(project.pins_dir.glob("modules/*"))
+
+    monkeypatch.setenv("MODEL_DEPTH", "24")
+    failing = project.run("--compile-floor", "0")
+    assert failing.ret == pytest.ExitCode.TESTS_FAILED
+    (command,) = {
+        match.group(1)
+        for line in failing.stdout.lines
+        if (match := REPIN_LINE.search(line)) is not None
+    }
+    words = shlex.split(command)
+    monkeypatch.delenv("JAXCOMPILE_HARDWARE")  # another shell: only what the command says
+    for word in words[: words.index("pytest")]:
+        monkeypatch.setenv(*word.split("=", 1))
+    repinned = project.run(*words[words.index("pytest") + 1 :])
+    assert "pins NOT updated" not in repinned.stdout.str(), command  # the refusal before
+    assert repinned.ret == pytest.ExitCode.OK, repinned.stdout.str()
+    assert words[0] == "JAXCOMPILE_HARDWARE=gha-ubuntu-latest"  # the key it was judged under
+    assert "--compile-paired" in words  # the pins hold stored modules
+
+    for cache in ("warm", "cold"):
+        if cache == "cold":
+            shutil.rmtree(project.cache_dir)
+        # a plain run; its tolerance wide, so that only the pins, not a busy machine's
+        # seconds, decide it (a row under a key the re-pin missed is unpinned, not ok)
+        again = project.run("--compile-tolerance", "10")
+        assert again.ret == pytest.ExitCode.OK, (cache, again.stdout.str())
+        assert set(project.verdicts().values()) == {"ok"}, cache
+        (record,) = project.report()["records"]
+        assert (record["cache_state"], record["hardware"]) == (cache, "gha-ubuntu-latest")

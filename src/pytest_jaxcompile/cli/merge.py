@@ -30,6 +30,7 @@ from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
 from pytest_jaxcompile.options import GITHUB_MODES, THRESHOLD_OPTIONS
 from pytest_jaxcompile.options.subcommands import add_threshold_arguments, given_thresholds
+from pytest_jaxcompile.output import in_github_actions
 from pytest_jaxcompile.output.github import (
     GitHubTargets,
     annotation_commands,
@@ -131,6 +132,22 @@ def run(args: argparse.Namespace) -> int:
     outcome.profiled_rows = sum(report.profiled_rows for report in reports)
     outcome.repin_arguments = tuple(
         dict.fromkeys(argument for report in reports for argument in report.repin_arguments)
+    )
+    outcome.repin_environment = tuple(
+        dict.fromkeys(word for report in reports for word in report.repin_environment)
+    )
+    # What the sessions' pins hold (a stored module only they could see), with the gate's
+    # own from the pins here: the same re-pin, however the reports were merged.
+    for report in reports:
+        for cell, options in report.repin_keeps.items():
+            kept = outcome.repin_keeps.get(cell, ())
+            outcome.repin_keeps[cell] = tuple(dict.fromkeys([*kept, *options]))
+    # In CI the way back is the CI's: the sessions ran there, or the merge runs there.
+    outcome.github_actions = in_github_actions(os.environ) or any(
+        report.github_actions for report in reports
+    )
+    outcome.accept_label = next(
+        (report.accept_label for report in reports if report.accept_label is not None), None
     )
 
     print(f" jax compile times ({_merged(reports)}) ".center(WIDTH, "="))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pytest_jaxcompile.backends.settings import Clobber
 from pytest_jaxcompile.gate.always_cold import find_always_cold
-from pytest_jaxcompile.gate.dropping import dropped_figures
+from pytest_jaxcompile.gate.dropping import dropped_figures, kept_options
 from pytest_jaxcompile.gate.grouping import shown_key
 from pytest_jaxcompile.gate.instructions import instructions_pin
 from pytest_jaxcompile.gate.judging import judge_all, judged_by_budget
@@ -36,8 +36,9 @@ class GateSettings:
     thresholds: Thresholds
     pin_update: bool
     instructions_required: bool = False  # --compile-instructions-required: uncounted fails
-    # A pin update that stores no modules: where pinned modules are kept, so that it
-    # refuses to leave a paired row's pin without one (None: it stores them, or none kept)
+    # A session that stores no modules: where pinned modules are kept, so that its pin
+    # update refuses to leave a paired row's pin without one, and its printed re-pin stores
+    # them (None: it stores them, or none kept)
     unstored_modules_dir: Path | None = None
 
 
@@ -91,11 +92,15 @@ def conclude(
     # compile in the other cache state, gate/twins.py) is pinned beside it; a row measured
     # in that state itself wins (pinned last).
     to_pin = [twin for row in to_pin if (twin := row.twin()) is not None] + to_pin
+    # What re-pinning these rows would drop: a pin update refuses it; every printed re-pin
+    # (a failing session's, a refused update's) adds the options that keep it.
+    modules_dir = settings.unstored_modules_dir
+    dropped = dropped_figures(
+        to_pin, store, modules=None if modules_dir is None else ModuleStore(modules_dir)
+    )
+    outcome.repin_keeps = kept_options(dropped)
     if settings.pin_update:
-        modules_dir = settings.unstored_modules_dir
-        outcome.dropped = dropped_figures(
-            to_pin, store, modules=None if modules_dir is None else ModuleStore(modules_dir)
-        )
+        outcome.dropped = dropped
         if outcome.dropped:
             outcome.pin_error = (
                 "; ".join(dropped.text() for dropped in outcome.dropped) + ". Nothing was written"

@@ -65,13 +65,9 @@ def dropped_figures(
             and (record.fingerprint is None or record.fingerprint != pin.fingerprint)
         ):
             uncounted.append(record)
-        if stored:
+        if stored and record.fingerprint not in stored:  # a stored module drops nothing
             target = pairing_target(record, store)
-            if (
-                isinstance(target, PairingTarget)
-                and target.pin.fingerprint in stored
-                and record.fingerprint not in stored
-            ):
+            if isinstance(target, PairingTarget) and target.pin.fingerprint in stored:
                 unstored.append(record)
     return [
         Dropped(
@@ -87,3 +83,14 @@ def dropped_figures(
         )
         if records
     ]
+
+
+def kept_options(dropped: Iterable[Dropped]) -> dict[str, tuple[str, ...]]:
+    """Per test: the options a re-pin of it must be given so that it drops nothing (each
+    `Dropped`'s option, for its tests). `conclude` gives them to every printed re-pin, so
+    that the command, run as printed, is never the refused update."""
+    keeps: dict[str, dict[str, None]] = {}
+    for each in dropped:
+        for cell in each.cells:
+            keeps.setdefault(cell, {})[each.option] = None
+    return {cell: tuple(options) for cell, options in sorted(keeps.items())}

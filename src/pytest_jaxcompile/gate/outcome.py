@@ -100,6 +100,16 @@ class Outcome:
     # The command-line options the printed re-pin command repeats: the session's gates and
     # where and under which key its pins live (the session's own words, from pytest's)
     repin_arguments: tuple[str, ...] = ()
+    # Variables the re-pin must be run with, ``NAME=value`` (the hardware name the session's
+    # environment gave it: JAXCOMPILE_HARDWARE), printed before the command
+    repin_environment: tuple[str, ...] = ()
+    # Per test: the options a re-pin of it must add so that its pins keep every kind of
+    # figure they hold (a count, a stored module), decided by `conclude` from the pins
+    repin_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Under GitHub Actions the way back is the CI's, never a command that pins a laptop:
+    # the pull-request label that accepts a change (compile_accept_label), where there is one
+    github_actions: bool = False
+    accept_label: str | None = None
     paired: bool = False  # --compile-paired: changed rows were paired with their pins' modules
     failed: bool = False
     ran_cells: list[str] = field(default_factory=list)  # tests whose call phase ran

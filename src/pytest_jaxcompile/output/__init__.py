@@ -2,12 +2,15 @@
 
 What every output object of a pytest session shares lives here: the `Outcome` the session
 collector concluded (kept in ``config.stash[OUTCOME_KEY]``, read with `outcome_of`), the
-section header of the terminal summary, and raising the exit status.
+section header of the terminal summary, raising the exit status, and whether the session
+runs under GitHub Actions.
 
 PYTEST_DONT_REWRITE
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pytest
 
@@ -15,6 +18,13 @@ from pytest_jaxcompile.gate.outcome import Outcome
 
 OUTCOME_KEY = pytest.StashKey[Outcome]()
 SECTION_KEY = pytest.StashKey[bool]()
+ENV_ACTIONS = "GITHUB_ACTIONS"
+
+
+def in_github_actions(environ: Mapping[str, str]) -> bool:
+    """Whether this runs in a GitHub Actions job ($GITHUB_ACTIONS is 'true'): its
+    annotations are printed, and the way back a failing session names is the CI's."""
+    return environ.get(ENV_ACTIONS, "").strip().lower() == "true"
 
 
 def outcome_of(config: pytest.Config) -> Outcome | None:

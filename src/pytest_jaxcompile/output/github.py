@@ -34,11 +34,10 @@ from pytest_jaxcompile.gate.view import (
     session_view,
     split_folds,
 )
-from pytest_jaxcompile.output import outcome_of, summary_section
+from pytest_jaxcompile.output import in_github_actions, outcome_of, summary_section
 from pytest_jaxcompile.records import CompileRecord, transform_label
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
-ENV_ACTIONS = "GITHUB_ACTIONS"
 ENV_WORKSPACE = "GITHUB_WORKSPACE"
 MAX_LISTED_ROWS = 500  # per table of the step summary
 SUMMARY_BUDGET = 900_000  # bytes; GitHub refuses a step summary over 1 MiB
@@ -67,7 +66,7 @@ class GitHubTargets:
         workspace = environ.get(ENV_WORKSPACE, "").strip()
         return cls(
             step_summary=Path(summary) if summary else None,
-            annotations=environ.get(ENV_ACTIONS, "").strip().lower() == "true",
+            annotations=in_github_actions(environ),
             workspace=Path(workspace) if workspace else None,
         )
 
@@ -129,9 +128,9 @@ def annotation_commands(outcome: Outcome, path_of: PathOf, workspace: Path | Non
     # A row's advice is its status's, word for word: the one re-pin command every output
     # prints for the rows of that status.
     advice = {
-        block.status: f"{block.advice} {block.command}"
+        block.status: way_back
         for block in view.blocks_of(BlockKind.STATUS)
-        if block.status is not None and block.advice and block.command
+        if block.status is not None and (way_back := block.way_back()) is not None
     }
     lines = [
         _row_annotation(row, path_of, advice.get(row.status))
@@ -183,8 +182,8 @@ def _sentence(block: Block, fails: str = "the session fails") -> str:
 
 def _block_annotation(block: Block) -> str:
     lines = [_sentence(block), *block.details]
-    if block.command is not None:
-        lines.append(f"{block.advice} {block.command}")
+    if block.advice is not None:
+        lines.append(str(block.way_back()))
     title = _TITLES.get(block.kind) or block.text.split(":", 1)[0]
     return workflow_command(
         "error" if block.fails else "warning", "\n".join(lines), {"title": title}
@@ -314,10 +313,12 @@ def _block_lines(view: SessionView, fails: str) -> list[str]:
             lines += [_text(text), ""]
             if block.command is not None:
                 lines += [str(block.advice), "", "```bash", block.command, "```", ""]
+            elif block.advice is not None:  # CI's way: a sentence, no command
+                lines += [_text(block.advice), ""]
             continue
         body = [text, *block.details]
-        if block.command is not None:
-            body.append(f"{block.advice} {block.command}")
+        if block.advice is not None:
+            body.append(str(block.way_back()))
         lines += [f"> [!{_callout(block)}]"] + [f"> {_text(line)}  " for line in body] + [""]
     return lines
 

@@ -132,6 +132,20 @@ def build_report(
         ],
         "lost": list(outcome.lost),
         "repin_arguments": list(outcome.repin_arguments),
+        "repin_environment": list(outcome.repin_environment),
+        "repin_keeps": {cell: list(options) for cell, options in outcome.repin_keeps.items()},
+        "github_actions": outcome.github_actions,
+        "accept_label": outcome.accept_label,
+        "way_back": [
+            {
+                "kind": block.kind.value,
+                "status": None if block.status is None else block.status.value,
+                "advice": block.advice,
+                "command": block.command,
+            }
+            for block in view.blocks
+            if block.advice is not None
+        ],
         "records": [record.to_dict() for record in records],
         "ledgers": [ledger.to_dict() for ledger in sorted(ledgers, key=lambda x: x.cell)],
         "clobbers": [dataclasses.asdict(clobber) for clobber in outcome.clobbers],
@@ -219,6 +233,10 @@ class LoadedReport:
     session_s: float | None = None
     workers: int = 1
     repin_arguments: list[str] = field(default_factory=list)  # the session's gates, as given
+    repin_environment: list[str] = field(default_factory=list)  # NAME=value before the command
+    repin_keeps: dict[str, list[str]] = field(default_factory=dict)  # per test: options kept
+    github_actions: bool = False  # the session ran under GitHub Actions
+    accept_label: str | None = None  # compile_accept_label: CI's accept label
     gate_s: dict[str, float] = field(default_factory=dict)  # the gate's own after the tests
     profiled_rows: int = 0
 
@@ -274,6 +292,10 @@ def load_report(path: Path) -> LoadedReport:
         session_s=_session_s(path, data.get("session_s")),
         workers=_workers(path, data.get("workers", 1)),
         repin_arguments=_strings(path, data, "repin_arguments"),
+        repin_environment=_strings(path, data, "repin_environment"),
+        repin_keeps=_keeps(path, data.get("repin_keeps", {})),
+        github_actions=bool(_optional(path, data, "github_actions", bool)),
+        accept_label=_optional(path, data, "accept_label", str),
         gate_s=_gate_s(path, data.get("gate_s", {})),
         profiled_rows=_count(path, data.get("profiled_rows", 0), "profiled_rows"),
     )
@@ -316,6 +338,15 @@ def _strings(path: Path, data: dict[str, Any], name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ReportError(path, f"{name!r} must be a list of strings")
     return list(value)
+
+
+def _keeps(path: Path, value: object) -> dict[str, list[str]]:
+    if not isinstance(value, dict) or not all(
+        isinstance(options, list) and all(isinstance(option, str) for option in options)
+        for options in value.values()
+    ):
+        raise ReportError(path, "'repin_keeps' must be an object of lists of options by test")
+    return {str(cell): list(options) for cell, options in value.items()}
 
 
 def _environments(path: Path, value: object) -> list[tuple[str, str]]:

@@ -308,9 +308,9 @@ def sentence(block: Block) -> str:
 
 def block_lines(block: Block, view: SessionView, verbose: bool) -> list[Line]:
     lines = [short for line in _block_text(block, verbose) for short in wrap(line)]
-    if block.command is not None:
+    if block.advice is not None:  # the command, or in CI the CI's way (one sentence)
         indent = "  " if block.kind is BlockKind.UPGRADE else ""
-        lines.append((f"{indent}{block.advice} {block.command}", MARKUP[block.tone]))
+        lines.append((f"{indent}{block.way_back()}", MARKUP[block.tone]))
     return lines
 
 

@@ -53,6 +53,7 @@ from pytest_jaxcompile.session.conclusion import (
     conclude_session,
     measured_identities,
     repin_arguments,
+    repin_environment,
 )
 from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
 from pytest_jaxcompile.session.profile import profile_rows
@@ -265,6 +266,7 @@ class SessionCollector:
                 )
             outcome.modules_dir = self.settings.module_store_dir
         outcome.repin_arguments = repin_arguments(self.config)
+        outcome.repin_environment = repin_environment(self.config)
         for work, seconds in self.workers.gate_s.items():  # the workers' own, summed
             gate_s[work] = gate_s.get(work, 0.0) + seconds
         outcome.gate_s = gate_s

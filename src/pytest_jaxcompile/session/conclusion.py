@@ -10,6 +10,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +23,7 @@ from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.outcome import Identity, Outcome
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.options import OPTIONS
+from pytest_jaxcompile.output import in_github_actions
 from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import Workers
@@ -59,6 +61,26 @@ def repin_arguments(config: pytest.Config) -> tuple[str, ...]:
         if str(override).split("=", 1)[0].strip() in REPIN_OPTIONS:
             arguments.append(f"--override-ini={override}")
     return tuple(arguments)
+
+
+def repin_environment(config: pytest.Config) -> tuple[str, ...]:
+    """The variables the printed re-pin command sets before ``pytest`` (``NAME=value``):
+    each of `REPIN_OPTIONS` this session took from its environment variable (the hardware
+    name, JAXCOMPILE_HARDWARE), so that the command, run from another shell, pins under the
+    same key. An option given on the command line wins over its variable and is repeated
+    as an argument instead."""
+    words = []
+    for option in OPTIONS:
+        if option.name not in REPIN_OPTIONS or not option.env:
+            continue
+        value = os.environ.get(option.env, "").strip()
+        given = option.on_command_line and getattr(config.option, option.name, None) not in (
+            None,
+            "",
+        )
+        if value and not given:
+            words.append(f"{option.env}={value}")
+    return tuple(words)
 
 
 def measured_identities(
@@ -135,6 +157,8 @@ def conclude_session(
         clobbers=clobbers(rows, backends, settings),
     )
     outcome.settings_notes = settings_notes(rows, backends)
+    outcome.github_actions = in_github_actions(os.environ)
+    outcome.accept_label = settings.accept_label
     outcome.paired = settings.paired
     outcome.lost = list(workers.lost)
     outcome.session_s = time.perf_counter() - started

@@ -38,7 +38,7 @@ from pytest_jaxcompile.gate.view.blocks import (
 )
 from pytest_jaxcompile.gate.view.figures import METRICS, Figures, Metric, compared_metric, figures
 from pytest_jaxcompile.gate.view.meaning import BUDGET_NOT_PINNED, advice
-from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.repin import Repin, ci_way, repin_command
 from pytest_jaxcompile.gate.view.rows import (
     FOLDED,
     Fold,
@@ -71,6 +71,7 @@ __all__ = [
     "Fold",
     "GroupView",
     "Metric",
+    "Repin",
     "RowView",
     "SessionView",
     "Spend",
@@ -78,6 +79,7 @@ __all__ = [
     "TraceShare",
     "advice",
     "busy_pin_text",
+    "ci_way",
     "compared_metric",
     "compile_seconds_per_test",
     "coverage_text",
@@ -219,10 +221,7 @@ def session_view(outcome: Outcome) -> SessionView:
         grouped += [(key, []) for key in sorted(outcome.pinned) if key not in shown]
     for key, verdicts in grouped:
         pin_file = group_pin_file(outcome, key, verdicts)
-        rows = tuple(
-            row_view(v, outcome.thresholds, outcome.pin_update, outcome.repin_arguments)
-            for v in verdicts
-        )
+        rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
         not_pinned = _not_pinned(outcome, key, verdicts)
         groups.append(
             GroupView(

@@ -22,7 +22,7 @@ from pytest_jaxcompile.gate.paired import pairing_cost
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
-from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.repin import Repin
 from pytest_jaxcompile.gate.view.rows import RowView
 
 
@@ -66,22 +66,39 @@ class Block:
     rows: tuple[RowView, ...] = ()  # STATUS blocks: the rows of that status
     paths: tuple[str, ...] = ()  # PINS_UPDATED: the files written; STALE: per detail line
 
+    def way_back(self) -> str | None:
+        """The advice and its command on one line (``If the change is intended, re-pin
+        and commit the pin files: pytest --compile-pin-update ...``), or the advice alone
+        where it names no command (CI's way); None without advice."""
+        if self.advice is None:
+            return None
+        return self.advice if self.command is None else f"{self.advice} {self.command}"
+
 
 def _status_block(
-    status: Status, rows: list[RowView], thresholds: Thresholds, arguments: tuple[str, ...]
+    status: Status, rows: list[RowView], thresholds: Thresholds, repin: Repin
 ) -> Block:
     verdicts = [row.verdict for row in rows]
     means = meaning(status, verdicts, thresholds)
-    outrun = any(verdict.pin_outrun for verdict in verdicts)
+    fails = any(verdict.fails(thresholds) for verdict in verdicts)
     # an accepted change needs no way back
     what = (
-        None if thresholds.accept else advice(status, (row.cell for row in rows), arguments, outrun)
+        None
+        if thresholds.accept
+        else advice(
+            status,
+            (row.cell for row in rows),
+            repin,
+            (row.key.hardware for row in rows),
+            fails=fails,
+            outrun=any(verdict.pin_outrun for verdict in verdicts),
+        )
     )
     return Block(
         BlockKind.STATUS,
         status.tone,
         f"{status.value}: {len(rows)} row(s) {means}",
-        fails=any(verdict.fails(thresholds) for verdict in verdicts),
+        fails=fails,
         reported_only=_reported_only(
             any(verdict.would_fail(thresholds) for verdict in verdicts),
             thresholds,
@@ -110,9 +127,7 @@ def _reported_only(would_fail: bool, thresholds: Thresholds, *, advisory: bool) 
     return None
 
 
-def _upgrade_block(
-    upgrade: UpgradeReport, thresholds: Thresholds, arguments: tuple[str, ...]
-) -> Block:
+def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds, repin: Repin) -> Block:
     median = upgrade.median_ratio
     text = (
         f"{upgrade.framework} upgrade {upgrade.old} -> {upgrade.new} on {upgrade.hardware}: "
@@ -139,6 +154,13 @@ def _upgrade_block(
                 if v.nearest is not None and v.nearest.ratio
             )
         )
+    what, command = repin.way_back(
+        f"When {upgrade.framework} {upgrade.new} is the baseline",
+        f"Pin {upgrade.new} when it is the baseline:",
+        (v.record.cell for v in upgrade.verdicts),
+        [upgrade.hardware],
+        fails=fails,
+    )
     return Block(
         BlockKind.UPGRADE,
         Tone.BAD if fails else Tone.WARN,
@@ -148,8 +170,8 @@ def _upgrade_block(
             upgrade.slower_than_allowed(thresholds), thresholds, advisory=False
         ),
         details=tuple(details),
-        advice=f"Pin {upgrade.new} when it is the baseline:",
-        command=repin_command((v.record.cell for v in upgrade.verdicts), arguments),
+        advice=what,
+        command=command,
     )
 
 
@@ -285,6 +307,15 @@ def instructions_blocks(outcome: Outcome) -> list[Block]:
         )
     unpinned = outcome.instructions_unpinned
     if unpinned and not outcome.pin_update:
+        # counted: the re-pin counts them again, or it would pin no count
+        what, command = Repin.of(outcome).way_back(
+            "To pin the counts",
+            "Pin them with:",
+            (record.cell for record in unpinned),
+            (record.hardware for record in unpinned),
+            fails=False,
+            extra=(COUNT_OPTION,),
+        )
         blocks.append(
             Block(
                 BlockKind.WARNING,
@@ -298,12 +329,8 @@ def instructions_blocks(outcome: Outcome) -> list[Block]:
                     for record in unpinned
                     if record.compile_instructions is not None
                 ),
-                advice="Pin them with:",
-                # counted: the re-pin counts them again, or it would pin no count
-                command=repin_command(
-                    (record.cell for record in unpinned),
-                    (*outcome.repin_arguments, COUNT_OPTION),
-                ),
+                advice=what,
+                command=command,
             )
         )
     return blocks
@@ -348,7 +375,8 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
     blocks: list[Block] = []
     if outcome.pin_error is not None:
         # Refused for a figure it would drop: the same re-pin, with the options that keep it
-        keep = [dropped.option for dropped in outcome.dropped]
+        # (`Outcome.repin_keeps`, from the same refusal); a pin update is run where it pins,
+        # so this is a command in CI too.
         cells = [cell for dropped in outcome.dropped for cell in dropped.cells]
         blocks.append(
             Block(
@@ -356,8 +384,8 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
                 Tone.BAD,
                 f"pins NOT updated: {outcome.pin_error}",
                 fails=True,
-                advice="Re-pin with:" if keep else None,
-                command=repin_command(cells, (*outcome.repin_arguments, *keep)) if keep else None,
+                advice="Re-pin with:" if cells else None,
+                command=Repin.of(outcome).command(cells) if cells else None,
             )
         )
     elif outcome.pinned_nothing:
@@ -434,7 +462,7 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
         )
     if judging:
         blocks += [
-            _upgrade_block(upgrade, outcome.thresholds, outcome.repin_arguments)
+            _upgrade_block(upgrade, outcome.thresholds, Repin.of(outcome))
             for upgrade in outcome.upgrades
         ]
         blocks += [
@@ -459,6 +487,6 @@ def session_blocks(outcome: Outcome, rows: Sequence[RowView]) -> list[Block]:
             of_status = [row for row in rows if row.status is status]
             if of_status and status not in (Status.OK, Status.NOT_JUDGED):
                 blocks.append(
-                    _status_block(status, of_status, outcome.thresholds, outcome.repin_arguments)
+                    _status_block(status, of_status, outcome.thresholds, Repin.of(outcome))
                 )
     return blocks

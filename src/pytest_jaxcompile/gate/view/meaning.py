@@ -18,7 +18,7 @@ from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.paired import PairedComparison
 from pytest_jaxcompile.gate.status import Status, Verdict, floor_decided
-from pytest_jaxcompile.gate.view.repin import repin_command
+from pytest_jaxcompile.gate.view.repin import Repin
 
 # --------------------------------------------------------------------------- statuses
 
@@ -108,6 +108,13 @@ _ADVICE: dict[Status, str] = {
     Status.DRIFT: "If the change is intended, re-pin and commit the pin files:",
     Status.IMPROVED: "Re-pin to lock the improvement in:",
     Status.UNPINNED: "Pin them with:",
+}
+# The same advice's opening in CI, where the CI's way replaces the command (`repin.ci_way`).
+_CI_LEAD: dict[Status, str] = {
+    Status.GREW: "If the growth is intended",
+    Status.DRIFT: "If the change is intended",
+    Status.IMPROVED: "To lock the improvement in",
+    Status.UNPINNED: "To pin them",
 }
 
 
@@ -203,12 +210,18 @@ def _floor_decided(verdict: Verdict, thresholds: Thresholds) -> bool:
 
 
 def advice(
-    status: Status, cells: Iterable[str], arguments: Iterable[str] = (), outrun: bool = False
-) -> tuple[str, str] | None:
-    """What to do about rows of this status: (the sentence, the command), or None;
-    `arguments`: the session's re-pin options; `outrun`: a row among them its pin no
-    longer judges (`Verdict.pin_outrun`)."""
+    status: Status,
+    cells: Iterable[str],
+    repin: Repin,
+    hardware: Iterable[str] = (),
+    *,
+    fails: bool = False,
+    outrun: bool = False,
+) -> tuple[str, str | None] | None:
+    """What to do about rows of this status: (the sentence, the re-pin command or None in
+    CI), or None; `hardware`: the rows' hardware names, `fails`: whether they fail;
+    `outrun`: a row among them its pin no longer judges (`Verdict.pin_outrun`)."""
     sentence = _OUTRUN_ADVICE if outrun and status is Status.IMPROVED else _ADVICE.get(status)
     if sentence is None:
         return None
-    return sentence, repin_command(cells, arguments)
+    return repin.way_back(_CI_LEAD[status], sentence, cells, hardware, fails=fails)

@@ -18,7 +18,7 @@ from pytest_jaxcompile.gate.profile import profile_note
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.view.causes import brief, note_parts
 from pytest_jaxcompile.gate.view.figures import Figures, figures
-from pytest_jaxcompile.gate.view.meaning import advice, meaning
+from pytest_jaxcompile.gate.view.meaning import meaning
 from pytest_jaxcompile.records import ComparabilityKey, CompileRecord
 
 
@@ -38,7 +38,6 @@ class RowView:
     # Where inside XLA the compile spent its time (the compile profile; also in `causes`,
     # as part of the note): for outputs that show no notes, the dashboard's tables.
     profile: str | None = None
-    repin_arguments: tuple[str, ...] = ()  # the session's, for the row's re-pin command
 
     @property
     def status(self) -> Status:
@@ -92,15 +91,11 @@ class RowView:
             )
         return self.status.value
 
-    def advice(self) -> tuple[str, str] | None:
-        return advice(self.status, [self.cell], self.repin_arguments, self.verdict.pin_outrun)
-
 
 def row_view(
     verdict: Verdict,
     thresholds: Thresholds,
     pin_update: bool = False,
-    repin_arguments: tuple[str, ...] = (),
 ) -> RowView:
     return RowView(
         verdict,
@@ -111,7 +106,6 @@ def row_view(
         details=note_parts(verdict.note),
         meaning=meaning(verdict.status, [verdict], thresholds, plural=False),
         profile=profile_note(verdict, thresholds),
-        repin_arguments=repin_arguments,
     )
 
 
