@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
+from pytest_jaxcompile._constants import (
+    INSTRUCTIONS_PHASE,
+    METRIC_CPU,
+    METRIC_WALL,
+    PAIRED_PHASE,
+)
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import NearestPin
 from pytest_jaxcompile.gate.pins import Pin
@@ -107,6 +112,9 @@ class Verdict:
     # Judged on the row's twin (`CompileRecord.twin`): its module, changed since its pin,
     # hit the cache and was compiled again with the persistent cache bypassed (gate/twins.py)
     twin: bool = False
+    # Not decided by its seconds (noisy): the width of the undecided band around the
+    # tolerance its seconds landed in (gate/band.py, compile_undecided_band); else None
+    band: float | None = None
 
     @property
     def judged(self) -> CompileRecord:
@@ -125,6 +133,18 @@ class Verdict:
         """Paired (--compile-paired), and the pairs did not decide it: noisy, it passes
         unless compile_paired_required (gate/paired.py: judge_paired)."""
         return self.phase == PAIRED_PHASE and self.status is Status.NOISY
+
+    @property
+    def seconds_not_decided(self) -> bool:
+        """Its seconds landed in the undecided band around the tolerance (gate/band.py),
+        and nothing after them decided it (its pairs, its instruction count): noisy, it
+        passes, the same way on every run."""
+        return self.band is not None and self.status is Status.NOISY and not self.judged_further
+
+    @property
+    def judged_further(self) -> bool:
+        """Judged by evidence after its seconds: its pairs or its instruction count."""
+        return self.phase in (PAIRED_PHASE, INSTRUCTIONS_PHASE)
 
     def with_note(self, note: str) -> Verdict:
         """The same verdict with `note` after its own."""
