@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,22 @@ def test_every_output_says_the_row_is_not_decided_and_what_decides_it(tmp_path: 
     (verdict,) = build_report(outcome, [row], [], "0")["verdicts"]
     assert (verdict["status"], verdict["fails"]) == ("noisy", False)
     assert verdict["note"].startswith(note)
+
+
+def test_the_benchmark_replays_the_recorded_runs_through_the_gate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """benchmarks/undecided_band.py on a small seeded run: the recorded forward pass flips
+    without the band and is one verdict with it; every section is printed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from undecided_band import main
+
+    assert main(["--series", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "- tolerance 75%, band 0: 1.73x ok, 1.87x DRIFT, 2.03x DRIFT, 1.91x DRIFT" in printed
+    assert (
+        "- tolerance 75%, band 0.35: 1.73x noisy, 1.87x noisy, 2.03x noisy, 1.91x noisy" in printed
+    )
+    assert "- band 0.35: ok up to 1.2963x, not decided up to 2.3625x, DRIFT over" in printed
+    for section in ("## 2. Recorded sessions", "## 3. Simulated", "Worst case"):
+        assert section in printed

@@ -67,10 +67,11 @@ DEFAULT_FLOOR_S = 0.25
 # either side of 1 + tolerance is not decided on one compile against one pinned compile.
 # One single-compile ratio's run-to-run noise measured 0.093 as a log standard deviation
 # (a 12-block forward pass against its fixed pin, 1.73x-2.03x: 0.066, times the square root
-# of 2 for the pin's own sample), 0.04 idle and 0.11-0.14 busy the same day. At 0.35 (log
-# 0.30) a row at its tolerance got both ok and DRIFT in ten runs in at most 0.3 % of series
-# at noise up to 0.12 and 2.3 % at 0.14, and a 3.3x regression stays DRIFT in 99 % of runs
-# (benchmarks/undecided_band.py, docs/benchmarks.md#the-undecided-band).
+# of 2 for the pin's own sample), and 0.106-0.139 between busy sessions of the same day. At
+# 0.35 (log 0.30) ten runs of a row at its tolerance got both ok and DRIFT in at most 0.03 %
+# of simulated series at noise up to 0.14 (1.3 % at a band of 0.25), and a 3.3x regression
+# stayed DRIFT in 99 % of runs (benchmarks/undecided_band.py,
+# docs/benchmarks.md#the-undecided-band).
 DEFAULT_UNDECIDED_BAND = 0.35
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
 DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile

@@ -2,7 +2,7 @@
 
 A pin holds one compile's seconds, and a plain row measures one more: their ratio carries
 the run-to-run noise of two single samples (a log standard deviation of 0.093 measured on
-issue 62's forward pass, 0.04 idle and 0.11-0.14 busy on recorded sessions:
+issue 62's forward pass, 0.106-0.139 between recorded busy sessions of the same day:
 docs/benchmarks.md#the-undecided-band). A row whose true ratio sits at its tolerance
 lands on either side of it from run to run, `ok` on one and `DRIFT` on the next. So
 within ``compile_undecided_band`` either side of ``1 + tolerance`` the seconds gate
