@@ -236,3 +236,18 @@ def test_the_benchmark_replays_the_recorded_runs_through_the_gate(
     assert "- band 0.35: ok up to 1.2963x, not decided up to 2.3625x, DRIFT over" in printed
     for section in ("## 2. Recorded sessions", "## 3. Simulated", "Worst case"):
         assert section in printed
+
+
+def test_an_instruction_count_decides_a_row_its_seconds_did_not(tmp_path: Path) -> None:
+    """With --compile-instructions a row in the band is decided by its count, against the
+    pin counted by an equal instrument: the same count, ok; 10 % more, DRIFT."""
+    counted = {
+        "compile_instructions_identity": "valgrind-3.22 | test",
+        "compile_options_digest": "d",
+    }
+    store = _store(tmp_path, compile_instructions=1_000_000_000, **counted)
+    same = _run(store, 1.87, Thresholds(), compile_instructions=1_000_000_000, **counted)
+    assert (same.status, same.phase) == (Status.OK, "compile_instructions")
+    assert not same.seconds_not_decided
+    grown = _run(store, 1.87, Thresholds(), compile_instructions=1_100_000_000, **counted)
+    assert (grown.status, grown.phase) == (Status.DRIFT, "compile_instructions")
