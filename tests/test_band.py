@@ -251,3 +251,17 @@ def test_an_instruction_count_decides_a_row_its_seconds_did_not(tmp_path: Path) 
     assert not same.seconds_not_decided
     grown = _run(store, 1.87, Thresholds(), compile_instructions=1_100_000_000, **counted)
     assert (grown.status, grown.phase) == (Status.DRIFT, "compile_instructions")
+
+
+def test_rows_of_several_tolerances_name_each_band(tmp_path: Path) -> None:
+    from pytest_jaxcompile.gate.view.meaning import meaning
+
+    store = _store(tmp_path)
+    verdicts = [
+        _run(store, 1.6, Thresholds()),
+        _run(store, 1.6, Thresholds(), tolerance=0.5),  # the marker's tolerance
+    ]
+    assert all(verdict.seconds_not_decided for verdict in verdicts)
+    assert "inside the undecided bands 1.11x-2.03x around the 50% tolerance and 1.30x-2.36x " in (
+        meaning(Status.NOISY, verdicts, Thresholds())
+    )

@@ -138,7 +138,7 @@ class Verdict:
     def seconds_not_decided(self) -> bool:
         """Its seconds landed in the undecided band around the tolerance (gate/band.py),
         and nothing after them decided it (its pairs, its instruction count): noisy, it
-        passes, the same way on every run."""
+        passes, saying so."""
         return self.band is not None and self.status is Status.NOISY and not self.judged_further
 
     @property

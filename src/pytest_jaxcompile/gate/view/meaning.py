@@ -155,7 +155,7 @@ def meaning(
 def _bands(verdicts: Sequence[Verdict]) -> str:
     """The bands the rows' seconds landed in: ``the undecided band 1.30x-2.36x around the
     75% tolerance`` (several: ``the undecided bands 1.30x-2.36x around the 75% tolerance
-    and 1.20x-1.88x around the 50% tolerance``)."""
+    and 1.11x-2.03x around the 50% tolerance``)."""
     bands = sorted(
         {
             (verdict.tolerance, verdict.band)
