@@ -72,6 +72,7 @@ def test_a_whole_number_is_an_int_not_a_bool_nor_a_float() -> None:
     [
         "compile_tolerance",
         "compile_floor",
+        "compile_undecided_band",
         "compile_loaded_accelerator_tolerance",
         "compile_max_memory_growth",
         "compile_max_speedup",
@@ -297,6 +298,7 @@ def _report(tmp_path: Path, change: str, text: str) -> Path:
             "thresholds.loaded_accelerator_tolerance",
             "thresholds 'loaded_accelerator_tolerance' must be ",
         ),
+        ("thresholds.undecided_band", "thresholds 'undecided_band' must be "),
         ("records.0.tolerance", "records[0] (tests/test_models.py::test_mlp [vag]): 'tolerance' "),
         ("records.0.compile_s", "records[0] (tests/test_models.py::test_mlp [vag]): 'compile_s' "),
         ("session_s", "'session_s' must be"),

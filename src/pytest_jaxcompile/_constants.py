@@ -63,6 +63,16 @@ MARKER_HELP = (
 # the floor keeps sub-second jitter of small modules from ever failing a run.
 DEFAULT_TOLERANCE = 0.75
 DEFAULT_FLOOR_S = 0.25
+# The undecided band around the seconds tolerance (gate/band.py): a row within this factor
+# either side of 1 + tolerance is not decided on one compile against one pinned compile.
+# One single-compile ratio's run-to-run noise measured 0.093 as a log standard deviation
+# (a 12-block forward pass against its fixed pin, 1.73x-2.03x: 0.066, times the square root
+# of 2 for the pin's own sample), and 0.106-0.139 between busy sessions of the same day. At
+# 0.35 (log 0.30) ten runs of a row at its tolerance got both ok and DRIFT in at most 0.03 %
+# of simulated series at noise up to 0.14 (1.3 % at a band of 0.25), and a 3.3x regression
+# stayed DRIFT in 99 % of runs (benchmarks/undecided_band.py,
+# docs/benchmarks.md#the-undecided-band).
+DEFAULT_UNDECIDED_BAND = 0.35
 DEFAULT_MAX_LOAD = 1.0  # load per core above which wall seconds are not judged, CPU seconds are
 DEFAULT_LOADED_ACCELERATOR_TOLERANCE = 2.0  # +200%: host load inflates an accelerator's compile
 # A row faster than its pin by more than this factor is told its pin no longer judges it

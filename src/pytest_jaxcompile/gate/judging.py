@@ -16,6 +16,7 @@ from pytest_jaxcompile._constants import (
 )
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.always_cold import always_cold
+from pytest_jaxcompile.gate.band import Band, band_note, undecided
 from pytest_jaxcompile.gate.instructions import judge_instructions
 from pytest_jaxcompile.gate.limits import Limits, Thresholds, limits_for
 from pytest_jaxcompile.gate.nearest import nearest_of
@@ -361,11 +362,12 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         and load > thresholds.max_load
     ):
         if is_accelerator(record):
-            return _judge_loaded_accelerator(record, pin, pin_file, limits, growth, load)
+            return _judge_loaded_accelerator(record, pin, pin_file, limits, thresholds, load)
         return _judge_noisy(record, pin, pin_file, limits, thresholds, growth, load)
     else:
-        status, phase = _phases_status(record, pin, tolerance, limits.floor_s, thresholds.metric)
-        note = _phase_note(record, pin, phase, growth, status)
+        band = Band(tolerance, thresholds.undecided_band)
+        status, phase = _phases_status(record, pin, band, limits.floor_s, thresholds.metric)
+        note = _phase_note(record, pin, phase, growth, status, band, thresholds.metric)
     return Verdict(
         record,
         status,
@@ -375,6 +377,7 @@ def _judge_time(record: CompileRecord, store: PinStore, thresholds: Thresholds) 
         note=note,
         metric=thresholds.metric,
         phase=phase,
+        band=undecided(status, thresholds),
     )
 
 
@@ -385,10 +388,16 @@ def _time_status(
     floor_s: float,
     metric: str,
     phase: str = "compile_s",
+    band: float = 0.0,
 ) -> Status:
+    """DRIFT, improved or ok; noisy where the seconds land in the undecided band around
+    the tolerance (gate/band.py): one compile against one pinned compile decides nothing
+    there."""
     measured, pinned = compared_seconds(record, pin, metric, phase)
     if measured is None or pinned is None:
         return Status.OK  # a phase the row or its pin does not have is not judged
+    if Band(tolerance, band).holds(measured, pinned, floor_s):
+        return Status.NOISY
     if measured > pinned * (1 + tolerance) and measured - pinned > floor_s:
         return Status.DRIFT
     if measured < pinned / (1 + tolerance) and pinned - measured > floor_s:
@@ -397,26 +406,38 @@ def _time_status(
 
 
 def _phases_status(
-    record: CompileRecord, pin: Pin, tolerance: float, floor_s: float, metric: str
+    record: CompileRecord, pin: Pin, band: Band, floor_s: float, metric: str
 ) -> tuple[Status, str]:
     """Compile, trace and lowering time, each against its pinned figure with the same
-    tolerance and floor: a drift in any is DRIFT (the first one named); else an
+    tolerance, band and floor: a drift in any is DRIFT (the first one named); else a phase
+    in the undecided band makes the row noisy, not decided (the first one named); else an
     improvement of the compile; else ok."""
     statuses = {
-        phase: _time_status(record, pin, tolerance, floor_s, metric, phase) for phase in PHASES
+        phase: _time_status(record, pin, band.tolerance, floor_s, metric, phase, band.width)
+        for phase in PHASES
     }
-    drifted = [phase for phase in PHASES if statuses[phase] is Status.DRIFT]
-    if drifted:
-        return Status.DRIFT, drifted[0]
+    for status in (Status.DRIFT, Status.NOISY):
+        found = [phase for phase in PHASES if statuses[phase] is status]
+        if found:
+            return status, found[0]
     return statuses["compile_s"], "compile_s"
 
 
 def _phase_note(
-    record: CompileRecord, pin: Pin, phase: str, growth: float | None, status: Status
+    record: CompileRecord,
+    pin: Pin,
+    phase: str,
+    growth: float | None,
+    status: Status,
+    band: Band,
+    metric: str,
 ) -> str | None:
     if status is Status.OK:
         return None
     change = what_changed(record, pin, growth)
+    if status is Status.NOISY:  # in the band: its ratio and the band, then what changed
+        text = band_note(record, pin, metric, band, phase)
+        return text if change is None else f"{text}; {change}"
     if phase == "compile_s":
         return change
     measured, pinned = compared_seconds(record, pin, METRIC_WALL, phase)
@@ -440,15 +461,16 @@ def _judge_loaded_accelerator(
     pin: Pin,
     pin_file: Path,
     limits: Limits,
-    growth: float | None,
+    thresholds: Thresholds,
     load: float,
 ) -> Verdict:
     """An accelerator row measured above compile_max_load: its process CPU seconds do
     not hold what the compiler ran on the device (autotuning), so judging them could hide
     a regression. It is judged on wall seconds with the loaded-accelerator tolerance (never
-    below the row's own: see `limits_for`)."""
+    below the row's own: see `limits_for`), and its undecided band."""
     tolerance = limits.loaded_accelerator_tolerance
-    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL)
+    band = Band(tolerance, thresholds.undecided_band)
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_WALL, band=band.width)
     which = (
         f"the loaded-accelerator tolerance {percent(tolerance)}"
         if tolerance > limits.tolerance
@@ -458,7 +480,9 @@ def _judge_loaded_accelerator(
         f"measured at load {load:.2f} per core on an accelerator: judged on wall seconds with "
         + which
     )
-    change = what_changed(record, pin, growth) if status is not Status.OK else None
+    change = what_changed(record, pin, limits.max_ops_growth) if status is not Status.OK else None
+    if status is Status.NOISY:
+        where = f"{band_note(record, pin, METRIC_WALL, band)}; {where}"
     return Verdict(
         record,
         status,
@@ -467,6 +491,7 @@ def _judge_loaded_accelerator(
         tolerance=tolerance,
         note=where if change is None else f"{change}; {where}",
         metric=METRIC_WALL,
+        band=undecided(status, thresholds),
     )
 
 
@@ -497,12 +522,18 @@ def _judge_noisy(
             note=f"{where}: not judged (--compile-strict judges it)",
         )
     tolerance = limits.tolerance
-    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU)
-    if status is Status.OK:
+    band = Band(tolerance, thresholds.undecided_band)
+    status = _time_status(record, pin, tolerance, limits.floor_s, METRIC_CPU, band=band.width)
+    in_band = undecided(status, thresholds)  # before a row within tolerance is made noisy
+    if status is Status.NOISY:  # in the band, on CPU seconds
+        note = f"{where}: judged on CPU seconds, {band_note(record, pin, METRIC_CPU, band)}"
+        change = what_changed(record, pin, growth)
+        note = note if change is None else f"{change}; {note}"
+    elif status is Status.OK:
         status = Status.NOISY
         floored = floor_decided(record, pin, tolerance, METRIC_CPU)
         within = f"within the {limits.floor_s:g} s floor" if floored else "within tolerance"
-        note: str | None = (
+        note = (
             f"{where}: judged on CPU seconds, {within}; wall seconds not judged "
             "(--compile-strict judges them)"
         )
@@ -518,6 +549,7 @@ def _judge_noisy(
         tolerance=tolerance,
         note=note,
         metric=METRIC_CPU,
+        band=in_band,
     )
 
 

@@ -22,6 +22,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
+    DEFAULT_UNDECIDED_BAND,
     METRIC_WALL,
 )
 from pytest_jaxcompile._numbers import NumberError, finite_number
@@ -37,6 +38,9 @@ T = TypeVar("T")
 class Thresholds:
     tolerance: float = DEFAULT_TOLERANCE
     floor_s: float = DEFAULT_FLOOR_S
+    # the factor either side of 1 + tolerance within which one compile against one pinned
+    # compile decides nothing (gate/band.py); 0: every row decided on its single sample
+    undecided_band: float = DEFAULT_UNDECIDED_BAND
     max_ops_growth: float | None = None  # default op-count gate; None: no gate
     time_advisory: bool = False  # DRIFT is reported but does not fail the session
     expect_warm: bool = False  # a cold row of a module unchanged since its warm pin fails

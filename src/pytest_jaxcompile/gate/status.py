@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pytest_jaxcompile._constants import METRIC_CPU, METRIC_WALL, PAIRED_PHASE
+from pytest_jaxcompile._constants import (
+    INSTRUCTIONS_PHASE,
+    METRIC_CPU,
+    METRIC_WALL,
+    PAIRED_PHASE,
+)
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import NearestPin
 from pytest_jaxcompile.gate.pins import Pin
@@ -113,6 +118,9 @@ class Verdict:
     # Improved beyond compile_max_speedup: the pin is so far above the row that it no longer
     # judges it (judging.outrun_pin); a re-pin is asked for, and compile_strict fails it
     pin_outrun: bool = False
+    # Not decided by its seconds (noisy): the width of the undecided band around the
+    # tolerance its seconds landed in (gate/band.py, compile_undecided_band); else None
+    band: float | None = None
 
     @property
     def judged(self) -> CompileRecord:
@@ -138,6 +146,18 @@ class Verdict:
         """Paired (--compile-paired), and the pairs did not decide it: noisy, it passes
         unless compile_paired_required (gate/paired.py: judge_paired)."""
         return self.phase == PAIRED_PHASE and self.status is Status.NOISY
+
+    @property
+    def seconds_not_decided(self) -> bool:
+        """Its seconds landed in the undecided band around the tolerance (gate/band.py),
+        and nothing after them decided it (its pairs, its instruction count): noisy, it
+        passes, saying so."""
+        return self.band is not None and self.status is Status.NOISY and not self.judged_further
+
+    @property
+    def judged_further(self) -> bool:
+        """Judged by evidence after its seconds: its pairs or its instruction count."""
+        return self.phase in (PAIRED_PHASE, INSTRUCTIONS_PHASE)
 
     def with_note(self, note: str) -> Verdict:
         """The same verdict with `note` after its own."""

@@ -29,6 +29,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_PAIRED_TOLERANCE,
     DEFAULT_RSS_FLOOR_MIB,
     DEFAULT_TOLERANCE,
+    DEFAULT_UNDECIDED_BAND,
     METRICS,
     PAIRED_LOOKS,
     PLATFORM_ALIASES,
@@ -163,6 +164,18 @@ OPTIONS: tuple[Option, ...] = (
         metavar="SECONDS",
         threshold="floor_s",
         on_command_line=True,
+    ),
+    Option(
+        "compile_undecided_band",
+        "number",
+        "factor either side of the tolerance within which a row's seconds are not decided "
+        "on one compile against one pinned compile: noisy, never ok on one run and DRIFT "
+        "on the next (0.35: 1.30x-2.36x at the default tolerance); "
+        "0: every row decided on its single sample",
+        default=DEFAULT_UNDECIDED_BAND,
+        metavar="FRACTION",
+        threshold="undecided_band",
+        implausible_above=10.0,
     ),
     Option(
         "compile_max_load",

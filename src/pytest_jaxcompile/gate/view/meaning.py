@@ -14,6 +14,7 @@ from pytest_jaxcompile._constants import (
     PAIRED_PHASE,
 )
 from pytest_jaxcompile._numbers import percent
+from pytest_jaxcompile.gate.band import Band
 from pytest_jaxcompile.gate.judging import RSS_PHASE
 from pytest_jaxcompile.gate.limits import Thresholds, limits_for
 from pytest_jaxcompile.gate.paired import PairedComparison
@@ -97,6 +98,17 @@ _OUTRUN = (
     "compiled faster than their pin by more than {max_speedup:g}x: their pin no longer judges them",
 )
 _OUTRUN_ADVICE = "Re-pin and commit the pin files, so that a pin judges them again:"
+# Noisy rows their seconds did not decide (`Verdict.seconds_not_decided`, gate/band.py).
+_SECONDS_NOT_DECIDED = (
+    "was slower than its pin by a ratio inside {band} (compile_undecided_band), where one "
+    "compile against one pinned compile cannot tell a regression from this runner's noise: "
+    "not decided on its seconds (--compile-paired decides a changed module against its "
+    "pin's stored module)",
+    "were slower than their pin by a ratio inside {band} (compile_undecided_band), where "
+    "one compile against one pinned compile cannot tell a regression from this runner's "
+    "noise: not decided on their seconds (--compile-paired decides a changed module "
+    "against its pin's stored module)",
+)
 # DRIFTs on a figure other than time: the phase of their verdict, what they mean.
 _OTHER_DRIFTS = {
     RSS_PHASE: _RSS_DRIFT,
@@ -133,18 +145,46 @@ def meaning(
     if status is Status.IMPROVED and any(verdict.pin_outrun for verdict in verdicts):
         judged = [verdict for verdict in verdicts if not verdict.pin_outrun]
         meanings = (meanings if judged else []) + [_OUTRUN[plural]]
-    if status is Status.NOISY and any(verdict.paired_not_decided for verdict in verdicts):
-        loaded = [verdict for verdict in verdicts if not verdict.paired_not_decided]
-        meanings = (meanings if loaded else []) + [_PAIRED_NOT_DECIDED[plural]]
+    loaded = list(verdicts)
+    if status is Status.NOISY:  # named by the kinds of noisy its rows have
+        loaded = [v for v in verdicts if not (v.paired_not_decided or v.seconds_not_decided)]
+        meanings = meanings if loaded else []
+        meanings += [
+            text[plural]
+            for kind, text in (
+                ("seconds_not_decided", _SECONDS_NOT_DECIDED),
+                ("paired_not_decided", _PAIRED_NOT_DECIDED),
+            )
+            if any(getattr(verdict, kind) for verdict in verdicts)
+        ]
     return ", or ".join(meanings).format(
         floor=thresholds.floor_s,
         max_load=thresholds.max_load or 0,
         rss_floor=thresholds.rss_floor_mib,
-        cpu=_noisy_cpu(verdicts, plural, thresholds),
+        cpu=_noisy_cpu(loaded, plural, thresholds),
+        band=_bands(verdicts),
         instructions=thresholds.instructions_tolerance,
         max_speedup=thresholds.max_speedup,
         **_paired_bounds(verdicts, thresholds),
     )
+
+
+def _bands(verdicts: Sequence[Verdict]) -> str:
+    """The bands the rows' seconds landed in: ``the undecided band 1.30x-2.36x around the
+    75% tolerance`` (several: ``the undecided bands 1.30x-2.36x around the 75% tolerance
+    and 1.11x-2.03x around the 50% tolerance``)."""
+    bands = sorted(
+        {
+            (verdict.tolerance, verdict.band)
+            for verdict in verdicts
+            if verdict.seconds_not_decided and verdict.tolerance is not None
+        },
+        key=lambda pair: (pair[0] or 0.0, pair[1] or 0.0),
+    )
+    spans = [Band(tolerance, width).span() for tolerance, width in bands if width is not None]
+    if len(spans) == 1:
+        return f"the undecided band {spans[0]}"
+    return f"the undecided bands {', '.join(spans[:-1])} and {spans[-1]}" if spans else ""
 
 
 def _paired_bounds(verdicts: Sequence[Verdict], thresholds: Thresholds) -> dict[str, str]:
