@@ -19,8 +19,8 @@ with a restored cache runs it.
 
 ``--measured``: the models measured through the ``jax_compile`` fixture, warm, where the
 plugin does the most per module: ``constants``, a likelihood closing over 24 NumPy arrays of
-64x1024 float32 (embedded in its modules as constants: about 12.6 MB of module text, 363 and
-917 StableHLO ops), and ``mlp``, the 512-layer MLP (about 2,600 and 10,800 ops, no
+64x1024 float32 (embedded in its modules as constants: about 12.6 MB of module text, 532 and
+1,494 StableHLO ops), and ``mlp``, the 512-layer MLP (about 2,600 and 10,800 ops, no
 constants); each ``jit`` and ``value_and_grad``. With the plugin disabled, the suite's
 conftest gives the tests a ``jax_compile`` of its own that traces, lowers and compiles the
 same way and measures nothing. Each round runs the three ways in turn (each round starting
