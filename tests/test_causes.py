@@ -125,14 +125,26 @@ def test_the_computation_hashed_once_logs_what_jax_logs_and_leaves_the_key_alone
     from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART, ComputationHashedOnce
 
     jax_own = [_key_records(scale) for scale in (3.0, 4.0)]
-    original = cache_key._log_cache_key_hash
+    original, hashing = cache_key._log_cache_key_hash, cache_key._hash_computation
+    serialized: list[object] = []
+    serialize = cache_key._serialize_ir
+
+    def noted(*args: object) -> bytes:
+        serialized.append(args[0])
+        return serialize(*args)  # type: ignore[arg-type]
+
     once = ComputationHashedOnce()
     once.install()
+    cache_key._serialize_ir = noted
     try:
         hashed_once = [_key_records(scale) for scale in (3.0, 4.0)]
     finally:
+        cache_key._serialize_ir = serialize
         once.uninstall()
     assert cache_key._log_cache_key_hash is original  # JAX's own again
+    assert cache_key._hash_computation is hashing
+    # each module serialized once, for its key: the first key's check hashed what JAX hashed
+    assert len(serialized) == 2
     # A key another thread began before the uninstall still calls the object: JAX's way.
     once(hashlib.sha256(), "jax_lib version", lambda hash_obj: None)
     assert once.checked is True  # the first key showed the two ways equal

@@ -9,7 +9,8 @@ from records_factory import make_record
 
 from pytest_jaxcompile.backends import signed_names, unique_names
 from pytest_jaxcompile.backends.jax.census import build_ledger, recompile_problems
-from pytest_jaxcompile.backends.jax.measure import count_ops, is_cache_entry
+from pytest_jaxcompile.backends.jax.measure import is_cache_entry
+from pytest_jaxcompile.backends.jax.moduletext import ModuleText
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -304,7 +305,7 @@ def test_count_ops_counts_operations_not_attributes() -> None:
       return %2 : tensor<4xf32>
     }
     """
-    assert count_ops(text) == 3
+    assert ModuleText(text).op_count == 3
 
 
 def test_trace_profile_groups_files_by_package(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ flax's `nnx` transform tests).
 The computation is the part that costs: logging its hash serializes the module a second time.
 It is the key's first part, so its own hash is the running hash after it: while key parts are
 read, `ComputationHashedOnce` has JAX log that one without the second serialization (the
-same records, the same values), once the first key of the process showed the two equal.
+same records, the same values), once the first key of the process showed the two equal (the
+part's own hash taken from the bytes JAX hashed, so that the check serializes nothing either).
 
 PYTEST_DONT_REWRITE
 """
@@ -71,17 +72,38 @@ class KeyParts:
 _ARGS = {_PART: 2, _FLAG: 1}  # each key record's template -> its number of arguments
 
 
+class _Tee:
+    """A hash object that feeds a second one beside it: the computation's own hash, taken
+    from the bytes JAX hashes into the key (everything else is the key's hash object's)."""
+
+    def __init__(self, running: Any, own: Any) -> None:
+        self._running, self._own = running, own
+
+    def update(self, data: Any) -> None:
+        self._running.update(data)
+        self._own.update(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._running, name)
+
+
 class ComputationHashedOnce:
     """While installed: JAX's ``cache_key._log_cache_key_hash(hash_obj, name, hashfn)``
     logs the computation's hash as the running hash after it (the key's first part),
-    without hashing the module again; checked against JAX's own way on the first key this
-    object sees (one per process: `CompileMonitor`). Where JAX has no such function,
-    installing changes nothing."""
+    without hashing the module again; checked against the computation's own hash on the
+    first key this object sees (one per process: `CompileMonitor`). That hash is taken from
+    the bytes JAX hashed into the key (its ``_hash_computation`` handed a `_Tee` until the
+    check is made), not by serializing the module again, which on a module of several MB of
+    constants cost tens of milliseconds; where that function is not there, the module is
+    hashed again, JAX's way. Where JAX has no ``_log_cache_key_hash``, installing changes
+    nothing."""
 
     def __init__(self) -> None:
         self.checked: bool | None = None  # None: not yet; False: they differed, JAX's way
         self._cache_key: Any = None
         self._original: Callable[..., None] | None = None
+        self._hash_computation: Callable[..., None] | None = None  # JAX's, while teed
+        self._own: dict[int, str] = {}  # id(key's hash object) -> the computation's own hash
 
     def install(self) -> None:
         from jax._src import cache_key
@@ -91,12 +113,30 @@ class ComputationHashedOnce:
             return
         self._cache_key, self._original = cache_key, original
         cache_key._log_cache_key_hash = self
+        hashing = getattr(cache_key, "_hash_computation", None)
+        if self.checked is None and callable(hashing):
+            self._hash_computation = hashing
+            cache_key._hash_computation = self._teed
 
     def uninstall(self) -> None:
         # JAX's function and module are kept: a key computed on another thread may have
         # looked this object up just before, and still calls it.
         if self._cache_key is not None and self._cache_key._log_cache_key_hash is self:
             self._cache_key._log_cache_key_hash = self._original
+        teed = self._hash_computation is not None and self._cache_key is not None
+        if teed and self._cache_key._hash_computation == self._teed:
+            self._cache_key._hash_computation = self._hash_computation
+
+    def _teed(self, hash_obj: Any, *args: Any, **kwargs: Any) -> None:
+        """JAX's ``_hash_computation``, noting the computation's own hash until checked."""
+        hashing = self._hash_computation
+        assert hashing is not None, "called only once installed"
+        if self.checked is not None:
+            hashing(hash_obj, *args, **kwargs)
+            return
+        own = hashlib.sha256()
+        hashing(_Tee(hash_obj, own), *args, **kwargs)
+        self._own[id(hash_obj)] = own.digest().hex()
 
     def __call__(self, hash_obj: Any, last_serialized: str, hashfn: Callable[..., Any]) -> None:
         original, logger = self._original, self._cache_key.logger
@@ -109,10 +149,14 @@ class ComputationHashedOnce:
             original(hash_obj, last_serialized, hashfn)
             return
         running = hash_obj.digest().hex()
-        if self.checked is None:  # once: the part's own hash as JAX computes it
-            fresh = hashlib.sha256()
-            hashfn(fresh)
-            self.checked = fresh.digest().hex() == running
+        if self.checked is None:  # once: the part's own hash against the running one
+            own = self._own.pop(id(hash_obj), None)
+            if own is None:  # not teed: the module hashed again, as JAX logs it
+                fresh = hashlib.sha256()
+                hashfn(fresh)
+                own = fresh.digest().hex()
+            self._own.clear()
+            self.checked = own == running
             if not self.checked:
                 original(hash_obj, last_serialized, hashfn)
                 return

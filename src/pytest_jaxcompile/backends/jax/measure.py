@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,6 @@ from pytest_jaxcompile.backends import (
     DuplicateTransformError,
     MeasureContext,
     Measured,
-    fingerprint_of,
     host_state,
     new_record,
     stage_module,
@@ -32,6 +29,7 @@ from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
 from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_force, variant_of
+from pytest_jaxcompile.backends.jax.moduletext import ModuleText
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
     EVENT_CACHE_HIT,
@@ -50,7 +48,6 @@ from pytest_jaxcompile.records import SCOPE_COMPILE, CacheDetails, CacheState, C
 # cache writes "_temp_<key>" first.
 _NOT_AN_ENTRY_SUFFIX = "-atime"
 _NOT_AN_ENTRY_PREFIXES = (".", "_temp_")
-_MODULE_NAME = re.compile(r"module @([\w.$-]+)")
 
 
 @dataclass(frozen=True)
@@ -131,30 +128,6 @@ def count_cache_entries(cache_dir: str | None) -> int | None:
         return 0
     except OSError:
         return None
-
-
-# An op is "stablehlo.name" in operation position: not an attribute ("#stablehlo.") or type.
-_STABLEHLO_OP = re.compile(r"(?<![#\w.!])\"?stablehlo\.[a-z_0-9]+")
-
-
-def count_ops(module_text: str) -> int:
-    """The number of StableHLO operations in a lowered module's text."""
-    return len(_STABLEHLO_OP.findall(module_text))
-
-
-def op_histogram(module_text: str) -> dict[str, int]:
-    """StableHLO operations of a lowered module by name, e.g. ``{"stablehlo.tanh": 36}``."""
-    names = Counter(match.lstrip('"') for match in _STABLEHLO_OP.findall(module_text))
-    return dict(sorted(names.items()))
-
-
-def fingerprint_module(module_text: str) -> str:
-    return fingerprint_of(module_text)
-
-
-def module_name_of(module_text: str) -> str | None:
-    match = _MODULE_NAME.search(module_text[:500])
-    return match.group(1) if match else None
 
 
 _EXPECTED = (
@@ -293,8 +266,8 @@ class JaxCompile:
             trace_profile, trace_files = profile_trace(
                 lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
             )
-        module_text = lowered.as_text()
-        module_name = module_name_of(module_text)
+        module = ModuleText(lowered.as_text())  # its figures read once each, when needed
+        module_name = module.name
         name = (
             transform
             or (getattr(target, "__name__", None) if not is_lowered else None)
@@ -307,7 +280,7 @@ class JaxCompile:
                 "give each jax_compile call its own transform= name"
             )
         if self._context.artifacts_dir is not None:
-            stage_module(self._context.artifacts_dir, self._context.cell, name, module_text)
+            stage_module(self._context.artifacts_dir, self._context.cell, name, module.text)
 
         environment = self._environment
         settings = CacheSettings.current()
@@ -351,7 +324,7 @@ class JaxCompile:
                         trace_s=trace_s,
                         lower_s=lower_s,
                         module_name=module_name,
-                        fingerprint=fingerprint_module(module_text),
+                        fingerprint=module.fingerprint,
                         variant=variant,
                         xla_flags=os.environ.get(XLA_FLAGS_ENV),
                         settings=in_force,
@@ -419,9 +392,9 @@ class JaxCompile:
                     backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
                     cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
                     module_name=module_name,
-                    fingerprint=fingerprint_module(module_text),
-                    op_count=count_ops(module_text),
-                    op_histogram=op_histogram(module_text),
+                    fingerprint=module.fingerprint,
+                    op_count=module.op_count,
+                    op_histogram=module.ops,
                     **events.key_parts().record_fields(),
                     trace_profile=trace_profile or None,
                     trace_files=trace_files or None,
@@ -439,7 +412,7 @@ class JaxCompile:
             twin_compile(self._monitor, record, lowered, wanted, settings.configured)
         self.records.append(record)
         if self._stager is not None and staged is not None:
-            self._stager.add(record, staged, module_text)
+            self._stager.add(record, staged, module.text)
         self._sink(record)
         return compiled
 
