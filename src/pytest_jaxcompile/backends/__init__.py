@@ -162,6 +162,12 @@ class BackendSession(Protocol):
         (left None where the child did not profile it), within `timeout_s` in all."""
         ...
 
+    def reproducer_files(self) -> dict[str, bytes]:
+        """The framework's files of a reproducer bundle (gate/reproducer.py): a script that
+        compiles the bundle's modules again with the framework alone, and the install's
+        environment as the framework reports it; empty where it has none."""
+        ...
+
     def close(self) -> None:
         """At the end of pytest: stop listening."""
         ...

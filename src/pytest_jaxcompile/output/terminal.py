@@ -348,6 +348,8 @@ def closing_lines(view: SessionView, verbose: bool = False) -> list[Line]:
         lines.extend(block_lines(block, view, verbose))
     if not counted and not view.outcome.pin_update:
         lines.extend(_counts_line(view))
+    if view.reproducers is not None:
+        lines.append((view.reproducers, {}))
     return lines
 
 

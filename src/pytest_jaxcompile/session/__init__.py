@@ -56,6 +56,7 @@ from pytest_jaxcompile.session.conclusion import (
 )
 from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
 from pytest_jaxcompile.session.profile import profile_rows
+from pytest_jaxcompile.session.reproducer import module_getter, worker_modules, write_reproducers
 from pytest_jaxcompile.session.rows import SessionRows
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
@@ -245,6 +246,17 @@ class SessionCollector:
                 modules,
                 gate_s,
                 profiled,
+                reproducer_modules=(
+                    worker_modules(
+                        self.rows.records,
+                        self.backends,
+                        self.store,
+                        self.settings.thresholds,
+                        self.settings.reproducer,
+                    )
+                    if self.store is not None and not self.settings.pin_update
+                    else {}
+                ),
             )
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
@@ -264,6 +276,15 @@ class SessionCollector:
                     {**self.workers.modules, **modules}, self.store, self.settings
                 )
             outcome.modules_dir = self.settings.module_store_dir
+        if self.settings.reproducer_dir is not None:
+            write_reproducers(
+                outcome,
+                self.settings.reproducer,
+                self.settings.reproducer_dir,
+                self.settings.module_store_dir,
+                module_getter(self.backends, self.workers.reproducer_modules),
+                lambda framework: self.backends[framework].reproducer_files(),
+            )
         outcome.repin_arguments = repin_arguments(self.config)
         for work, seconds in self.workers.gate_s.items():  # the workers' own, summed
             gate_s[work] = gate_s.get(work, 0.0) + seconds

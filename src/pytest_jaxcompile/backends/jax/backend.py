@@ -241,6 +241,11 @@ class JaxSession:
 
             profile_modules(jobs, timeout_s)
 
+    def reproducer_files(self) -> dict[str, bytes]:
+        from pytest_jaxcompile.backends.jax.reproduce_env import reproducer_files
+
+        return reproducer_files()
+
     def close(self) -> None:
         if self._monitor is not None:
             self._monitor.uninstall()

@@ -125,6 +125,9 @@ class TorchSession:
     def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
         pass  # no torch row is ever staged, so none is a job
 
+    def reproducer_files(self) -> dict[str, bytes]:
+        return {}  # no torch row is ever staged, so none has a bundle
+
     def close(self) -> None:
         pass
 

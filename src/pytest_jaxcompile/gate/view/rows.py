@@ -39,6 +39,8 @@ class RowView:
     # as part of the note): for outputs that show no notes, the dashboard's tables.
     profile: str | None = None
     repin_arguments: tuple[str, ...] = ()  # the session's, for the row's re-pin command
+    # compile_reproducer: the row's reproducer bundle, relative to the rootdir, if written
+    reproducer: str | None = None
 
     @property
     def status(self) -> Status:
@@ -101,6 +103,7 @@ def row_view(
     thresholds: Thresholds,
     pin_update: bool = False,
     repin_arguments: tuple[str, ...] = (),
+    reproducer: str | None = None,
 ) -> RowView:
     return RowView(
         verdict,
@@ -112,6 +115,7 @@ def row_view(
         meaning=meaning(verdict.status, [verdict], thresholds, plural=False),
         profile=profile_note(verdict, thresholds),
         repin_arguments=repin_arguments,
+        reproducer=reproducer,
     )
 
 
