@@ -277,14 +277,17 @@ class SessionCollector:
                 )
             outcome.modules_dir = self.settings.module_store_dir
         if self.settings.reproducer_dir is not None:
-            write_reproducers(
-                outcome,
-                self.settings.reproducer,
-                self.settings.reproducer_dir,
-                self.settings.module_store_dir,
-                module_getter(self.backends, self.workers.reproducer_modules),
-                lambda framework: self.backends[framework].reproducer_files(),
-            )
+            try:
+                write_reproducers(
+                    outcome,
+                    self.settings.reproducer,
+                    self.settings.reproducer_dir,
+                    self.settings.module_store_dir,
+                    module_getter(self.backends, self.workers.reproducer_modules),
+                    lambda framework: self.backends[framework].reproducer_files(),
+                )
+            except OSError as error:  # the verdicts stand; the bundles are said missing
+                say(f"reproducer bundles not written (compile_reproducer_dir): {error}")
         outcome.repin_arguments = repin_arguments(self.config)
         for work, seconds in self.workers.gate_s.items():  # the workers' own, summed
             gate_s[work] = gate_s.get(work, 0.0) + seconds

@@ -21,10 +21,12 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from pytest_jaxcompile._constants import REPRODUCER_ALWAYS, REPRODUCER_NEVER
 from pytest_jaxcompile.backends import BackendSession, StagedModule
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
+from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.reproducer import (
@@ -35,7 +37,6 @@ from pytest_jaxcompile.gate.reproducer import (
     folder_name,
     module_files,
 )
-from pytest_jaxcompile.gate.status import Status
 from pytest_jaxcompile.records import CompileRecord
 
 ModuleOf = Callable[[CompileRecord], StagedModule | None]
@@ -49,10 +50,9 @@ def worker_modules(
     mode: str,
 ) -> dict[str, StagedModule]:
     """An xdist worker's modules the controller may bundle, by fingerprint: those of the
-    rows it judges failing, or unpinned (an upgrade's rows are; the controller decides),
-    or every row's under ``always``; none under ``never``."""
-    from pytest_jaxcompile._constants import REPRODUCER_ALWAYS, REPRODUCER_NEVER
-
+    rows it judges failing, or unpinned after an upgrade (the controller decides which of
+    those an upgrade block bundles), or every row's under ``always``; none under
+    ``never``."""
     if mode == REPRODUCER_NEVER:
         return {}
     found: dict[str, StagedModule] = {}
@@ -61,7 +61,8 @@ def worker_modules(
             continue
         if mode != REPRODUCER_ALWAYS:
             verdict = judge(record, store, thresholds)
-            if not (verdict.fails(thresholds) or verdict.status is Status.UNPINNED):
+            upgraded = verdict.nearest is not None and verdict.nearest.relation == UPGRADE
+            if not (verdict.fails(thresholds) or upgraded):
                 continue
         module = backends[record.framework].staged_module(record)
         if isinstance(module, StagedModule):
@@ -94,7 +95,7 @@ def write_reproducers(
     """Write each bundle `bundle_rows` names that has its row's module; name them in
     `outcome.reproducers` (and the directory in `outcome.reproducers_dir`)."""
     rows = bundle_rows(outcome, mode)
-    if mode != "never" and not outcome.pin_update:
+    if mode != REPRODUCER_NEVER and not outcome.pin_update:
         outcome.reproducers_dir = directory
     store = ModuleStore(modules_dir, outcome.rootdir)
     framework_files: dict[str, dict[str, bytes]] = {}
