@@ -1501,6 +1501,7 @@ def test_the_pin_files_in_pins_md_are_what_the_code_writes(tmp_path: Path) -> No
                 fingerprint="sha256:5f230061d4bde40bce4f24070077a831cfef652d7a7b5851f86604a948b249b3",
                 histogram=histogram,
                 op_count=70,
+                source_ops={"model.py:41 (loss)": 52, "profiles/basis.py:88 (gaussians)": 18},
                 cache_key_parts={
                     **shared,
                     "computation": "477b5247c2a3f0de",
@@ -2480,3 +2481,41 @@ def _reproducer_script(tmp_path: Path) -> list[str]:
 
     samples = {"pinned": [(0.529, 0.201)] * 10, "row": [(1.651, 0.592)] * 10}
     return ["$ python reproduce.py", *report(samples, "0.10.2")]
+
+
+@sample("reproducer-grew")
+def _reproducer_grew(tmp_path: Path) -> list[str]:
+    """A likelihood whose basis of gaussians grew, pinned and then measured (figures shaped
+    like the issue's: a basis unrolled further, a loss that added a term)."""
+    cell = "tests/test_lens.py::test_likelihood"
+    pinned = row(
+        cell,
+        "vag",
+        2.1,
+        histogram={"stablehlo.constant": 4100, "stablehlo.multiply": 6200, "stablehlo.add": 6264},
+        source_ops={
+            "profiles/basis.py:88 (gaussians)": 9800,
+            "model.py:41 (loss)": 2400,
+            "model.py:57 (loss)": 4364,
+        },
+    )
+    grown = row(
+        cell,
+        "vag",
+        5.6,
+        histogram={
+            "stablehlo.constant": 11300,
+            "stablehlo.multiply": 16344,
+            "stablehlo.add": 16364,
+        },
+        fingerprint="sha256:grown",
+        source_ops={
+            "profiles/basis.py:88 (gaussians)": 37100,
+            "model.py:41 (loss)": 2580,
+            "model.py:57 (loss)": 4328,
+        },
+    )
+    _, drifted = sessions(tmp_path, ([pinned], True), ([grown], False))
+    drifted.session_s = 31.0
+    assert drifted.failed
+    return ["$ pytest", *terminal(drifted)]

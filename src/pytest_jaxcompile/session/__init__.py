@@ -58,6 +58,7 @@ from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, 
 from pytest_jaxcompile.session.profile import profile_rows
 from pytest_jaxcompile.session.reproducer import module_getter, worker_modules, write_reproducers
 from pytest_jaxcompile.session.rows import SessionRows
+from pytest_jaxcompile.session.sources import read_sources
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
     WORKER_OUTPUT_KEY,
@@ -232,6 +233,15 @@ class SessionCollector:
             profiled = profile_rows(self.rows.records, self.backends, self.store, self.settings)
             if profiled:
                 gate_s[PROFILING] = time.perf_counter() - started
+        if self.store is not None:  # where in the code: the rows the gate will explain
+            read_sources(
+                self.rows.records,
+                self.backends,
+                self.store,
+                self.settings.thresholds,
+                self.settings.pin_update,
+                self.config.rootpath,
+            )
         storing = self.settings.paired or self.settings.profile
         modules = (
             staged_modules(self.rows.records, self.backends)

@@ -23,10 +23,8 @@ from pathlib import Path
 
 from pytest_jaxcompile._constants import REPRODUCER_ALWAYS, REPRODUCER_NEVER
 from pytest_jaxcompile.backends import BackendSession, StagedModule
-from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.modules import ModuleStore, StoredModuleProblem
-from pytest_jaxcompile.gate.nearest import UPGRADE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.reproducer import (
@@ -38,6 +36,7 @@ from pytest_jaxcompile.gate.reproducer import (
     module_files,
 )
 from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.session.sources import explained
 
 ModuleOf = Callable[[CompileRecord], StagedModule | None]
 
@@ -59,11 +58,8 @@ def worker_modules(
     for record in records:
         if record.fingerprint is None or record.fingerprint in found:
             continue
-        if mode != REPRODUCER_ALWAYS:
-            verdict = judge(record, store, thresholds)
-            upgraded = verdict.nearest is not None and verdict.nearest.relation == UPGRADE
-            if not (verdict.fails(thresholds) or upgraded):
-                continue
+        if mode != REPRODUCER_ALWAYS and not explained(record, store, thresholds):
+            continue
         module = backends[record.framework].staged_module(record)
         if isinstance(module, StagedModule):
             found[record.fingerprint] = module
