@@ -240,6 +240,14 @@ def test_bundles_are_written_whole_replace_old_ones_and_every_output_names_them(
         "repro/" + folder.name
     ]
 
+    # merge names them again, from the report, on the rows they were written for
+    from pytest_jaxcompile.cli.merge import _reproducers
+
+    merged = _outcome(tmp_path, [drift, unstaged])
+    _reproducers(merged, [loaded], tmp_path)
+    assert merged.reproducers == outcome.reproducers
+    assert session_view(merged).reproducers == line
+
     # Its pin's module not stored: the bundle holds the row's and says why.
     store.prune([])
     again = _outcome(tmp_path, [drift])
