@@ -348,14 +348,15 @@ def closing_lines(view: SessionView, verbose: bool = False) -> list[Line]:
         lines.extend(block_lines(block, view, verbose))
     if not counted and not view.outcome.pin_update:
         lines.extend(_counts_line(view))
-    if view.reproducers is not None:
-        lines.append((view.reproducers, {}))
     return lines
 
 
 def _counts_line(view: SessionView) -> list[Line]:
+    """The rows per status, then where the reproducer bundles are (the re-pin command
+    stays the summary's last line)."""
     listed = view.counts_text()
-    return [(f"compile rows: {listed}", {"bold": True})] if listed else []
+    counts: list[Line] = [(f"compile rows: {listed}", {"bold": True})] if listed else []
+    return counts + ([(view.reproducers, {})] if view.reproducers is not None else [])
 
 
 class TerminalSummary:
