@@ -46,7 +46,9 @@ def test_a_grown_model_names_the_operations_that_grew_and_keeps_its_text(
     # The default summary's line under the row names the operations that grew most, with
     # their counts, largest first, as many as the short line holds (the JSON lists them all).
     (cause,) = [line for line in result.stdout.lines if "module grew: " in line]
-    shown = cause.split(" ops (+", 1)[1].split("): ", 1)[1].split(", ")
+    shown = cause.split(" ops (+", 1)[1].split("): ", 1)[1].split("; ", 1)[0].split(", ")
+    # and where in the code it grew: the function whose layers the model added
+    assert re.search(r"; \+[\d,]+ ops at jaxmodels\.py:\d+ \(mlp_apply\)$", cause.strip()), cause
     assert len(shown) >= 2 and shown == verdict["op_changes"][: len(shown)], cause
     assert cause.strip().startswith("module grew: ") and "limit +10%" in cause
     assert len(cause.strip()) <= BRIEF_CHARS

@@ -46,10 +46,14 @@ def test_example_workflow_caches_on_what_invalidates_the_cache() -> None:
     assert "--compile-report=reports/jaxcompile.json" in test_step
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload"))
     assert "-o compile_artifacts_dir=reports/modules" in test_step
+    # the reproducer bundles (docs/reproducer.md) travel in the report's artifact, which
+    # the pull-request comment names
+    assert "-o compile_reproducer_dir=reports/reproducers" in test_step
     assert upload["with"]["path"].split() == [
         "reports/jaxcompile.json",
         "reports/comment.md",
         "reports/modules/",
+        "reports/reproducers/",
     ]
     assert upload["if"] == "always()"
 
@@ -1499,6 +1503,7 @@ def test_the_pin_files_in_pins_md_are_what_the_code_writes(tmp_path: Path) -> No
                 fingerprint="sha256:5f230061d4bde40bce4f24070077a831cfef652d7a7b5851f86604a948b249b3",
                 histogram=histogram,
                 op_count=70,
+                source_ops={"model.py:41 (loss)": 52, "profiles/basis.py:88 (gaussians)": 18},
                 cache_key_parts={
                     **shared,
                     "computation": "477b5247c2a3f0de",
@@ -2444,3 +2449,115 @@ def _pins_repin_refused(tmp_path: Path) -> list[str]:
     outcome = conclude([changed], [cell], [], PinStore.load(pins), settings, rootdir=tmp_path)
     outcome.repin_arguments = ("--compile-hardware=ci-runner",)
     return [line for line in terminal(outcome) if "NOT updated" in line or "Re-pin" in line]
+
+
+# docs/reproducer.md: the paired-drift session above, writing its row's bundle
+REPRODUCER_ROW = "module @jit_loss {\n  // the 12-layer gradient\n}\n"
+REPRODUCER_PIN = "module @jit_loss {\n  // the 4-layer gradient\n}\n"
+
+
+def _reproducer_session(tmp_path: Path) -> tuple[Outcome, Path]:
+    from pytest_jaxcompile.backends import StagedModule, fingerprint_of
+    from pytest_jaxcompile.gate.modules import ModuleStore
+    from pytest_jaxcompile.session.reproducer import write_reproducers
+
+    def staged(text: str) -> StagedModule:
+        return StagedModule(text, b"options", 1, "cpu")
+
+    pinned = fingerprint_of(REPRODUCER_PIN)
+    laptop = row(
+        PAIRED_CELL,
+        "grad",
+        0.231,
+        "none",
+        hardware="laptop",
+        hardware_detail=CPU_DEVICE,
+        fingerprint=pinned,
+    )
+    deeper = _runner_row(
+        PAIRED_CELL, 0.702, fingerprint_of(REPRODUCER_ROW), PAIRED_BASE_S, PAIRED_NEW_S, 5.6
+    )
+    _, drifted = sessions(tmp_path, ([laptop], True), ([deeper], False))
+    drifted.session_s = 14.2
+    drifted.repin_arguments = ("--compile-paired",)
+    store = ModuleStore(tmp_path / "pins" / "modules")
+    store.write(pinned, staged(REPRODUCER_PIN))
+    directory = tmp_path / "jaxcompile-reproducers"
+    write_reproducers(
+        drifted,
+        "failing",
+        directory,
+        store.directory,
+        lambda record: staged(REPRODUCER_ROW),
+        lambda framework: {"reproduce.py": b"", "environment.txt": b""},
+    )
+    (folder,) = drifted.reproducers.values()
+    return drifted, folder
+
+
+@sample("reproducer-session")
+def _reproducer_session_sample(tmp_path: Path) -> list[str]:
+    drifted, folder = _reproducer_session(tmp_path)
+    return [
+        "$ JAXCOMPILE_HARDWARE=ci-runner pytest --compile-paired",
+        *terminal(drifted),
+        f"$ ls {folder.relative_to(tmp_path).as_posix()}",
+        *sorted(path.name for path in folder.iterdir()),
+    ]
+
+
+@sample("reproducer-verdict")
+def _reproducer_verdict(tmp_path: Path) -> list[str]:
+    _, folder = _reproducer_session(tmp_path)
+    return [
+        f"$ cat {folder.relative_to(tmp_path).as_posix()}/verdict.txt",
+        *(folder / "verdict.txt").read_text().splitlines(),
+    ]
+
+
+@sample("reproducer-script")
+def _reproducer_script(tmp_path: Path) -> list[str]:
+    """What reproduce.py prints, over the medians of a real run of tests/test_reproducer.py's
+    model (4 layers grown to 12) on a 2-core VM, jax 0.10.2."""
+    from pytest_jaxcompile.backends.jax.reproduce import report
+
+    samples = {"pinned": [(0.529, 0.201)] * 10, "row": [(1.651, 0.592)] * 10}
+    return ["$ python reproduce.py", *report(samples, "0.10.2")]
+
+
+@sample("reproducer-grew")
+def _reproducer_grew(tmp_path: Path) -> list[str]:
+    """A likelihood whose basis of gaussians grew, pinned and then measured (figures shaped
+    like the issue's: a basis unrolled further, a loss that added a term)."""
+    cell = "tests/test_lens.py::test_likelihood"
+    pinned = row(
+        cell,
+        "vag",
+        2.1,
+        histogram={"stablehlo.constant": 4100, "stablehlo.multiply": 6200, "stablehlo.add": 6264},
+        source_ops={
+            "profiles/basis.py:88 (gaussians)": 9800,
+            "model.py:41 (loss)": 2400,
+            "model.py:57 (loss)": 4364,
+        },
+    )
+    grown = row(
+        cell,
+        "vag",
+        5.6,
+        histogram={
+            "stablehlo.constant": 11300,
+            "stablehlo.multiply": 16344,
+            "stablehlo.add": 16364,
+        },
+        fingerprint="sha256:grown",
+        source_ops={
+            "profiles/basis.py:88 (gaussians)": 37100,
+            "model.py:41 (loss)": 2580,
+            "model.py:57 (loss)": 4328,
+        },
+    )
+    _, drifted = sessions(tmp_path, ([pinned], True), ([grown], False))
+    drifted.session_s = 31.0
+    assert drifted.failed
+    return ["$ pytest", *terminal(drifted)]

@@ -22,6 +22,12 @@ CLEAR_ALWAYS = "always"
 CLEAR_NEVER = "never"
 CLEAR_MODES = (CLEAR_AUTO, CLEAR_ALWAYS, CLEAR_NEVER)
 
+# compile_reproducer: which rows get a reproducer bundle (gate/reproducer.py).
+REPRODUCER_FAILING = "failing"
+REPRODUCER_ALWAYS = "always"
+REPRODUCER_NEVER = "never"
+REPRODUCER_MODES = (REPRODUCER_FAILING, REPRODUCER_ALWAYS, REPRODUCER_NEVER)
+
 # The measuring fixtures: a test that requests one uses the plugin, and asks for seconds.
 FIXTURES = frozenset({"jax_compile", "torch_compile"})
 

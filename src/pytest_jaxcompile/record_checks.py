@@ -88,6 +88,7 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str], ...] = (
     ("jaxlib_version", "text"),
     ("commit", "object"),
     ("op_histogram", "object"),
+    ("source_ops", "object"),
     ("cache_key_parts", "object"),
     ("platform_version", "text"),
     ("variant", "text"),

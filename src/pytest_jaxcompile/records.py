@@ -145,6 +145,9 @@ class CompileRecord:
     fingerprint: str | None = None  # sha256 of the lowered module (census: JAX's cache key)
     op_count: int | None = None  # StableHLO ops in the lowered module
     op_histogram: dict[str, int] | None = None  # those ops by name (fixture rows)
+    # those ops by their innermost frame of the user's code ("model.py:41 (loss)"), the
+    # largest: read after the tests for a pin update's rows and failing rows only
+    source_ops: dict[str, int] | None = None
     # JAX's persistent-cache key, part by part (name -> sha256), and the XLA flags it
     # included: which part changed when a module compiles cold (fixture rows)
     cache_key_parts: dict[str, str] | None = None

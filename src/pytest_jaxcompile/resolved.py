@@ -20,6 +20,7 @@ from pytest_jaxcompile._constants import (
     DEFAULT_INSTRUCTIONS_TIMEOUT_S,
     DEFAULT_PAIRED_TIMEOUT_S,
     PLATFORM_ALIASES,
+    REPRODUCER_FAILING,
 )
 from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -57,6 +58,8 @@ class Settings:
     profile: bool = False  # profile every row, not only failing ones; store modules on pin update
     profile_failing: bool = True  # compile_profile_failing: profile the failing rows
     accept_label: str | None = None  # compile_accept_label: CI's accept label, for advice
+    reproducer: str = REPRODUCER_FAILING  # compile_reproducer: which rows get a bundle
+    reproducer_dir: Path | None = None  # compile_reproducer_dir: where the bundles go
 
     @property
     def module_store_dir(self) -> Path:
@@ -120,6 +123,8 @@ class Settings:
             profile=bool(values["compile_profile"]),
             profile_failing=values["compile_profile_failing"] != "never",
             accept_label=values["compile_accept_label"] or None,
+            reproducer=str(values["compile_reproducer"]),
+            reproducer_dir=values["compile_reproducer_dir"],
             instructions_recount=bool(values["compile_instructions_recount"]),
             instructions_required=bool(values["compile_instructions_required"]),
         )

@@ -162,6 +162,18 @@ class BackendSession(Protocol):
         (left None where the child did not profile it), within `timeout_s` in all."""
         ...
 
+    def read_sources(self, records: list[CompileRecord], root: Path) -> None:
+        """Fill each row's ``source_ops`` (its operations by source location) from the
+        module it compiled, where this process staged it; after the tests, only for the
+        rows the gate will explain (a pin update's, failing ones)."""
+        ...
+
+    def reproducer_files(self) -> dict[str, bytes]:
+        """The framework's files of a reproducer bundle (gate/reproducer.py): a script that
+        compiles the bundle's modules again with the framework alone, and the install's
+        environment as the framework reports it; empty where it has none."""
+        ...
+
     def close(self) -> None:
         """At the end of pytest: stop listening."""
         ...

@@ -43,6 +43,7 @@ from pytest_jaxcompile.output.json_report import (
     LoadedReport,
     ReportError,
     build_report,
+    bundle_id,
     load_report,
     report_paths,
     write_report,
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         for work, seconds in report.gate_s.items():
             outcome.gate_s[work] = outcome.gate_s.get(work, 0.0) + seconds
     outcome.profiled_rows = sum(report.profiled_rows for report in reports)
+    _reproducers(outcome, reports, rootdir)
     outcome.repin_arguments = tuple(
         dict.fromkeys(argument for report in reports for argument in report.repin_arguments)
     )
@@ -174,6 +176,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"{PROG}: error: cannot write {args.write_report}: {error}", file=sys.stderr)
             return EXIT_USAGE
     return EXIT_GATE_FAILED if outcome.failed else EXIT_OK
+
+
+def _reproducers(outcome: Outcome, reports: list[LoadedReport], rootdir: Path) -> None:
+    """The reports' reproducer bundles, named again on the rows they were written for."""
+    folders = {
+        identity: folder for report in reports for identity, folder in report.reproducers.items()
+    }
+    for verdict in outcome.verdicts:
+        folder = folders.get(bundle_id(verdict.record))
+        if folder is not None:
+            outcome.reproducers[(verdict.record.key, verdict.record.row_id)] = rootdir / folder
+    where = [report.reproducers_dir for report in reports if report.reproducers_dir is not None]
+    if where and outcome.reproducers:
+        outcome.reproducers_dir = rootdir / where[0]
 
 
 def _merged(reports: list[LoadedReport]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pytest_jaxcompile._numbers import percent
 from pytest_jaxcompile.gate.pins import Pin
+from pytest_jaxcompile.gate.sources import source_growth, sources_text
 from pytest_jaxcompile.records import CompileRecord
 
 
@@ -102,7 +103,8 @@ def what_changed(record: CompileRecord, pin: Pin, growth: float | None = None) -
             changes = op_changes(record, pin)
             if changes:
                 change += ": " + ", ".join(changes[:TOP_OP_CHANGES])
-            return change
+            grown = sources_text(source_growth(record, pin)) if direction == "grew" else None
+            return change if grown is None else f"{change}; {grown}"
         if unchanged is False:
             changes = op_changes(record, pin)
             return f"module changed with the same op count ({record.op_count} ops)" + (

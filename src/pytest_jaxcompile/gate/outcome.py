@@ -130,6 +130,9 @@ class Outcome:
     # rows are shown under, `grouping.shown_key`, and those a pin update pinned): a MISS
     # row is compared with its own (cold) key's pin, and listed there.
     pin_files: dict[ComparabilityKey, Path] = field(default_factory=dict)
+    # compile_reproducer: each bundled row's folder by (key, row id), and where they go
+    reproducers: dict[tuple[ComparabilityKey, RowId], Path] = field(default_factory=dict)
+    reproducers_dir: Path | None = None
 
     def instructions_uncounted(self) -> list[tuple[CompileRecord, str]]:
         """--compile-instructions: each row not counted under valgrind, with why."""

@@ -46,6 +46,7 @@ class Pin:
     lower_s: float | None = None
     source: str | None = None  # "census": pinned from a census, stale only to a census
     ops: dict[str, int] | None = None  # StableHLO ops by name: what grew, named
+    sources: dict[str, int] | None = None  # the ops by source location: where it grew
     key_parts: dict[str, str] | None = None  # JAX's cache-key parts: what changed, named
     key_flags: list[str] | None = None  # the XLA flags in that key
     # Versions JAX's cache key hashes beside the module; None: unknown (older pins)
@@ -105,6 +106,7 @@ class Pin:
             lower_s=_rounded(record.lower_s) if record.source != CENSUS_SOURCE else None,
             source=record.source if record.source == CENSUS_SOURCE else None,
             ops=dict(record.op_histogram) if record.op_histogram else None,
+            sources=dict(record.source_ops) if record.source_ops else None,
             key_parts=dict(record.cache_key_parts) if record.cache_key_parts else None,
             key_flags=list(record.cache_key_flags or []) if record.cache_key_parts else None,
             **_memory_pin(record),
@@ -135,6 +137,8 @@ class Pin:
             table["source"] = self.source
         if self.ops:
             table["ops"] = dict(sorted(self.ops.items()))
+        if self.sources:
+            table["sources"] = dict(sorted(self.sources.items()))
         if self.key_parts:
             table["key_parts"] = dict(sorted(self.key_parts.items()))  # deterministic bytes
             if self.key_flags:  # absent beside key_parts: no XLA flags (read back as [])
@@ -261,17 +265,19 @@ def _text_list(raw: dict[str, Any], name: str) -> list[str] | None:
     return list(value)
 
 
-def _op_histogram(raw: dict[str, Any]) -> dict[str, int] | None:
-    ops = raw.get("ops")
+def _op_histogram(raw: dict[str, Any], name: str = "ops") -> dict[str, int] | None:
+    """``ops`` (operations by name) or ``sources`` (by source location), counted."""
+    ops = raw.get(name)
+    what = "operation names" if name == "ops" else "source locations"
     if ops is None:
         return None
     if not isinstance(ops, dict):
-        raise PinFieldError("ops", "'ops' must be a table of operation names and counts")
+        raise PinFieldError(name, f"{name!r} must be a table of {what} and counts")
     try:
-        return {str(name): whole_number(count) for name, count in ops.items()}
+        return {str(key): whole_number(count) for key, count in ops.items()}
     except NumberError as error:
         raise PinFieldError(
-            "ops", f"'ops' must be a table of operation names and counts: a count {error}"
+            name, f"{name!r} must be a table of {what} and counts: a count {error}"
         ) from None
 
 
@@ -288,6 +294,7 @@ def pin_from_table(raw: dict[str, Any]) -> Pin:
         "lower_s",
         "source",
         "ops",
+        "sources",
         "key_parts",
         "key_flags",
         *VERSION_PIN_FIELDS,
@@ -323,6 +330,7 @@ def pin_from_table(raw: dict[str, Any]) -> Pin:
         lower_s=_number(raw, "lower_s"),
         source=raw.get("source"),
         ops=_op_histogram(raw),
+        sources=_op_histogram(raw, "sources"),
         key_parts=_text_table(raw, "key_parts"),
         # Written only when a flag is set: key parts without them mean none was.
         key_flags=_text_list(raw, "key_flags") or ([] if "key_parts" in raw else None),

@@ -23,6 +23,7 @@ stored verbatim in the ``[key]`` table and is what the store goes by)::
     op_count = 70
     load_avg_1m = 0.41
     ops = { "stablehlo.add" = 4, ... }        # one line each: inline tables and arrays
+    sources = { "model.py:41 (loss)" = 9, ... }  # the ops by source location
     key_parts = { computation = "...", ... }  # its own parts, beside [common]'s
     key_flags = ["--xla_cpu_..."]   # only when XLA flags were set
     # tolerance = 0.8   (optional, hand-set; kept across re-pins)
@@ -91,7 +92,7 @@ class PinFileError(InputError):
 
 
 # A pin's fields written on one line each, whatever their length (inline tables, arrays).
-INLINE_FIELDS = ("ops", "key_parts", "key_flags")
+INLINE_FIELDS = ("ops", "sources", "key_parts", "key_flags")
 
 
 def _inline(value: Any) -> str:

@@ -33,6 +33,8 @@ from pytest_jaxcompile._constants import (
     METRICS,
     PAIRED_LOOKS,
     PLATFORM_ALIASES,
+    REPRODUCER_FAILING,
+    REPRODUCER_MODES,
 )
 
 if TYPE_CHECKING:
@@ -466,6 +468,23 @@ OPTIONS: tuple[Option, ...] = (
         "save the lowered module text of every failing "
         "row in DIR, named by test and transform, for diffing",
         metavar="DIR",
+    ),
+    Option(
+        "compile_reproducer",
+        "choice",
+        "write a reproducer bundle (the row's and its pinned module, their compile options, "
+        "the environment, the verdict's figures and a script that needs only jax) for each "
+        "failing row, for every row ('always'), or 'never'",
+        default=REPRODUCER_FAILING,
+        choices=REPRODUCER_MODES,
+    ),
+    Option(
+        "compile_reproducer_dir",
+        "path",
+        "directory of the reproducer bundles, one folder per row (replaced each session)",
+        default="jaxcompile-reproducers",
+        metavar="DIR",
+        default_text="jaxcompile-reproducers in the rootdir",
     ),
     Option(
         "compile_record_dir",

@@ -259,6 +259,7 @@ def _step_summary(outcome: Outcome, title: str, with_ok: bool) -> str:
     if view.counts():
         lines += [f"Compile rows: {view.counts_text()}.", ""]
     lines += _block_lines(view, SUMMARY_FAILS)
+    lines += _reproducer_lines(view, None)
     for group in view.groups:
         lines += _group_lines(group, outcome, with_ok)
     if outcome.stale:
@@ -292,6 +293,14 @@ def _spend(view: SessionView) -> list[str]:
         for line in ([] if view.spend is None else view.spend.lines())
         for paragraph in (f"{_text(line[0].upper() + line[1:])}.", "")
     ]
+
+
+def _reproducer_lines(view: SessionView, report: str | None) -> list[str]:
+    """The view's reproducer line, as a paragraph; in a comment, where it is uploaded."""
+    if view.reproducers is None:
+        return []
+    where = "" if report is None else f" ({report})"
+    return [f"{_text(view.reproducers[0].upper() + view.reproducers[1:])}{where}.", ""]
 
 
 def _block_lines(view: SessionView, fails: str) -> list[str]:
@@ -462,6 +471,7 @@ def _pr_comment(
             "",
         ]
     lines += _block_lines(view, COMMENT_FAILS)
+    lines += _reproducer_lines(view, report)
     if report is not None:  # only an artifact the workflow says it uploads
         lines += [f"The full report: {report}.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"

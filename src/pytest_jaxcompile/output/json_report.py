@@ -78,6 +78,7 @@ def verdict_to_dict(row: RowView, rootdir: Path) -> dict[str, Any]:
         "phase": verdict.phase,
         "op_changes": [] if verdict.pin is None else op_changes(record, verdict.pin),
         "cache_lost": verdict.cache_lost,
+        "reproducer": row.reproducer,
         "pin_outrun": verdict.pin_outrun,
         "nearest": None
         if nearest is None
@@ -173,6 +174,13 @@ def build_report(
             for upgrade in outcome.upgrades
         ],
         "warnings": [f"warning: {block.text}." for block in view.blocks_of(BlockKind.WARNING)],
+        "reproducers": None
+        if view.reproducers is None or outcome.reproducers_dir is None
+        else {
+            "dir": relative(outcome.reproducers_dir, outcome.rootdir),
+            "rows": len(outcome.reproducers),
+            "text": view.reproducers,
+        },
         "paired": None if cost is None else {**dataclasses.asdict(cost), "text": cost.describe()},
         "always_cold": [dataclasses.asdict(row) for row in outcome.always_cold],
         "trace_profile": trace_profile_dict(view.trace),
@@ -239,6 +247,16 @@ class LoadedReport:
     accept_label: str | None = None  # compile_accept_label: CI's accept label
     gate_s: dict[str, float] = field(default_factory=dict)  # the gate's own after the tests
     profiled_rows: int = 0
+    # compile_reproducer: the bundles' directory, and each bundled row's folder by its
+    # identity (`bundle_id`), both relative to the report's rootdir
+    reproducers_dir: str | None = None
+    reproducers: dict[str, str] = field(default_factory=dict)
+
+
+def bundle_id(record: CompileRecord) -> str:
+    """A row's identity across a report's verdicts and its records: key, cell, transform,
+    variant."""
+    return json.dumps([record.key.to_dict(), *record.row_id], sort_keys=True)
 
 
 def report_paths(paths: Iterable[Path]) -> list[Path]:
@@ -298,7 +316,28 @@ def load_report(path: Path) -> LoadedReport:
         accept_label=_optional(path, data, "accept_label", str),
         gate_s=_gate_s(path, data.get("gate_s", {})),
         profiled_rows=_count(path, data.get("profiled_rows", 0), "profiled_rows"),
+        **_reproducers(path, data),
     )
+
+
+def _reproducers(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The report's reproducer bundles: its ``reproducers.dir`` and each verdict's
+    ``reproducer``, by the row's identity (`bundle_id`)."""
+    summary = data.get("reproducers")
+    if summary is None:
+        return {}
+    if not isinstance(summary, dict) or not isinstance(summary.get("dir"), str):
+        raise ReportError(path, "'reproducers' must be null or an object with a 'dir' string")
+    found: dict[str, str] = {}
+    for verdict in data.get("verdicts") or []:
+        folder = verdict.get("reproducer") if isinstance(verdict, dict) else None
+        if folder is None:
+            continue
+        if not isinstance(folder, str):
+            raise ReportError(path, f"a verdict's 'reproducer' must be a string, got {folder!r}")
+        identity = [verdict.get(name) for name in ("key", "cell", "transform", "variant")]
+        found[json.dumps(identity, sort_keys=True)] = folder
+    return {"reproducers_dir": summary["dir"], "reproducers": found}
 
 
 def _version_problem(version: object, supported: int, what: str) -> str | None:

@@ -352,8 +352,11 @@ def closing_lines(view: SessionView, verbose: bool = False) -> list[Line]:
 
 
 def _counts_line(view: SessionView) -> list[Line]:
+    """The rows per status, then where the reproducer bundles are (the re-pin command
+    stays the summary's last line)."""
     listed = view.counts_text()
-    return [(f"compile rows: {listed}", {"bold": True})] if listed else []
+    counts: list[Line] = [(f"compile rows: {listed}", {"bold": True})] if listed else []
+    return counts + ([(view.reproducers, {})] if view.reproducers is not None else [])
 
 
 class TerminalSummary:

@@ -57,7 +57,9 @@ from pytest_jaxcompile.session.conclusion import (
 )
 from pytest_jaxcompile.session.paired import pair_changed_rows, staged_modules, store_modules
 from pytest_jaxcompile.session.profile import profile_rows
+from pytest_jaxcompile.session.reproducer import module_getter, worker_modules, write_reproducers
 from pytest_jaxcompile.session.rows import SessionRows
+from pytest_jaxcompile.session.sources import read_sources
 from pytest_jaxcompile.session.xdist import (
     WORKER_INPUT_COUNTED_KEY,
     WORKER_OUTPUT_KEY,
@@ -232,6 +234,15 @@ class SessionCollector:
             profiled = profile_rows(self.rows.records, self.backends, self.store, self.settings)
             if profiled:
                 gate_s[PROFILING] = time.perf_counter() - started
+        if self.store is not None:  # where in the code: the rows the gate will explain
+            read_sources(
+                self.rows.records,
+                self.backends,
+                self.store,
+                self.settings.thresholds,
+                self.settings.pin_update,
+                self.config.rootpath,
+            )
         storing = self.settings.paired or self.settings.profile
         modules = (
             staged_modules(self.rows.records, self.backends)
@@ -246,6 +257,17 @@ class SessionCollector:
                 modules,
                 gate_s,
                 profiled,
+                reproducer_modules=(
+                    worker_modules(
+                        self.rows.records,
+                        self.backends,
+                        self.store,
+                        self.settings.thresholds,
+                        self.settings.reproducer,
+                    )
+                    if self.store is not None and not self.settings.pin_update
+                    else {}
+                ),
             )
             return
         if self.store is None:  # the session ended before it started (e.g. usage error)
@@ -265,6 +287,18 @@ class SessionCollector:
                     {**self.workers.modules, **modules}, self.store, self.settings
                 )
             outcome.modules_dir = self.settings.module_store_dir
+        if self.settings.reproducer_dir is not None:
+            try:
+                write_reproducers(
+                    outcome,
+                    self.settings.reproducer,
+                    self.settings.reproducer_dir,
+                    self.settings.module_store_dir,
+                    module_getter(self.backends, self.workers.reproducer_modules),
+                    lambda framework: self.backends[framework].reproducer_files(),
+                )
+            except OSError as error:  # the verdicts stand; the bundles are said missing
+                say(f"reproducer bundles not written (compile_reproducer_dir): {error}")
         outcome.repin_arguments = repin_arguments(self.config)
         outcome.repin_environment = repin_environment(self.config)
         for work, seconds in self.workers.gate_s.items():  # the workers' own, summed

@@ -29,10 +29,13 @@ def payload(
     modules: Mapping[str, StagedModule] | None = None,
     gate_s: Mapping[str, float] | None = None,
     profiled_rows: int = 0,
+    reproducer_modules: Mapping[str, StagedModule] | None = None,
 ) -> dict[str, Any]:
     """What an xdist worker sends to the controller (plain JSON-able data); `modules`:
     its rows' modules by fingerprint, for the controller to store on a pin update;
-    `gate_s`, `profiled_rows`: what the gate itself did in the worker after its tests."""
+    `gate_s`, `profiled_rows`: what the gate itself did in the worker after its tests;
+    `reproducer_modules`: the modules of the rows the controller may bundle
+    (session/reproducer.py)."""
     return {
         "gate_s": dict(gate_s or {}),
         "profiled_rows": profiled_rows,
@@ -40,15 +43,32 @@ def payload(
         "ledgers": [ledger.to_dict() for ledger in rows.ledgers.values()],
         "ran_cells": sorted(rows.ran_cells),
         "identities": [list(identity) for identity in sorted(identities)],
-        "modules": {
-            fingerprint: {
-                "text": module.text,
-                "options": base64.b64encode(module.options).decode("ascii"),
-                "devices": module.devices,
-                "platform": module.platform,
-            }
-            for fingerprint, module in (modules or {}).items()
-        },
+        "modules": _modules_data(modules or {}),
+        "reproducer_modules": _modules_data(reproducer_modules or {}),
+    }
+
+
+def _modules_data(modules: Mapping[str, StagedModule]) -> dict[str, Any]:
+    return {
+        fingerprint: {
+            "text": module.text,
+            "options": base64.b64encode(module.options).decode("ascii"),
+            "devices": module.devices,
+            "platform": module.platform,
+        }
+        for fingerprint, module in modules.items()
+    }
+
+
+def _modules(data: Mapping[str, Any]) -> dict[str, StagedModule]:
+    return {
+        fingerprint: StagedModule(
+            str(module["text"]),
+            base64.b64decode(module["options"]),
+            int(module["devices"]),
+            str(module["platform"]),
+        )
+        for fingerprint, module in data.items()
     }
 
 
@@ -61,6 +81,8 @@ class Workers:
     lost_workers: set[str] = field(default_factory=set)
     lost: list[str] = field(default_factory=list)  # why rows are missing, for the Outcome
     modules: dict[str, StagedModule] = field(default_factory=dict)  # pin update: to store
+    # the modules of rows the controller may bundle (session/reproducer.py)
+    reproducer_modules: dict[str, StagedModule] = field(default_factory=dict)
     gate_s: dict[str, float] = field(default_factory=dict)  # the workers' gate work, summed
     profiled_rows: int = 0
 
@@ -80,13 +102,8 @@ class Workers:
         for work, seconds in (data.get("gate_s") or {}).items():
             self.gate_s[str(work)] = self.gate_s.get(str(work), 0.0) + float(seconds)
         self.profiled_rows += int(data.get("profiled_rows", 0))
-        for fingerprint, module in (data.get("modules") or {}).items():
-            self.modules[fingerprint] = StagedModule(
-                str(module["text"]),
-                base64.b64decode(module["options"]),
-                int(module["devices"]),
-                str(module["platform"]),
-            )
+        self.modules.update(_modules(data.get("modules") or {}))
+        self.reproducer_modules.update(_modules(data.get("reproducer_modules") or {}))
         self.identities.update(
             (str(hardware), str(version)) for hardware, version in data.get("identities", [])
         )

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -240,6 +241,21 @@ class JaxSession:
             from pytest_jaxcompile.backends.jax.profile import profile_modules
 
             profile_modules(jobs, timeout_s)
+
+    def read_sources(self, records: list[CompileRecord], root: Path) -> None:
+        if self._stager is None:
+            return
+        from pytest_jaxcompile.backends.jax.locations import read_sources
+
+        for record in records:
+            staged = self._stager.staged_for(record)
+            if staged is not None and staged.ir is not None and record.source_ops is None:
+                record.source_ops = read_sources(staged.ir, root) or None
+
+    def reproducer_files(self) -> dict[str, bytes]:
+        from pytest_jaxcompile.backends.jax.reproduce_env import reproducer_files
+
+        return reproducer_files()
 
     def close(self) -> None:
         if self._monitor is not None:

@@ -22,23 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_jaxcompile.backends.jax.reproduce import warm_up
+
+__all__ = ["warm_up"]
+
 MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 LOG = "child.log"
 POLL_S = 1.0  # how often a running child's results are read for `on_result`
-
-
-def warm_up() -> None:
-    """In a child, before anything is measured: compile a throwaway module, so that XLA's
-    and LLVM's one-time set-up is in no count, pair or profile."""
-    import jax
-    import jax.numpy as jnp
-
-    def throwaway(x: Any) -> Any:
-        return jnp.sum(jnp.tanh(x @ x.T) * 2.0)
-
-    for _ in range(2):
-        jax.jit(jax.grad(throwaway)).lower(jnp.ones((4, 4), jnp.float32)).compile()
 
 
 def write_manifest(stage: Path, manifest: dict[str, Any]) -> None:

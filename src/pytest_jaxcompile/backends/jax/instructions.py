@@ -61,6 +61,7 @@ class Staged:
     text: str | None = None  # the lowered module's text (its sha256: the row's fingerprint)
     platform: str = "cpu"
     callbacks: bool = False  # the module has host callbacks
+    ir: Any = None  # the MLIR module JAX compiled: its locations are read only if asked
 
     @property
     def count_note(self) -> str | None:
@@ -141,6 +142,7 @@ class InstructionStager:
                 text=text,
                 platform=platform,
                 callbacks=bool(callbacks),
+                ir=module,
             )
         )
 

@@ -24,7 +24,6 @@ PYTEST_DONT_REWRITE
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.child import MANIFEST, RESULTS, warm_up
+from pytest_jaxcompile.backends.jax.reproduce import Compiler
 
 # Which of a process's counting children at once this one is, and how many xdist workers
 # count beside it: with the worker's name, the CPU it keeps to (`one_cpu_of`).
@@ -162,47 +162,6 @@ def _latest_dump(out_dir: Path) -> Path:
 def _clear_dumps(out_dir: Path) -> None:
     for path in out_dir.glob(f"{DUMP_PREFIX}.*"):
         path.unlink(missing_ok=True)
-
-
-class Compiler:
-    """JAX's own backend compile of a module and options, in whichever jax this is."""
-
-    def __init__(self) -> None:
-        import jax
-        from jax._src import compiler
-        from jax._src.interpreters import mlir
-
-        self._jax = jax
-        self._compiler = compiler
-        self._mlir = mlir
-        self._xc = importlib.import_module("jax._src.lib").xla_client
-        self._ir = importlib.import_module("jax._src.lib.mlir").ir
-        self.backend = jax.devices()[0].client
-
-    def load(self, module_bytes: bytes, options_bytes: bytes, devices: int) -> tuple[Any, ...]:
-        context = self._mlir.make_ir_context()
-        with context:
-            module = self._ir.Module.parse(module_bytes)
-        options = self._xc.CompileOptions.ParseFromString(options_bytes)
-        chosen = self._jax.devices()[:devices]
-        return context, module, options, chosen
-
-    def compile(self, loaded: tuple[Any, ...]) -> Any:
-        context, module, options, devices = loaded
-        compiler = self._compiler
-        with context:
-            if hasattr(compiler, "backend_compile_and_load"):
-                device_list = self._xc.DeviceList(tuple(devices))
-                return compiler.backend_compile_and_load(
-                    self.backend, module, device_list, options, []
-                )
-            import inspect
-
-            parameters = inspect.signature(compiler.backend_compile).parameters
-            if "executable_devices" in parameters:
-                device_list = self._xc.DeviceList(tuple(devices))
-                return compiler.backend_compile(self.backend, module, device_list, options, [])
-            return compiler.backend_compile(self.backend, module, options, [])
 
 
 def one_cpu_of(cpus: set[int], worker: str | None, slot: int = 0, workers: int = 1) -> int | None:

@@ -27,7 +27,6 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 import time
@@ -35,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_jaxcompile.backends.jax.child import MANIFEST, append_result, warm_up
-from pytest_jaxcompile.backends.jax.instructions_child import Compiler
+from pytest_jaxcompile.backends.jax.reproduce import Compiler
+from pytest_jaxcompile.backends.jax.reproduce import timed as _timed
 from pytest_jaxcompile.gate.sequential import judge_look, judged_seconds
 
 SIDES = ("base", "new")
@@ -47,20 +47,6 @@ PROFILE_ONE_ROUND_S = 5.0  # a compile longer than this is profiled once: noise 
 def order_of(pair: int) -> tuple[str, str]:
     """Which side compiles first in pair number `pair`: base first in even pairs."""
     return SIDES if pair % 2 == 0 else (SIDES[1], SIDES[0])
-
-
-def _timed(compiler: Compiler, loaded: tuple[Any, ...]) -> tuple[float, float]:
-    """(wall, process CPU) seconds of one compile; Python's collector off inside it."""
-    gc.collect()
-    gc.disable()
-    try:
-        wall, cpu = time.perf_counter(), time.process_time()
-        executable = compiler.compile(loaded)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    finally:
-        gc.enable()
-    del executable  # torn down outside the timing
-    return wall, cpu
 
 
 def pair_entry(

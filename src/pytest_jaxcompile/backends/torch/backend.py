@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_jaxcompile.backends import (
@@ -124,6 +125,12 @@ class TorchSession:
 
     def profile(self, jobs: list[ProfileJob], timeout_s: float) -> None:
         pass  # no torch row is ever staged, so none is a job
+
+    def read_sources(self, records: list[CompileRecord], root: Path) -> None:
+        pass  # torch's frames carry no per-operation locations here
+
+    def reproducer_files(self) -> dict[str, bytes]:
+        return {}  # no torch row is ever staged, so none has a bundle
 
     def close(self) -> None:
         pass

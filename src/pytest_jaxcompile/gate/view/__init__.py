@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_jaxcompile._io import relative
 from pytest_jaxcompile.gate.grouping import by_key
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.pins import never_pinned, pin_file_name
@@ -171,6 +172,20 @@ class SessionView:
             return "FAIL (" + ", ".join(parts) + ")" if parts else "FAIL"
         return "pass"
 
+    @property
+    def reproducers(self) -> str | None:
+        """``reproducer bundles of 2 row(s) in jaxcompile-reproducers (python reproduce.py
+        in each)``: the one line every output says where bundles were written; None:
+        none was."""
+        outcome = self.outcome
+        if not outcome.reproducers or outcome.reproducers_dir is None:
+            return None
+        where = relative(outcome.reproducers_dir, outcome.rootdir)
+        return (
+            f"reproducer bundles of {len(outcome.reproducers)} row(s) in {where} "
+            "(python reproduce.py in each; docs/reproducer.md)"
+        )
+
     def blocks_of(self, *kinds: BlockKind) -> list[Block]:
         return [block for block in self.blocks if block.kind in kinds]
 
@@ -221,7 +236,10 @@ def session_view(outcome: Outcome) -> SessionView:
         grouped += [(key, []) for key in sorted(outcome.pinned) if key not in shown]
     for key, verdicts in grouped:
         pin_file = group_pin_file(outcome, key, verdicts)
-        rows = tuple(row_view(v, outcome.thresholds, outcome.pin_update) for v in verdicts)
+        rows = tuple(
+            row_view(v, outcome.thresholds, outcome.pin_update, _reproducer(outcome, v))
+            for v in verdicts
+        )
         not_pinned = _not_pinned(outcome, key, verdicts)
         groups.append(
             GroupView(
@@ -241,6 +259,11 @@ def session_view(outcome: Outcome) -> SessionView:
         trace_rollup(verdict.record for verdict in outcome.verdicts),
         session_spend(outcome),
     )
+
+
+def _reproducer(outcome: Outcome, verdict: Verdict) -> str | None:
+    found = outcome.reproducers.get((verdict.record.key, verdict.record.row_id))
+    return None if found is None else relative(found, outcome.rootdir)
 
 
 def _severity(group: GroupView) -> int:

@@ -19,6 +19,7 @@ from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.nearest import OTHER_HARDWARE
 from pytest_jaxcompile.gate.outcome import Outcome
 from pytest_jaxcompile.gate.paired import pairing_cost
+from pytest_jaxcompile.gate.sources import source_growth, sources_text
 from pytest_jaxcompile.gate.status import Status, Tone, Verdict
 from pytest_jaxcompile.gate.upgrades import UpgradeReport
 from pytest_jaxcompile.gate.view.meaning import advice, meaning
@@ -154,6 +155,11 @@ def _upgrade_block(upgrade: UpgradeReport, thresholds: Thresholds, repin: Repin)
                 if v.nearest is not None and v.nearest.ratio
             )
         )
+    for verdict in worst:  # where in the user's code each slowest row's module grew
+        assert verdict.nearest is not None
+        grown = sources_text(source_growth(verdict.record, verdict.nearest.pin))
+        if grown is not None:
+            details.append(f"{verdict.record.name} grew: {grown}")
     what, command = repin.way_back(
         f"When {upgrade.framework} {upgrade.new} is the baseline",
         f"Pin {upgrade.new} when it is the baseline:",

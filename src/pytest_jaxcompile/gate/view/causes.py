@@ -20,6 +20,8 @@ NOTE_SEPARATOR = "; "
 # A change of the module with its op histogram after ": " (notes.what_changed).
 _MODULE_CHANGE = re.compile(r"^(module (?:grew|shrank|changed)[^(]*\([^)]*\))(?:: (.*))?$")
 OP_SEPARATOR = ", "
+# Where in the user's code a grown module grew (gate.sources.sources_text), after it.
+_SOURCES = re.compile(r"^\+[\d,]+ ops at ")
 # The pairs' note (gate.paired.PairedComparison.describe): who with (its key may hold
 # parentheses: "Intel(R) Xeon(R)"), then the figures.
 _PAIRED = re.compile(
@@ -119,7 +121,8 @@ def brief(note: str | None) -> str | None:
     """One line of cause: the parts' briefs that fit in `BRIEF_CHARS`, in order; the first
     one whole even where it alone is longer (an output wraps it rather than lose its end,
     which names what changed), and a MISS's changed cache key part whatever the length (it
-    is what the reader fixes), and so a changed module's part (what changed in the program).
+    is what the reader fixes), and so a changed module's part (what changed in the program)
+    and where in the user's code it grew.
 
     A changed module's part then names the operations that changed most, with their counts
     (``: stablehlo.add +108, stablehlo.dot_general +108``), as many as the room left holds
@@ -132,7 +135,8 @@ def brief(note: str | None) -> str | None:
             continue
         fits = len(NOTE_SEPARATOR.join([*kept, short])) <= BRIEF_CHARS
         module = _MODULE_CHANGE.match(part)
-        if not kept or fits or short.startswith(_KEY_CHANGED_BRIEF) or module:
+        grew_at = _SOURCES.match(part) is not None  # where in the code: always said
+        if not kept or fits or short.startswith(_KEY_CHANGED_BRIEF) or module or grew_at:
             if module and module.group(2):
                 operations[len(kept)] = module.group(2).split(OP_SEPARATOR)
             kept.append(short)

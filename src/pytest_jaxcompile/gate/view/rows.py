@@ -38,6 +38,8 @@ class RowView:
     # Where inside XLA the compile spent its time (the compile profile; also in `causes`,
     # as part of the note): for outputs that show no notes, the dashboard's tables.
     profile: str | None = None
+    # compile_reproducer: the row's reproducer bundle, relative to the rootdir, if written
+    reproducer: str | None = None
 
     @property
     def status(self) -> Status:
@@ -96,6 +98,7 @@ def row_view(
     verdict: Verdict,
     thresholds: Thresholds,
     pin_update: bool = False,
+    reproducer: str | None = None,
 ) -> RowView:
     return RowView(
         verdict,
@@ -106,6 +109,7 @@ def row_view(
         details=note_parts(verdict.note),
         meaning=meaning(verdict.status, [verdict], thresholds, plural=False),
         profile=profile_note(verdict, thresholds),
+        reproducer=reproducer,
     )
 
 
