@@ -125,8 +125,8 @@ ACCEPT = (
 )
 REPIN_WORKFLOW = (
     "If the change is intended, re-pin on gha-ubuntu-latest with the re-pin workflow "
-    "(docs/examples/jaxcompile-repin.yml: Actions > jax compile re-pin > Run workflow) and "
-    "commit the pins it proposes; a pin made on a laptop does not judge this runner class."
+    "(Actions > jax compile re-pin > Run workflow) and commit its pins: a laptop's pins do "
+    "not judge this runner class."
 )
 
 
@@ -309,7 +309,7 @@ def test_summary_and_annotations_when_the_variables_are_set(
     # The way back is the CI's (this runner class's re-pin workflow), never a command that
     # would pin the laptop it is run on.
     assert "If the change is intended, re-pin on cpu:" in text
-    assert "with the re-pin workflow (docs/examples/jaxcompile-repin.yml" in text
+    assert "with the re-pin workflow (Actions &gt; jax compile re-pin &gt; Run workflow)" in text
     assert "--compile-pin-update" not in text + result.stdout.str()
     assert "| `test_models.py::test_stale` | gone |" in text
 

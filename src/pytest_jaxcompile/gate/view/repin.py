@@ -20,7 +20,6 @@ from pytest_jaxcompile.gate.outcome import Outcome
 
 MAX_CELLS_IN_COMMAND = 3
 MAX_TESTS_CHARS = 100  # of the tests named in a command: longer, their files instead
-REPIN_WORKFLOW = "docs/examples/jaxcompile-repin.yml"
 REPIN_WORKFLOW_RUN = "Actions > jax compile re-pin > Run workflow"
 
 
@@ -139,7 +138,6 @@ def ci_way(lead: str, hardware: Iterable[str], label: str | None, *, fails: bool
             )
         return f"{lead}: the merge makes the change the baseline for {runner}."
     return (
-        f"{lead}, re-pin on {runner} with the re-pin workflow ({REPIN_WORKFLOW}: "
-        f"{REPIN_WORKFLOW_RUN}) and commit the pins it proposes; a pin made on a laptop "
-        "does not judge this runner class."
+        f"{lead}, re-pin on {runner} with the re-pin workflow ({REPIN_WORKFLOW_RUN}) "
+        "and commit its pins: a laptop's pins do not judge this runner class."
     )
