@@ -176,7 +176,7 @@ def dump(folder: Path, into: Path) -> list[Path]:
         flags = os.environ.get("XLA_FLAGS", "")
         environment = {**os.environ, "XLA_FLAGS": f"{flags} --xla_dump_to={target}".strip()}
         script = str(Path(__file__).resolve())
-        command = [sys.executable, script, "--compile-once", side, "--dump", str(target)]
+        command = [sys.executable, script, "--one-side", side, "--dump", str(target)]
         subprocess.run(command, cwd=folder, env=environment, check=True)
         written.append(target)
     return written
@@ -188,14 +188,14 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="compiles of each")
     parser.add_argument("--dump", type=Path, metavar="DIR", help="write XLA's dumps into DIR")
-    parser.add_argument("--compile-once", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--one-side", choices=SIDES, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     folder = Path(__file__).resolve().parent
     if arguments.pairs < 1:
         parser.error("--pairs must be 1 or more")
-    if arguments.compile_once:
+    if arguments.one_side:
         compiler = _start_jax(folder, warm=False)  # the dumps: this module's alone
-        loaded = _load(compiler, folder, arguments.compile_once)
+        loaded = _load(compiler, folder, arguments.one_side)
         if arguments.dump is not None:
             # The module's own compile options carry the debug options of the process that
             # lowered it, which win over XLA_FLAGS: the dump is asked for there too.
