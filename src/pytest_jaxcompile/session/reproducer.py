@@ -36,6 +36,7 @@ from pytest_jaxcompile.gate.reproducer import (
     module_files,
 )
 from pytest_jaxcompile.records import CompileRecord
+from pytest_jaxcompile.session.paired import staged_modules
 from pytest_jaxcompile.session.sources import explained
 
 ModuleOf = Callable[[CompileRecord], StagedModule | None]
@@ -54,16 +55,12 @@ def worker_modules(
     ``never``."""
     if mode == REPRODUCER_NEVER:
         return {}
-    found: dict[str, StagedModule] = {}
-    for record in records:
-        if record.fingerprint is None or record.fingerprint in found:
-            continue
-        if mode != REPRODUCER_ALWAYS and not explained(record, store, thresholds):
-            continue
-        module = backends[record.framework].staged_module(record)
-        if isinstance(module, StagedModule):
-            found[record.fingerprint] = module
-    return found
+    wanted = [
+        record
+        for record in records
+        if mode == REPRODUCER_ALWAYS or explained(record, store, thresholds)
+    ]
+    return staged_modules(wanted, backends)
 
 
 def module_getter(
