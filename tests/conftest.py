@@ -59,6 +59,26 @@ PROFILE_NEVER = ("-o", "compile_profile_failing=never")
 PROFILE_FAILING = ("-o", "compile_profile_failing=always")
 
 
+# A model the tests deepen through MODEL_DEPTH (4 layers by default): a real change of
+# module and compile time, one jax_compile row `test_model [grad]`.
+DEEPENING_MODEL = """
+    import os
+    import jax
+    import jax.numpy as jnp
+
+    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
+
+    def loss(ws, x):
+        for i, w in enumerate(ws):
+            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
+        return jnp.sum(x)
+
+    def test_model(jax_compile):
+        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
+        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
+"""
+
+
 class JaxProject:
     """A throwaway pytest project that uses the plugin with a real persistent cache."""
 

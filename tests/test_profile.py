@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROFILE_FAILING, JaxProject
+from conftest import DEEPENING_MODEL, PROFILE_FAILING, JaxProject
 from records_factory import make_record
 
 from pytest_jaxcompile.gate.judging import judge
@@ -126,22 +126,6 @@ def test_each_pass_keeps_its_least_time_over_a_modules_compiles() -> None:
 
 # ----------------------------------------------------------------------- end to end
 
-MODEL = """
-    import os
-    import jax
-    import jax.numpy as jnp
-
-    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
-
-    def loss(ws, x):
-        for i, w in enumerate(ws):
-            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
-        return jnp.sum(x)
-
-    def test_model(jax_compile):
-        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
-        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
-"""
 # A tight seconds gate, so the bigger model fails; failing rows profiled (the suite's inner
 # sessions skip that unless asked).
 # No undecided band: a three times deeper model compiles 2-3x slower, which would land in the
@@ -162,7 +146,7 @@ def test_a_row_made_three_times_bigger_fails_with_the_passes_that_grew_most(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project.conftest(cache=False)
-    project.tests(MODEL)
+    project.tests(DEEPENING_MODEL)
     pinned = project.run("--compile-pin-update", "--compile-profile")
     assert pinned.ret == 0
     assert len(list((project.pins_dir / "modules").iterdir())) == 1  # stored for later sessions

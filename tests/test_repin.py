@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import INTENDED, JaxProject, printed_repin
+from conftest import DEEPENING_MODEL, INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -290,22 +290,6 @@ def test_the_repin_command_names_files_where_node_ids_would_run_long() -> None:
     )
 
 
-PAIRED_MODEL = """
-    import os
-    import jax
-    import jax.numpy as jnp
-
-    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
-
-    def loss(ws, x):
-        for i, w in enumerate(ws):
-            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
-        return jnp.sum(x)
-
-    def test_model(jax_compile):
-        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
-        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
-"""
 PAIRED = ("--compile-paired", "-o", "compile_paired_max_pairs=12")
 
 
@@ -313,7 +297,7 @@ def test_the_printed_repin_after_a_paired_drift_keeps_the_next_regression_paired
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project.conftest(cache=False)
-    project.tests(PAIRED_MODEL)
+    project.tests(DEEPENING_MODEL)
     assert (
         project.run("--compile-pin-update", "--compile-paired", "--compile-hardware", "laptop").ret
         == 0
@@ -365,7 +349,7 @@ def test_the_printed_repin_after_paired_pins_works_as_printed_on_a_warm_and_an_e
     environment; a regression fails a plain run, whose printed re-pin, run literally from a
     shell without that variable, succeeds; the next plain run passes, warm and cold."""
     project.conftest()
-    project.tests(PAIRED_MODEL)
+    project.tests(DEEPENING_MODEL)
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "gha-ubuntu-latest")
     assert project.run("--compile-pin-update", "--compile-paired").ret == pytest.ExitCode.OK
     assert list(project.pins_dir.glob("modules/*"))

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import JaxProject
+from conftest import DEEPENING_MODEL, JaxProject
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import StagedModule, fingerprint_of
@@ -266,22 +266,6 @@ def test_bundles_are_written_whole_replace_old_ones_and_every_output_names_them(
 
 # ----------------------------------------------------------------------- end to end
 
-MODEL = """
-    import os
-    import jax
-    import jax.numpy as jnp
-
-    DEPTH = int(os.environ.get("MODEL_DEPTH", "4"))
-
-    def loss(ws, x):
-        for i, w in enumerate(ws):
-            x = jnp.tanh(x @ w) + jnp.sin(x) * (i + 1)
-        return jnp.sum(x)
-
-    def test_model(jax_compile):
-        ws = [jnp.ones((128, 128)) * 0.01 for _ in range(DEPTH)]
-        jax_compile(jax.jit(jax.grad(loss)), ws, jnp.ones((16, 128)), transform="grad")
-"""
 
 # Runs a bundle's script with pytest and the plugin made unimportable: it needs jax alone.
 ALONE = (
@@ -297,7 +281,7 @@ def test_a_grown_models_bundle_reproduces_its_verdict_with_jax_alone(
     project: JaxProject, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project.conftest(cache=False)
-    project.tests(MODEL)
+    project.tests(DEEPENING_MODEL)
     monkeypatch.setenv("JAXCOMPILE_HARDWARE", "laptop")
     assert project.run("--compile-pin-update", "--compile-paired").ret == 0
     assert not (project.path / "jaxcompile-reproducers").exists()  # a pin update: none
