@@ -3,7 +3,7 @@
     python benchmarks/census_overhead.py [--tests 120] [--rounds 3]
     python benchmarks/census_overhead.py --model-depth 512 [--rounds 5]
     python benchmarks/census_overhead.py --measured [--rounds 7] [--model constants]
-                                         [--before OTHER_CHECKOUT/src]
+                                         [--unpinned] [--before OTHER_CHECKOUT/src]
 
 
 Each round runs the same generated suite three ways, in fresh pytest processes: with
@@ -21,7 +21,9 @@ with a restored cache runs it.
 plugin does the most per module: ``constants``, a likelihood closing over 24 NumPy arrays of
 64x1024 float32 (embedded in its modules as constants: about 12.6 MB of module text, 532 and
 1,494 StableHLO ops), and ``mlp``, the 512-layer MLP (about 2,600 and 10,800 ops, no
-constants); each ``jit`` and ``value_and_grad``. With the plugin disabled, the suite's
+constants); each ``jit`` and ``value_and_grad``, pinned first (``--compile-pin-update`` on
+the filled cache: the gate as CI runs it), or with ``--unpinned`` not (a suite's first
+session: every module is printed and read). With the plugin disabled, the suite's
 conftest gives the tests a ``jax_compile`` of its own that traces, lowers and compiles the
 same way and measures nothing. Each round runs the three ways in turn (each round starting
 one way later); the ratios are each way's over the plugin-disabled session of the same
@@ -175,9 +177,12 @@ def write_measured_suite(directory: Path, model: str) -> dict[str, str]:
     return env
 
 
-def run_measured(root: Path, model: str, rounds: int, before: Path | None = None) -> None:
+def run_measured(
+    root: Path, model: str, rounds: int, before: Path | None = None, pinned: bool = True
+) -> None:
     """Interleaved rounds of the three ways on one model (and, with `before`, the plugin's
-    two ways again on that source tree); median ratios to the disabled session."""
+    two ways again on that source tree); median ratios to the disabled session. `pinned`:
+    the suite's rows are pinned first, warm."""
     what, _, _ = MEASURED_MODELS[model]
     directory = root / model
     env = write_measured_suite(directory, model)
@@ -191,6 +196,8 @@ def run_measured(root: Path, model: str, rounds: int, before: Path | None = None
         ways["--compile-census, before"] = (WAYS["--compile-census"], old)
         run_once(directory, [], old)  # the before tree's bytecode written
     run_once(directory, [], env)  # fills the persistent cache (and writes bytecode)
+    if pinned:
+        run_once(directory, ["--compile-pin-update"], env)  # warm pins, as CI's gate has
     names = list(ways)
     walls: dict[str, list[float]] = {way: [] for way in names}
     cpus: dict[str, list[float]] = {way: [] for way in names}
@@ -202,7 +209,8 @@ def run_measured(root: Path, model: str, rounds: int, before: Path | None = None
     base = "plugin disabled"
     load = os.getloadavg()[0]
     print(
-        f"{model}: {what}, jit and value_and_grad through jax_compile, warm; "
+        f"{model}: {what}, jit and value_and_grad through jax_compile, warm, "
+        f"{'pinned' if pinned else 'unpinned'}; "
         f"{rounds} interleaved rounds, {os.cpu_count()} CPUs, load average {load:.1f} at the end"
     )
     print("| way | wall, median | vs disabled: median (range) | CPU vs disabled, median |")
@@ -251,6 +259,9 @@ def main() -> int:
     )
     parser.add_argument("--model", action="append", choices=sorted(MEASURED_MODELS))
     parser.add_argument(
+        "--unpinned", action="store_true", help="with --measured: no pins (a first session)"
+    )
+    parser.add_argument(
         "--before",
         type=Path,
         metavar="SRC",
@@ -260,7 +271,7 @@ def main() -> int:
     if args.measured:
         with tempfile.TemporaryDirectory() as scratch:
             for model in args.model or list(MEASURED_MODELS):
-                run_measured(Path(scratch), model, args.rounds, args.before)
+                run_measured(Path(scratch), model, args.rounds, args.before, not args.unpinned)
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)

@@ -13,12 +13,13 @@ import pytest
 from conftest import INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
+from pytest_jaxcompile.backends import PinnedModule
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.gate.status import Status
-from pytest_jaxcompile.gate.twins import accepted_pin, no_twin_note, twin_wanted
+from pytest_jaxcompile.gate.twins import accepted_pin, no_twin_note, pinned_modules, twin_wanted
 from pytest_jaxcompile.gate.view import row_view
 from pytest_jaxcompile.gate.view.causes import brief
 from pytest_jaxcompile.record_checks import RecordDataError, check_record_data
@@ -437,3 +438,30 @@ def test_a_change_fails_whatever_the_cache_holds_and_a_printed_re_pin_accepts_it
     ops = project.rows()[("test_paired", "grad")]["op_count"]
     assert f"module grew: {accepted_ops} -> {ops} ops" in verdict["note"]
     assert verdict["note"].count("module grew") == 1
+
+
+def test_pinned_modules_are_found_by_the_hash_jaxs_cache_key_took_of_them(
+    tmp_path: Path,
+) -> None:
+    """A row whose cache key hashed the same module as a pin's takes the pin's fingerprint,
+    op count and ops (backends/jax/measure.py); pins of another jax version, without that
+    hash or without an op count are not offered."""
+    ops = {"stablehlo.add": 2, "stablehlo.tanh": 1}
+    parts = {"computation": "c0ffee", "compile_options": "0ff"}
+    PinStore.load(tmp_path).update(
+        [
+            make_record(cache_key_parts=parts, op_count=3, op_histogram=ops),
+            make_record(transform="grad", cache_key_parts={"computation": "beef"}, op_count=7),
+            make_record(transform="jit", cache_key_parts={"computation": "d00d"}),  # no count
+            make_record(transform="old", fingerprint="sha256:old", op_count=1),  # no key parts
+            make_record(jax_version="0.9.2", cache_key_parts={"computation": "0ld"}, op_count=1),
+        ]
+    )
+    modules = pinned_modules(PinStore.load(tmp_path), "jax", "0.10.2", "computation")
+    assert set(modules) == {"c0ffee", "beef"}
+    assert modules["c0ffee"] == PinnedModule("sha256:abc", 3, ops)
+    assert modules["beef"] == PinnedModule("sha256:abc", 7, None)
+    assert pinned_modules(PinStore.load(tmp_path), "jax", "0.9.2", "computation") == {
+        "0ld": PinnedModule("sha256:abc", 1, None)
+    }
+    assert pinned_modules(PinStore.load(tmp_path), "torch", "0.10.2", "computation") == {}

@@ -8,6 +8,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +68,25 @@ class Settings:
         ``modules``."""
         return self.modules_dir if self.modules_dir is not None else self.pins_dir / "modules"
 
+    junit_xml: bool = False  # pytest writes JUnit XML (--junitxml): rows' figures go there
     instructions_recount: bool = False  # count unchanged modules too (no carry)
     instructions_required: bool = False  # a row not counted fails the session
+
+    @property
+    def compiled_figures(self) -> bool:
+        """Whether measured rows read their executable's memory and cost analyses (tens of
+        ms on a large module): where a session limit judges them, a pin update keeps them,
+        or a report, the record dir or JUnit XML shows them. A test's compile_budget limit
+        asks for them too (session/census.measure_context)."""
+        limits = self.thresholds
+        return (
+            self.pin_update
+            or limits.max_memory_growth is not None
+            or limits.max_flops_growth is not None
+            or self.report_path is not None
+            or self.record_dir is not None
+            or self.junit_xml
+        )
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -76,7 +94,8 @@ class Settings:
             values = {option.name: resolve(config, option) for option in OPTIONS}
         except OptionError as error:
             raise pytest.UsageError(str(error)) from None
-        return cls.from_values(values)
+        junit_xml = bool(getattr(config.option, "xmlpath", None))
+        return dataclasses.replace(cls.from_values(values), junit_xml=junit_xml)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> Settings:

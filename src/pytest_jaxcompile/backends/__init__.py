@@ -433,6 +433,22 @@ class MeasureContext:
     # "warm": from the cache), or None: the gate's `gate.twins.twin_wanted`, handed in by
     # the session (backends import no gate). None: no twin is ever compiled.
     twin_wanted: Callable[[CompileRecord], str | None] | None = None
+    # The pinned module whose cache-key hash (the key's module part) this is, or None: a
+    # row of that module takes the pin's figures of it, its own text never printed.
+    pinned_module: Callable[[str], PinnedModule | None] | None = None
+    # Whether the compiled executable's memory and cost analyses are read (tens of ms on a
+    # large module): where a limit judges them, a pin keeps them or an output shows them.
+    compiled_figures: bool = True
+
+
+@dataclass(frozen=True)
+class PinnedModule:
+    """What a pin knows of its module: a row whose module has the same cache-key hash (so
+    the same text) has the same fingerprint, op count and ops."""
+
+    fingerprint: str
+    op_count: int
+    ops: dict[str, int] | None = None
 
 
 @dataclass

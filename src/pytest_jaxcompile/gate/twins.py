@@ -20,6 +20,7 @@ PYTEST_DONT_REWRITE
 
 from __future__ import annotations
 
+from pytest_jaxcompile.backends import PinnedModule
 from pytest_jaxcompile.gate.pins import OTHER_HARDWARE, OWN_KEY, Candidate, Pin, PinStore
 from pytest_jaxcompile.records import CENSUS_SOURCE, CompileRecord
 
@@ -29,6 +30,26 @@ PINNED_MODULE_STATES = ("cold", "none", "warm", "memory")
 CACHE_HITS = ("warm", "memory")  # rows whose compile the persistent or in-process cache served
 TWIN_UNCACHED = "cold"  # the twin of a cache hit: "none" where no cache is configured
 TWIN_CACHED = "warm"  # a pin update's cold row, compiled again from the cache
+
+
+def pinned_modules(
+    store: PinStore, framework: str, version: str, module_part: str
+) -> dict[str, PinnedModule]:
+    """The modules the pins of this framework version hold, by the hash JAX's cache key took of
+    each (its `module_part`): a row whose key has an equal one compiled the same module,
+    whose fingerprint, op count and ops are then the pin's, nothing printed or hashed again.
+    Pins without that hash (no persistent cache when pinned), a fingerprint or an op count
+    are not there."""
+    modules: dict[str, PinnedModule] = {}
+    for group in store.groups():
+        if group.key.framework != framework or group.key.framework_version != version:
+            continue
+        for pins in (group.pins, *group.variants.values()):
+            for pin in pins.values():
+                digest = (pin.key_parts or {}).get(module_part)
+                if digest and pin.fingerprint is not None and pin.op_count is not None:
+                    modules.setdefault(digest, PinnedModule(pin.fingerprint, pin.op_count, pin.ops))
+    return modules
 
 
 def own_pin(record: CompileRecord, store: PinStore, cache_state: str) -> Pin | None:

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from pytest_jaxcompile._constants import MARKER_NAME
-from pytest_jaxcompile.backends import BackendSession, Say, all_backends, backend
+from pytest_jaxcompile.backends import BackendSession, PinnedModule, Say, all_backends, backend
+from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import budget_of, over_budget
@@ -37,11 +38,12 @@ from pytest_jaxcompile.gate.instructions import carried_instructions
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import most_specific
 from pytest_jaxcompile.gate.pins import PinFileError, PinStore
-from pytest_jaxcompile.gate.twins import twin_wanted
+from pytest_jaxcompile.gate.twins import pinned_modules, twin_wanted
 from pytest_jaxcompile.gate.view import row_view
 from pytest_jaxcompile.gate.view.spend import COUNTING, PAIRING, PROFILING
 from pytest_jaxcompile.output import OUTCOME_KEY, fail_session
 from pytest_jaxcompile.output.junit import verdict_properties
+from pytest_jaxcompile.records import VERSION_FIELDS
 from pytest_jaxcompile.resolved import Settings
 from pytest_jaxcompile.session.census import (
     CensusedCall,
@@ -86,6 +88,7 @@ class SessionCollector:
         self.rows = SessionRows()
         self.workers = Workers()
         self.store: PinStore | None = None
+        self._modules: dict[str, dict[str, PinnedModule]] = {}  # `_pinned_modules`
         # Tests whose compile count is pinned: their recompiles are explained (as for a
         # max_compiles budget), so that a changed count names its cause.
         self.counted_cells: set[str] = set()
@@ -123,9 +126,19 @@ class SessionCollector:
         store, pin_update = self.store, self.settings.pin_update
         if store is not None:  # a changed module that hit the cache is compiled afresh
             context = dataclasses.replace(
-                context, twin_wanted=lambda record: twin_wanted(record, store, pin_update)
+                context,
+                twin_wanted=lambda record: twin_wanted(record, store, pin_update),
+                pinned_module=self._pinned_modules(framework, store).get,
             )
         return session.probe(context, lambda record: self.rows.measured(item, record))
+
+    def _pinned_modules(self, framework: str, store: PinStore) -> dict[str, PinnedModule]:
+        """The modules the pins of this framework's version hold, by their cache-key hash
+        (`gate.twins.pinned_modules`): read from the store once, at the first measurement."""
+        if framework not in self._modules:
+            version = self.backends[framework].environment().versions[VERSION_FIELDS[framework]]
+            self._modules[framework] = pinned_modules(store, framework, version, COMPUTATION_PART)
+        return self._modules[framework]
 
     # ----------------------------------------------------------------------- hooks
 

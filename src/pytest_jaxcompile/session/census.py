@@ -57,6 +57,11 @@ def measure_context(item: pytest.Item, settings: Settings) -> MeasureContext:
         trace_profile=settings.trace_profile,
         repeat=settings.repeat,
         artifacts_dir=settings.artifacts_dir,
+        compiled_figures=(
+            settings.compiled_figures
+            or budget.max_memory_growth is not None
+            or budget.max_flops_growth is not None
+        ),
     )
 
 

@@ -36,6 +36,7 @@ from pytest_jaxcompile.backends.jax.instrument import (
     options_digest,
     valgrind_version,
 )
+from pytest_jaxcompile.backends.jax.moduletext import ModuleText
 from pytest_jaxcompile.records import CompileRecord
 
 # The estimate of a count's cost said when counting starts (`estimate_s`): wall seconds
@@ -58,10 +59,16 @@ class Staged:
     options: bytes | None = None
     devices: int = 1
     note: str | None = None  # why it cannot be staged at all
-    text: str | None = None  # the lowered module's text (its sha256: the row's fingerprint)
+    # the lowered module, printed only if its text is read (its sha256: the fingerprint)
+    module_text: ModuleText | None = None
     platform: str = "cpu"
     callbacks: bool = False  # the module has host callbacks
     ir: Any = None  # the MLIR module JAX compiled: its locations are read only if asked
+
+    @property
+    def text(self) -> str | None:
+        """The lowered module's text: printed on first read (pairing, a reproducer)."""
+        return None if self.module_text is None else self.module_text.text
 
     @property
     def count_note(self) -> str | None:
@@ -120,9 +127,11 @@ class InstructionStager:
         self.staged: list[Staged] = []  # kept to the end: to pair, profile or store them
         self._counted = 0  # the staged rows a count already went over
 
-    def add(self, record: CompileRecord, captured: Captured, text: str | None = None) -> None:
+    def add(
+        self, record: CompileRecord, captured: Captured, module_text: ModuleText | None = None
+    ) -> None:
         """Stage the row's compile (the last module JAX compiled in its ``compile()``), with
-        the lowered module's `text`."""
+        the lowered `module_text` (printed only where read)."""
         if not captured.calls:
             self.staged.append(Staged(record, note="no compile reached JAX's backend"))
             return
@@ -139,7 +148,7 @@ class InstructionStager:
                 module=module_bytes(module) if self.counting and platform == "cpu" else None,
                 options=serialized,
                 devices=int(count),
-                text=text,
+                module_text=module_text,
                 platform=platform,
                 callbacks=bool(callbacks),
                 ir=module,

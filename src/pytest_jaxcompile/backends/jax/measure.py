@@ -28,7 +28,13 @@ from pytest_jaxcompile.backends.jax.classify import CompileEvidence, classify
 from pytest_jaxcompile.backends.jax.guard import snapshot_settings
 from pytest_jaxcompile.backends.jax.instructions import InstructionStager
 from pytest_jaxcompile.backends.jax.instructions import capture as capture_compile
-from pytest_jaxcompile.backends.jax.keyparts import compiler_options_of, flags_in_force, variant_of
+from pytest_jaxcompile.backends.jax.keyparts import (
+    COMPUTATION_PART,
+    KeyParts,
+    compiler_options_of,
+    flags_in_force,
+    variant_of,
+)
 from pytest_jaxcompile.backends.jax.moduletext import ModuleText
 from pytest_jaxcompile.backends.jax.monitor import (
     EVENT_BACKEND_COMPILE,
@@ -266,7 +272,7 @@ class JaxCompile:
             trace_profile, trace_files = profile_trace(
                 lambda: jitted.trace(*args, **kwargs), self._context.project_root or Path.cwd()
             )
-        module = ModuleText(lowered.as_text())  # its figures read once each, when needed
+        module = ModuleText.of(lowered)  # printed and read once each, only when needed
         module_name = module.name
         name = (
             transform
@@ -362,6 +368,7 @@ class JaxCompile:
             )
             samples += repeated
         walls = [wall for wall, _ in samples]
+        key_parts = events.key_parts()
         record = new_record(
             self._context,
             environment,
@@ -392,16 +399,14 @@ class JaxCompile:
                     backend_compile_s=events.total(EVENT_BACKEND_COMPILE),
                     cache_retrieval_s=events.total(EVENT_CACHE_RETRIEVAL),
                     module_name=module_name,
-                    fingerprint=module.fingerprint,
-                    op_count=module.op_count,
-                    op_histogram=module.ops,
-                    **events.key_parts().record_fields(),
+                    **self._module_figures(module, key_parts),
+                    **key_parts.record_fields(),
                     trace_profile=trace_profile or None,
                     trace_files=trace_files or None,
                     variant=variant,
                     xla_flags=os.environ.get(XLA_FLAGS_ENV),
                     settings=in_force,
-                    **compiled_figures(compiled),
+                    **(compiled_figures(compiled) if self._context.compiled_figures else {}),
                     **memory.figures(SCOPE_COMPILE),
                     added_compile_error=repeat_error,
                 ),
@@ -412,9 +417,24 @@ class JaxCompile:
             twin_compile(self._monitor, record, lowered, wanted, settings.configured)
         self.records.append(record)
         if self._stager is not None and staged is not None:
-            self._stager.add(record, staged, module.text)
+            self._stager.add(record, staged, module)
         self._sink(record)
         return compiled
+
+    def _module_figures(self, module: ModuleText, key_parts: KeyParts) -> dict[str, Any]:
+        """The row's fingerprint, op count and ops: its pinned module's where JAX's cache
+        key hashed the same module as a pin's (nothing printed, hashed or scanned), else
+        read from its text."""
+        computation = key_parts.parts.get(COMPUTATION_PART)
+        lookup = self._context.pinned_module
+        pinned = None if lookup is None or computation is None else lookup(computation)
+        if pinned is not None:
+            return dict(
+                fingerprint=pinned.fingerprint, op_count=pinned.op_count, op_histogram=pinned.ops
+            )
+        return dict(
+            fingerprint=module.fingerprint, op_count=module.op_count, op_histogram=module.ops
+        )
 
     def _failed_before_compile(
         self,
