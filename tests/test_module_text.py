@@ -176,3 +176,17 @@ def test_the_fixture_reads_its_modules_text_once_and_records_the_same_figures(
         assert record.op_count == old_count(text)
         assert record.fingerprint == old_fingerprint(text)
         assert record.module_name == old_name(text) == "jit_likelihood"
+
+
+def test_a_lowered_modules_text_read_after_its_compile_is_the_one_before() -> None:
+    """A row's module is printed only when first read, which may be after its compile (a
+    failing row's reproducer, pairing at the session's end): the compile leaves it as it was,
+    and the name read from its symbol is the one its first line prints."""
+    lowered = jax.jit(likelihood).trace(np.ones(8, np.float32)).lower()
+    before = lowered.as_text()
+    module = ModuleText.of(lowered)
+    assert module.name == old_name(before) == "jit_likelihood"
+    assert "text" not in vars(module)  # not printed to read the name
+    lowered.compile(compiler_options={})
+    assert module.text == before
+    assert module.fingerprint == old_fingerprint(before)
