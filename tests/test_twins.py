@@ -14,6 +14,9 @@ from conftest import INTENDED, JaxProject, printed_repin
 from records_factory import make_record
 
 from pytest_jaxcompile.backends import PinnedModule
+from pytest_jaxcompile.backends.jax.backend import BACKEND as JAX
+from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART
+from pytest_jaxcompile.backends.torch.backend import BACKEND as TORCH
 from pytest_jaxcompile.gate.conclude import GateSettings, conclude
 from pytest_jaxcompile.gate.judging import judge
 from pytest_jaxcompile.gate.limits import Thresholds
@@ -465,3 +468,25 @@ def test_pinned_modules_are_found_by_the_hash_jaxs_cache_key_took_of_them(
         "0ld": PinnedModule("sha256:abc", 1, None)
     }
     assert pinned_modules(PinStore.load(tmp_path), "torch", "0.10.2", "computation") == {}
+    assert JAX.module_key_part == COMPUTATION_PART and TORCH.module_key_part is None
+
+
+def test_pins_that_are_not_what_the_plugin_wrote_offer_no_module(tmp_path: Path) -> None:
+    """A hand-edited pin (an op count that is not its ops' sum, or two pins of one hash that
+    disagree on the module) offers nothing: the row reads its own module, and is judged
+    against what the pins say."""
+    ops = {"stablehlo.add": 2, "stablehlo.tanh": 1}
+    same = {"cache_key_parts": {"computation": "c0ffee"}, "op_histogram": ops, "op_count": 3}
+    beef = {"cache_key_parts": {"computation": "beef"}, "op_histogram": ops}
+    d00d = {"cache_key_parts": {"computation": "d00d"}}
+    PinStore.load(tmp_path).update(
+        [
+            make_record(cache_state="cold", **same),
+            make_record(cache_state="warm", **(same | {"fingerprint": "sha256:edited"})),
+            make_record(transform="grad", op_count=1, **beef),  # not its ops' sum
+            make_record(transform="jit", op_count=2, **d00d),
+            make_record(transform="jit", cache_state="warm", **d00d),  # no op count: not used
+        ]
+    )
+    modules = pinned_modules(PinStore.load(tmp_path), "jax", "0.10.2", "computation")
+    assert modules == {"d00d": PinnedModule("sha256:abc", 2, None)}

@@ -69,6 +69,12 @@ class Backend(Protocol):
         """Whether required XLA flags and XLA_FLAGS clobbers apply to its rows."""
         ...
 
+    @property
+    def module_key_part(self) -> str | None:
+        """The persistent-cache key part that hashes the module (a row and a pin with equal
+        ones compiled the same module); None where the backend captures no key parts."""
+        ...
+
     def session(
         self,
         hardware_override: str | None,

@@ -39,17 +39,36 @@ def pinned_modules(
     each (its `module_part`): a row whose key has an equal one compiled the same module,
     whose fingerprint, op count and ops are then the pin's, nothing printed or hashed again.
     Pins without that hash (no persistent cache when pinned), a fingerprint or an op count
-    are not there."""
-    modules: dict[str, PinnedModule] = {}
+    are not there. Nor is a hash whose pins are not what the plugin writes: an op count other
+    than its ops' sum, or pins of the hash that disagree on the module (a hand-edited pin):
+    such a row reads its own module."""
+    found: dict[str, PinnedModule | None] = {}  # None: its pins cannot be trusted
     for group in store.groups():
         if group.key.framework != framework or group.key.framework_version != version:
             continue
         for pins in (group.pins, *group.variants.values()):
             for pin in pins.values():
                 digest = (pin.key_parts or {}).get(module_part)
-                if digest and pin.fingerprint is not None and pin.op_count is not None:
-                    modules.setdefault(digest, PinnedModule(pin.fingerprint, pin.op_count, pin.ops))
-    return modules
+                if not digest or pin.fingerprint is None or pin.op_count is None:
+                    continue
+                module: PinnedModule | None = PinnedModule(pin.fingerprint, pin.op_count, pin.ops)
+                if pin.ops is not None and sum(pin.ops.values()) != pin.op_count:
+                    module = None
+                if digest in found:
+                    module = _agreed(found[digest], module)
+                found[digest] = module
+    return {digest: module for digest, module in found.items() if module is not None}
+
+
+def _agreed(first: PinnedModule | None, second: PinnedModule | None) -> PinnedModule | None:
+    """The module two pins of one hash agree on (the one with ops), None where they differ."""
+    if first is None or second is None:
+        return None
+    if (first.fingerprint, first.op_count) != (second.fingerprint, second.op_count):
+        return None
+    if first.ops is not None and second.ops is not None and first.ops != second.ops:
+        return None
+    return first if first.ops is not None else second
 
 
 def own_pin(record: CompileRecord, store: PinStore, cache_state: str) -> Pin | None:

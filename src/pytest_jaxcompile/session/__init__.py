@@ -30,7 +30,6 @@ import pytest
 
 from pytest_jaxcompile._constants import MARKER_NAME
 from pytest_jaxcompile.backends import BackendSession, PinnedModule, Say, all_backends, backend
-from pytest_jaxcompile.backends.jax.keyparts import COMPUTATION_PART
 from pytest_jaxcompile.backends.memory import TEST_INTERVAL_S, RssWatch
 from pytest_jaxcompile.backends.settings import platform_problem
 from pytest_jaxcompile.gate.budget import budget_of, over_budget
@@ -136,8 +135,11 @@ class SessionCollector:
         """The modules the pins of this framework's version hold, by their cache-key hash
         (`gate.twins.pinned_modules`): read from the store once, at the first measurement."""
         if framework not in self._modules:
+            part = backend(framework).module_key_part
             version = self.backends[framework].environment().versions[VERSION_FIELDS[framework]]
-            self._modules[framework] = pinned_modules(store, framework, version, COMPUTATION_PART)
+            self._modules[framework] = (
+                {} if part is None else pinned_modules(store, framework, version, part)
+            )
         return self._modules[framework]
 
     # ----------------------------------------------------------------------- hooks

@@ -52,6 +52,7 @@ class JaxBackend:
     framework: str = "jax"
     device: str = "JAX's default backend"
     xla_rules: bool = True
+    module_key_part: str | None = "computation"  # keyparts.COMPUTATION_PART
 
     def session(
         self,

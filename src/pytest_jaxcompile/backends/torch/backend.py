@@ -46,6 +46,7 @@ class TorchBackend:
     framework: str = "torch"
     device: str = "torch's device"
     xla_rules: bool = False
+    module_key_part: str | None = None
 
     def session(
         self,
