@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import JaxProject
 
-from pytest_jaxcompile.backends.jax.measure import count_cache_entries
+from pytest_jaxcompile.backends.jax.measure import CacheEntries, count_cache_entries
 
 FOUR_MODULES = """
     import jax
@@ -142,3 +142,32 @@ def test_counting_entries_while_they_appear_and_vanish_never_fails(tmp_path: Pat
     (tmp_path / "a-file").write_text("")
     assert count_cache_entries(str(tmp_path / "a-file")) is None
     assert count_cache_entries("gs://bucket/cache") is None
+
+
+def test_a_cache_dir_is_scanned_again_only_once_it_changed(tmp_path: Path) -> None:
+    """`CacheEntries` keeps a count while the directory's mtime is the one it counted under
+    and was settled then (older than a timestamp tick); a new or removed entry changes the
+    mtime, and a recently changed directory is counted every time."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for index in range(3):
+        (cache / f"key{index}-cache").write_bytes(b"x")
+        (cache / f"key{index}-atime").write_bytes(b"t")
+    settled = os.stat(cache).st_mtime_ns - 10 * CacheEntries.SETTLED_NS
+    os.utime(cache, ns=(settled, settled))
+    entries = CacheEntries()
+    assert entries.count(str(cache)) == 3
+    # an entry removed behind the directory's unchanged mtime: the kept count is used
+    (cache / "key0-cache").unlink()
+    os.utime(cache, ns=(settled, settled))
+    assert entries.count(str(cache)) == 3
+    assert count_cache_entries(str(cache)) == 2
+    (cache / "key0-atime").write_bytes(b"u")  # a hit's atime rewritten in place: unchanged
+    assert os.stat(cache).st_mtime_ns == settled
+    # a new entry changes the mtime (now: recent, so not kept) and every count reads it
+    (cache / "key9-cache").write_bytes(b"x")
+    assert entries.count(str(cache)) == 3
+    (cache / "key8-cache").write_bytes(b"x")
+    assert entries.count(str(cache)) == 4
+    assert entries.count(str(tmp_path / "missing")) == 0
+    assert entries.count("gs://bucket/cache") is None

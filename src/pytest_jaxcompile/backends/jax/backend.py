@@ -36,7 +36,7 @@ from pytest_jaxcompile.records import CallLedger, CompileRecord
 if TYPE_CHECKING:
     from pytest_jaxcompile.backends.jax.backendstart import FlagsChange, FlagsWatch
     from pytest_jaxcompile.backends.jax.instructions import InstructionStager
-    from pytest_jaxcompile.backends.jax.measure import JaxCompile, JaxEnvironment
+    from pytest_jaxcompile.backends.jax.measure import CacheEntries, JaxCompile, JaxEnvironment
     from pytest_jaxcompile.backends.jax.monitor import CompileMonitor, EventLog, ModuleCompile
 
 
@@ -110,6 +110,7 @@ class JaxSession:
         self._monitor: CompileMonitor | None = None
         self._environment: JaxEnvironment | None = None
         self._tracing_warm = False  # warm_up_tracing ran in this process
+        self._entries: CacheEntries | None = None  # cache entries counted, kept across tests
         self._start_settings: dict[str, Any] = {}
         self._flags_watch: FlagsWatch | None = None  # XLA_FLAGS from plugin load on
 
@@ -168,7 +169,11 @@ class JaxSession:
             self._start_settings["xla_flags_since"] = self._flags_watch.since
 
     def probe(self, context: MeasureContext, sink: Callable[[CompileRecord], None]) -> JaxCompile:
-        from pytest_jaxcompile.backends.jax.measure import JaxCompile, warm_up_tracing
+        from pytest_jaxcompile.backends.jax.measure import (
+            CacheEntries,
+            JaxCompile,
+            warm_up_tracing,
+        )
 
         environment = self.environment()
         if not self._tracing_warm:
@@ -181,7 +186,11 @@ class JaxSession:
                 self._instructions_timeout_s or 0.0,
                 counting=self._instructions_timeout_s is not None,
             )
-        return JaxCompile(self.monitor, environment, context, sink, stager=self._stager)
+        if self._entries is None:
+            self._entries = CacheEntries()
+        return JaxCompile(
+            self.monitor, environment, context, sink, stager=self._stager, entries=self._entries
+        )
 
     def census(self, request: CensusRequest) -> JaxCensus | None:
         # JAX's events only when the suite imported JAX: a torch-only census must not
