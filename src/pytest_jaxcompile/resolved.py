@@ -24,7 +24,7 @@ from pytest_jaxcompile._constants import (
     REPRODUCER_FAILING,
 )
 from pytest_jaxcompile.backends.settings import Requirements, parse_xla_flags
-from pytest_jaxcompile.gate.limits import Thresholds
+from pytest_jaxcompile.gate.limits import Thresholds, judges_compiled
 from pytest_jaxcompile.options import OPTIONS, THRESHOLD_OPTIONS, OptionError, implausible, resolve
 
 
@@ -78,11 +78,9 @@ class Settings:
         ms on a large module): where a session limit judges them, a pin update keeps them,
         or a report, the record dir or JUnit XML shows them. A test's compile_budget limit
         asks for them too (session/census.measure_context)."""
-        limits = self.thresholds
         return (
             self.pin_update
-            or limits.max_memory_growth is not None
-            or limits.max_flops_growth is not None
+            or judges_compiled(self.thresholds)
             or self.report_path is not None
             or self.record_dir is not None
             or self.junit_xml

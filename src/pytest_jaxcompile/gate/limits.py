@@ -84,6 +84,17 @@ class Thresholds:
                     raise ValueError(f"Thresholds {field.name} {error}") from None
 
 
+# The limits judged on the compiled executable's memory_analysis() and cost_analysis():
+# where one is set (by the session or a test's marker), measured rows read those analyses.
+COMPILED_LIMITS = ("max_memory_growth", "max_flops_growth")
+
+
+def judges_compiled(limits: object) -> bool:
+    """Whether these limits (`Thresholds`, a marker's `CompileBudget`) judge a figure of the
+    compiled executable's analyses (`COMPILED_LIMITS`)."""
+    return any(getattr(limits, name, None) is not None for name in COMPILED_LIMITS)
+
+
 def most_specific(*values: T | None, default: T) -> T:
     """The first of `values` that is set (not None), else `default`: a setting from the
     most specific place that sets it (a pin, then a test's marker), else the session's."""

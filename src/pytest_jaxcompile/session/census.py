@@ -32,7 +32,7 @@ from pytest_jaxcompile.backends.memory import RssWatch
 from pytest_jaxcompile.backends.settings import Requirements, uncacheable_problem
 from pytest_jaxcompile.gate.always_cold import always_cold
 from pytest_jaxcompile.gate.budget import CompileBudget, budget_of
-from pytest_jaxcompile.gate.limits import most_specific
+from pytest_jaxcompile.gate.limits import judges_compiled, most_specific
 from pytest_jaxcompile.gate.pins import PinStore
 from pytest_jaxcompile.records import SCOPE_TEST, CompileRecord
 from pytest_jaxcompile.resolved import Settings
@@ -57,11 +57,7 @@ def measure_context(item: pytest.Item, settings: Settings) -> MeasureContext:
         trace_profile=settings.trace_profile,
         repeat=settings.repeat,
         artifacts_dir=settings.artifacts_dir,
-        compiled_figures=(
-            settings.compiled_figures
-            or budget.max_memory_growth is not None
-            or budget.max_flops_growth is not None
-        ),
+        compiled_figures=settings.compiled_figures or judges_compiled(budget),
     )
 
 
